@@ -1,0 +1,115 @@
+"""Admin for platform staff: clusters, and a base for every mirrored kind."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.utils.html import format_html
+
+from clusters.forms import KubeObjectForm, to_yaml
+from clusters.models import Cluster, KubeObject
+from clusters.services import request_delete, save_portal_edit
+
+
+def _yaml_block(value) -> str:
+    return format_html('<pre style="margin:0">{}</pre>', to_yaml(value) or "—")
+
+
+class ClusterForm(forms.ModelForm):
+    """The bearer token is write-only: never rendered back; an empty submit keeps the stored one."""
+
+    bearer_token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Never shown once saved; leave empty to keep the current token.",
+    )
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "name",
+            "description",
+            "auth_method",
+            "server_url",
+            "kubeconfig_path",
+            "kubeconfig_context",
+            "bearer_token",
+            "ca_cert",
+            "insecure_skip_tls_verify",
+            "namespaces",
+            "request_timeout_seconds",
+            "prometheus_url",
+        ]
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    form = ClusterForm
+    list_display = ["name", "auth_method", "server_url", "healthy", "last_full_resync_at"]
+    list_filter = ["auth_method", "healthy"]
+    search_fields = ["name", "description", "server_url"]
+    readonly_fields = ["healthy", "last_error", "last_full_resync_at", "created_at", "updated_at"]
+
+    def save_model(self, request, obj, form, change):
+        if change and not form.cleaned_data.get("bearer_token"):
+            obj.bearer_token = Cluster.objects.get(pk=obj.pk).bearer_token
+        super().save_model(request, obj, form, change)
+
+
+class KubeObjectAdmin(admin.ModelAdmin):
+    """Base admin for mirrored kinds: sync fields read-only, spec and status shown as YAML."""
+
+    form = KubeObjectForm
+    kind_list_display: tuple[str, ...] = ()
+    kind_list_filter: tuple[str, ...] = ()
+    list_select_related = ["cluster"]
+    search_fields = ["name", "namespace"]
+    sync_fields = (
+        "sync_state",
+        "last_error",
+        "uid",
+        "resource_version",
+        "generation",
+        "observed_generation",
+        "cluster_created_at",
+        "created_at",
+        "updated_at",
+    )
+
+    def get_list_display(self, request):
+        return ["name", "namespace", "cluster", *self.kind_list_display, "sync_state", "updated_at"]
+
+    def get_list_filter(self, request):
+        return ["cluster", "sync_state", *self.kind_list_filter, "namespace"]
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = [*self.sync_fields, "status_yaml", "last_synced_spec_yaml", *self.model.projected_fields()]
+        return [*readonly, "cluster", "namespace", "name"] if obj else readonly
+
+    def get_fieldsets(self, request, obj=None):
+        identity = ["cluster", "namespace", "name", "labels", "annotations"]
+        return [
+            (None, {"fields": identity}),
+            ("Spec", {"fields": ["spec"]}),
+            ("Status (from the cluster)", {"fields": ["status_yaml"]}),
+            ("Derived columns", {"fields": list(self.model.projected_fields()), "classes": ["collapse"]}),
+            ("Sync", {"fields": [*self.sync_fields, "last_synced_spec_yaml"]}),
+        ]
+
+    @admin.display(description="Status")
+    def status_yaml(self, obj: KubeObject) -> str:
+        return _yaml_block(obj.status)
+
+    @admin.display(description="Last synced spec")
+    def last_synced_spec_yaml(self, obj: KubeObject) -> str:
+        return _yaml_block(obj.last_synced_spec)
+
+    def save_model(self, request, obj, form, change):
+        save_portal_edit(obj)
+
+    def delete_model(self, request, obj):
+        request_delete(obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            request_delete(obj)

@@ -1,0 +1,125 @@
+"""``POST /api/apply/``: like ``kubectl apply -f`` for every mirrored kind, all or nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from clusters.api.exceptions import field_error_detail
+from clusters.api.parsers import PlainTextYAMLParser, TextYAMLParser, YAMLParser
+from clusters.api.views import CLUSTER_PARAMETER
+from clusters.manifests import resolve_kind, validate_manifest
+from clusters.models import Cluster, KubeObject
+from clusters.services import assign_manifest, resolve_cluster, save_portal_edit
+from clusters.validation import ManifestInvalid
+
+
+def _documents(data: Any) -> list[Any]:
+    """Manifests from a list, a single manifest, or ``kind: List`` documents (``kubectl get -o yaml``)."""
+    documents: list[Any] = []
+    for document in data if isinstance(data, list) else [data]:
+        if isinstance(document, dict) and document.get("kind") == "List" and isinstance(document.get("items"), list):
+            documents.extend(document["items"])
+        else:
+            documents.append(document)
+    return documents
+
+
+class ApplyResultSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    kind = serializers.CharField()
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    action = serializers.ChoiceField(choices=["created", "updated", "unchanged"])
+    id = serializers.IntegerField()
+
+
+class ApplyView(APIView):
+    """Create or update each manifest; if any document is invalid nothing is written."""
+
+    parser_classes = [JSONParser, YAMLParser, TextYAMLParser, PlainTextYAMLParser]
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        parameters=[CLUSTER_PARAMETER],
+        request={
+            "application/json": {"type": "array", "items": {"type": "object"}},
+            "application/yaml": {"type": "string"},
+        },
+        responses={
+            200: ApplyResultSerializer(many=True),
+            400: OpenApiResponse(description="Per-document errors: {documents: [{index, errors}]}"),
+        },
+    )
+    def post(self, request):
+        try:
+            cluster = resolve_cluster(request.query_params.get("cluster"))
+        except ManifestInvalid as invalid:
+            return Response(field_error_detail(invalid.errors), status=status.HTTP_400_BAD_REQUEST)
+        documents = _documents(request.data)
+        if not documents:
+            return Response({"documents": ["no manifest in the request body"]}, status=status.HTTP_400_BAD_REQUEST)
+        planned, failures = self._validate_all(request, cluster, documents)
+        if failures:
+            return Response({"documents": failures}, status=status.HTTP_400_BAD_REQUEST)
+        with transaction.atomic():
+            results = [self._write(index, cluster, model, manifest) for index, model, manifest in planned]
+        return Response(results)
+
+    def _validate_all(self, request, cluster: Cluster, documents: list[Any]):
+        planned, failures = [], []
+        for index, document in enumerate(documents):
+            try:
+                model = resolve_kind(document)
+                manifest = validate_manifest(model, document)
+            except ManifestInvalid as invalid:
+                failures.append(_failure(index, document, field_error_detail(invalid.errors)))
+                continue
+            needed = [f"{model._meta.app_label}.{action}_{model._meta.model_name}" for action in ("add", "change")]
+            if not request.user.has_perms(needed):
+                failures.append(_failure(index, document, {"permission": [f"you need {' and '.join(needed)}"]}))
+                continue
+            planned.append((index, model, manifest))
+        return planned, failures
+
+    def _write(self, index: int, cluster: Cluster, model: type[KubeObject], manifest: dict[str, Any]):
+        metadata = manifest["metadata"]
+        obj = (
+            model.objects.select_for_update()
+            .filter(cluster=cluster, namespace=metadata["namespace"], name=metadata["name"])
+            .first()
+        )
+        action = "created" if obj is None else "updated"
+        if obj is None:
+            obj = model(cluster=cluster)
+        before = obj.to_manifest() if obj.pk else None
+        assign_manifest(obj, manifest)
+        if before is not None and before == obj.to_manifest():
+            action = "unchanged"
+        else:
+            save_portal_edit(obj)
+        return {
+            "index": index,
+            "kind": model.kube.kind,
+            "namespace": obj.namespace,
+            "name": obj.name,
+            "action": action,
+            "id": obj.pk,
+        }
+
+
+def _failure(index: int, document: Any, errors: dict[str, list[str]]) -> dict[str, Any]:
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    return {
+        "index": index,
+        "kind": document.get("kind") if isinstance(document, dict) else None,
+        "name": metadata.get("name") if isinstance(metadata, dict) else None,
+        "errors": errors,
+    }

@@ -1,0 +1,27 @@
+"""Turn validation failures raised below the serializers into field-level 400s, never 500s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import exceptions
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from clusters.validation import FieldError, ManifestInvalid
+
+
+def field_error_detail(errors: list[FieldError]) -> dict[str, list[str]]:
+    """``{"spec.memory": ["spec.memory: \"16GB\" does not match ..."]}``: keyed by manifest path."""
+    detail: dict[str, list[str]] = {}
+    for error in errors:
+        detail.setdefault(error.path, []).append(error.message)
+    return detail
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]):
+    if isinstance(exc, ManifestInvalid):
+        exc = exceptions.ValidationError(field_error_detail(exc.errors))
+    elif isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+    return drf_exception_handler(exc, context)

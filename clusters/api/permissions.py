@@ -1,0 +1,21 @@
+"""API permissions: reading needs a login, writing needs the model's Django permission."""
+
+from rest_framework.permissions import SAFE_METHODS, BasePermission, DjangoModelPermissions
+
+
+class ReadLoggedInWriteWithModelPermission(DjangoModelPermissions):
+    """Any logged-in user may read; add/change/delete need ``app.add_model`` and friends."""
+
+    def has_permission(self, request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        if request.method in SAFE_METHODS:
+            return True
+        return super().has_permission(request, view)
+
+
+class StaffOnly(BasePermission):
+    """Clusters hold credentials and decide what the portal touches: staff only, read and write."""
+
+    def has_permission(self, request, view) -> bool:
+        return bool(request.user and request.user.is_authenticated and request.user.is_staff)

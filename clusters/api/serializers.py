@@ -1,0 +1,172 @@
+"""Serializers: clusters (credentials write-only) and mirrored objects in Kubernetes manifest shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from clusters.api.exceptions import field_error_detail
+from clusters.manifests import validate_manifest
+from clusters.models import Cluster, KubeObject
+from clusters.services import assign_manifest, resolve_cluster, save_portal_edit
+from clusters.validation import FieldError, ManifestInvalid
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    """A cluster; ``bearer_token`` is accepted but never returned (``has_token`` says whether one is set)."""
+
+    has_token = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "id",
+            "name",
+            "description",
+            "auth_method",
+            "server_url",
+            "kubeconfig_path",
+            "kubeconfig_context",
+            "bearer_token",
+            "has_token",
+            "ca_cert",
+            "insecure_skip_tls_verify",
+            "namespaces",
+            "request_timeout_seconds",
+            "prometheus_url",
+            "healthy",
+            "last_error",
+            "last_full_resync_at",
+            "created_at",
+            "updated_at",
+        ]
+        extra_kwargs = {"bearer_token": {"write_only": True}}
+
+    def get_has_token(self, cluster: Cluster) -> bool:
+        return bool(cluster.bearer_token)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        candidate = Cluster(**{**({} if self.instance is None else _model_values(self.instance)), **attrs})
+        candidate.clean()
+        return attrs
+
+
+def _model_values(instance: Cluster) -> dict[str, Any]:
+    return {field.name: getattr(instance, field.name) for field in Cluster._meta.concrete_fields if field.name != "id"}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: maps merge recursively, ``null`` deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+class KubeObjectSerializer(serializers.Serializer):
+    """One mirrored object, in and out in the shape ``kubectl get -o yaml`` prints.
+
+    Input may be such output as is: ``status`` and server-set metadata are ignored (status
+    belongs to the cluster, as with a CRD's ``/status`` subresource). ``PATCH`` is a JSON merge
+    patch of the manifest. The target cluster comes from ``cluster`` in the body or the
+    ``?cluster=`` parameter, defaulting to the only cluster.
+    """
+
+    model: type[KubeObject]
+
+    id = serializers.IntegerField(read_only=True)
+    cluster = serializers.CharField(required=False, help_text="Cluster name; defaults to the only cluster.")
+    apiVersion = serializers.CharField(required=False)
+    kind = serializers.CharField(required=False)
+    metadata = serializers.JSONField(help_text="name (required), namespace (default 'default'), labels, annotations.")
+    spec = serializers.JSONField(required=False)
+    status = serializers.JSONField(required=False, help_text="Ignored on input: status belongs to the cluster.")
+    sync = serializers.SerializerMethodField()
+    summary = serializers.SerializerMethodField()
+
+    def get_sync(self, obj: KubeObject) -> dict[str, Any]:
+        return {"state": obj.sync_state, "lastError": obj.last_error, "updatedAt": obj.updated_at}
+
+    def get_summary(self, obj: KubeObject) -> dict[str, Any]:
+        """The indexed columns derived from spec/status, as the catalog shows them."""
+        return {field: getattr(obj, field) for field in obj.projected_fields()}
+
+    def to_representation(self, obj: KubeObject) -> dict[str, Any]:
+        manifest = obj.to_manifest()
+        manifest.setdefault("status", {})
+        return {
+            "id": obj.pk,
+            "cluster": obj.cluster.name,
+            **manifest,
+            "sync": self.get_sync(obj),
+            "summary": self.get_summary(obj),
+        }
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"(root)": ["expected a Kubernetes manifest (a JSON object)"]})
+        if self.partial and self.instance is not None:
+            data = merge_patch(self.instance.to_manifest(), data)
+        return {key: value for key, value in data.items() if key not in ("id", "sync", "summary", "status")}
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        manifest = {key: value for key, value in attrs.items() if key != "cluster"}
+        try:
+            cluster = self._target_cluster(attrs.get("cluster"))
+            manifest = validate_manifest(self.model, manifest)
+            self._check_identity(cluster, manifest["metadata"])
+        except ManifestInvalid as invalid:
+            raise serializers.ValidationError(field_error_detail(invalid.errors)) from None
+        return {"cluster": cluster, "manifest": manifest}
+
+    def _target_cluster(self, name: str | None):
+        if self.instance is not None:
+            if name and name != self.instance.cluster.name:
+                raise ManifestInvalid([FieldError("cluster", name, "cannot change; delete and create instead")])
+            return self.instance.cluster
+        request = self.context.get("request")
+        return resolve_cluster(name or (request.query_params.get("cluster") if request else None))
+
+    def _check_identity(self, cluster, metadata: dict[str, Any]) -> None:
+        """Name and namespace are the object's identity in the cluster: fixed once created, unique."""
+        if self.instance is not None:
+            for key, current in (("name", self.instance.name), ("namespace", self.instance.namespace)):
+                if metadata.get(key, current) != current:
+                    raise ManifestInvalid(
+                        [
+                            FieldError(
+                                f"metadata.{key}",
+                                metadata.get(key),
+                                f"cannot change (is {current}); delete and create instead",
+                            )
+                        ]
+                    )
+            return
+        if self.model.objects.filter(cluster=cluster, namespace=metadata["namespace"], name=metadata["name"]).exists():
+            raise ManifestInvalid(
+                [
+                    FieldError(
+                        "metadata.name", metadata["name"], f"already exists in {cluster.name}/{metadata['namespace']}"
+                    )
+                ]
+            )
+
+    def create(self, validated: dict[str, Any]) -> KubeObject:
+        obj = self.model(cluster=validated["cluster"])
+        assign_manifest(obj, validated["manifest"])
+        return save_portal_edit(obj)
+
+    def update(self, obj: KubeObject, validated: dict[str, Any]) -> KubeObject:
+        assign_manifest(obj, validated["manifest"])
+        return save_portal_edit(obj)
+
+
+def manifest_serializer_for(model: type[KubeObject]) -> type[KubeObjectSerializer]:
+    """A KubeObjectSerializer bound to one kind (named after it, for the OpenAPI schema)."""
+    return type(f"{model.__name__}Serializer", (KubeObjectSerializer,), {"model": model})

@@ -1,0 +1,46 @@
+"""API views shared by every mirrored kind, the cluster endpoint and ``/api/apply/``."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.response import Response
+
+from clusters.api.permissions import StaffOnly
+from clusters.api.serializers import ClusterSerializer
+from clusters.filtersets import ClusterFilterSet
+from clusters.models import Cluster
+from clusters.services import request_delete
+
+CLUSTER_PARAMETER = OpenApiParameter(
+    "cluster", str, description="Target cluster name for create; defaults to the only cluster."
+)
+
+
+class KubeObjectViewSet(viewsets.ModelViewSet):
+    """CRUD for one mirrored kind; subclasses only name queryset, serializer and filterset."""
+
+    base_ordering_fields = ["name", "namespace", "cluster__name", "sync_state", "updated_at", "created_at"]
+
+    @property
+    def ordering_fields(self) -> list[str]:
+        return [*self.base_ordering_fields, *self.queryset.model.projected_fields()]
+
+    @extend_schema(parameters=[CLUSTER_PARAMETER])
+    def create(self, request, *args, **kwargs):
+        return super().create(request, *args, **kwargs)
+
+    def destroy(self, request, *args, **kwargs):
+        """Objects the cluster has are marked ``Deleting`` (202) until the cluster lets them go."""
+        gone = request_delete(self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT if gone else status.HTTP_202_ACCEPTED)
+
+
+class ClusterViewSet(viewsets.ModelViewSet):
+    """Clusters the portal syncs with (staff only; tokens are write-only)."""
+
+    queryset = Cluster.objects.all()
+    serializer_class = ClusterSerializer
+    permission_classes = [StaffOnly]
+    filterset_class = ClusterFilterSet
+    ordering_fields = ["name", "created_at"]

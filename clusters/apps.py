@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class ClustersConfig(AppConfig):
+    """The bridge to Kubernetes: clusters, the mirror base model, the kind registry, validation."""
+
+    name = "clusters"
+    verbose_name = "Clusters and sync"
+
+    def ready(self) -> None:
+        from clusters import metrics
+
+        metrics.register_collector()

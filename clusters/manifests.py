@@ -1,0 +1,63 @@
+"""Validate manifests of mirrored kinds and move them in and out of mirror rows.
+
+Every entry point (model ``clean()``, API serializers, ``/api/apply/``, forms, admin, demo
+loader) goes through :func:`validate_manifest`, so a rule is written once and enforced the same
+everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.kinds import known_kinds, model_for
+from clusters.metadata_rules import metadata_errors
+from clusters.models import KubeObject
+from clusters.validation import FieldError, ManifestInvalid, default_manifest, schema_errors
+
+__all__ = ["FieldError", "ManifestInvalid", "resolve_kind", "validate_manifest"]
+
+
+def resolve_kind(manifest: Any) -> type[KubeObject]:
+    """The mirror model for a manifest's ``apiVersion`` and ``kind``, or ManifestInvalid."""
+    if not isinstance(manifest, dict):
+        raise ManifestInvalid([FieldError("(root)", manifest, "must be an object (a Kubernetes manifest)")])
+    model = model_for(str(manifest.get("apiVersion")), str(manifest.get("kind")))
+    if model is None:
+        raise ManifestInvalid(
+            [
+                FieldError(
+                    "kind",
+                    f"{manifest.get('kind')} ({manifest.get('apiVersion')})",
+                    "is not a mirrored kind; known kinds: " + ", ".join(known_kinds()),
+                )
+            ]
+        )
+    return model
+
+
+def validate_manifest(model: type[KubeObject], manifest: dict[str, Any]) -> dict[str, Any]:
+    """Return the manifest with CRD defaults applied, or raise ManifestInvalid with every error.
+
+    Status is not validated here: it belongs to the cluster, and the main resource ignores it.
+    A missing ``metadata.namespace`` becomes ``default``, as ``kubectl`` does.
+    """
+    errors: list[FieldError] = []
+    info = model.kube
+    for field, expected in (("apiVersion", info.api_version), ("kind", info.kind)):
+        if manifest.get(field, expected) != expected:
+            errors.append(FieldError(field, manifest.get(field), f"must be {expected} for this endpoint"))
+    errors += metadata_errors(manifest.get("metadata"))
+    body = {key: value for key, value in manifest.items() if key != "status"}
+    if isinstance(body.get("metadata"), dict) and not body["metadata"].get("namespace"):
+        body["metadata"] = {**body["metadata"], "namespace": "default"}
+    if not isinstance(body.get("spec", {}), dict):
+        errors.append(FieldError("spec", body.get("spec"), "must be an object"))
+    else:
+        body.setdefault("spec", {})
+        defaulted = default_manifest(info, body)
+        errors += schema_errors(info, {k: v for k, v in defaulted.items() if k not in ("apiVersion", "kind")})
+        if not errors:
+            errors += model.extra_rules(defaulted)
+        if not errors:
+            return defaulted
+    raise ManifestInvalid(errors)

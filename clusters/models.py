@@ -1,0 +1,213 @@
+"""Clusters and the abstract mirror of a Kubernetes object that every mirrored kind builds on."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db import models
+
+from clusters.kinds import KindInfo
+
+
+class SyncState(models.TextChoices):
+    """Where a mirrored row stands relative to the cluster (see DESIGN.md, "Sync")."""
+
+    SYNCED = "Synced", "Synced"
+    PENDING_APPLY = "PendingApply", "Pending apply"
+    CONFLICT = "Conflict", "Conflict"
+    ERROR = "Error", "Error"
+    DELETING = "Deleting", "Deleting"
+    DELETED_IN_CLUSTER = "DeletedInCluster", "Deleted in cluster"
+
+
+def validate_http_url(value: str) -> None:
+    """http(s) URL with a host; unlike Django's URLValidator, single-label hosts (``https://k8s:6443``,
+    ``http://prometheus:9090``) are fine, as they are normal inside clusters and compose networks."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(f"{value!r} is not an http(s) URL with a host, e.g. https://10.0.0.1:6443")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise ValidationError(f"{value!r} has an invalid port") from None
+
+
+class Cluster(models.Model):
+    """A Kubernetes API endpoint the portal syncs with. Credentials are write-only everywhere."""
+
+    class AuthMethod(models.TextChoices):
+        KUBECONFIG = "kubeconfig", "Kubeconfig file and context"
+        TOKEN = "token", "Server URL and bearer token"
+        IN_CLUSTER = "in_cluster", "In-cluster service account"
+        SNAPSHOT = "snapshot", "Snapshot only (no API server; demo data)"
+
+    name = models.SlugField(max_length=63, unique=True, help_text="Short name used in the portal and API.")
+    description = models.CharField(max_length=255, blank=True)
+    auth_method = models.CharField(max_length=16, choices=AuthMethod.choices, default=AuthMethod.TOKEN)
+    server_url = models.CharField(
+        max_length=2048,
+        blank=True,
+        validators=[validate_http_url],
+        help_text="API server URL, e.g. https://10.0.0.1:6443.",
+    )
+    kubeconfig_path = models.CharField(max_length=1024, blank=True)
+    kubeconfig_context = models.CharField(max_length=253, blank=True)
+    bearer_token = models.TextField(blank=True, help_text="Never shown back once saved.")
+    ca_cert = models.TextField(blank=True, help_text="PEM-encoded CA bundle of the API server.")
+    insecure_skip_tls_verify = models.BooleanField(default=False)
+    namespaces = models.JSONField(default=list, blank=True, help_text="Namespaces to sync; empty means all namespaces.")
+    request_timeout_seconds = models.PositiveIntegerField(default=10)
+    prometheus_url = models.CharField(
+        max_length=2048,
+        blank=True,
+        validators=[validate_http_url],
+        help_text="Prometheus base URL for right-sizing metrics.",
+    )
+    healthy = models.BooleanField(null=True, editable=False)
+    last_error = models.TextField(blank=True, editable=False)
+    last_full_resync_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        required = {
+            self.AuthMethod.KUBECONFIG: ["kubeconfig_path"],
+            self.AuthMethod.TOKEN: ["server_url"],
+        }.get(self.auth_method, [])
+        missing = {
+            field: f"is required when auth_method is {self.auth_method}"
+            for field in required
+            if not getattr(self, field)
+        }
+        if missing:
+            raise ValidationError(missing)
+        if not isinstance(self.namespaces, list) or not all(isinstance(ns, str) for ns in self.namespaces):
+            raise ValidationError({"namespaces": "must be a list of namespace names"})
+
+
+class KubeObject(models.Model):
+    """Abstract mirror of one namespaced custom resource.
+
+    ``spec`` holds what the portal wants; ``last_synced_spec`` what the cluster had when both
+    last agreed, the base of three-way merges. Concrete kinds declare ``kube`` (their identity)
+    and ``project()`` (the indexed columns derived from spec/status, never edited by hand).
+    """
+
+    kube: ClassVar[KindInfo]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=63, default="default")
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True, editable=False)
+    resource_version = models.CharField(max_length=64, blank=True, editable=False)
+    generation = models.BigIntegerField(null=True, blank=True, editable=False)
+    observed_generation = models.BigIntegerField(null=True, blank=True, editable=False)
+    labels = models.JSONField(default=dict, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    spec = models.JSONField(default=dict, blank=True)
+    status = models.JSONField(default=dict, blank=True, editable=False)
+    last_synced_spec = models.JSONField(null=True, blank=True, editable=False)
+    sync_state = models.CharField(
+        max_length=20, choices=SyncState.choices, default=SyncState.PENDING_APPLY, db_index=True, editable=False
+    )
+    last_error = models.TextField(blank=True, editable=False)
+    cluster_created_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["cluster__name", "namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="%(app_label)s_%(class)s_unique_per_cluster"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.project()
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], *self.projected_fields(), "updated_at"}
+        super().save(*args, **kwargs)
+
+    @classmethod
+    def extra_rules(cls, manifest: dict[str, Any]) -> list:
+        """Rules the CRD schema cannot express; concrete kinds override. Returns FieldErrors."""
+        return []
+
+    def project(self) -> None:
+        """Set the indexed columns derived from spec and status; concrete kinds override."""
+
+    @classmethod
+    def projected_fields(cls) -> list[str]:
+        """Names of the columns ``project()`` derives; they are read-only in forms and the API."""
+        return []
+
+    def clean(self) -> None:
+        from clusters.manifests import ManifestInvalid, validate_manifest
+
+        try:
+            validated = validate_manifest(type(self), self.to_manifest())
+        except ManifestInvalid as invalid:
+            raise ValidationError(errors_by_model_field(invalid.errors)) from None
+        self.spec = validated["spec"]
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The object in Kubernetes shape, as ``kubectl get -o yaml`` would show it."""
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        for key, value in (
+            ("uid", self.uid),
+            ("resourceVersion", self.resource_version),
+            ("generation", self.generation),
+            ("creationTimestamp", self.cluster_created_at and self.cluster_created_at.strftime("%Y-%m-%dT%H:%M:%SZ")),
+            ("labels", self.labels),
+            ("annotations", self.annotations),
+        ):
+            if value:
+                metadata[key] = value
+        manifest = {
+            "apiVersion": self.kube.api_version,
+            "kind": self.kube.kind,
+            "metadata": metadata,
+            "spec": self.spec,
+        }
+        if self.status:
+            manifest["status"] = self.status
+        return manifest
+
+
+_MODEL_FIELD_BY_PATH = {
+    "metadata.name": "name",
+    "metadata.namespace": "namespace",
+    "metadata.labels": "labels",
+    "metadata.annotations": "annotations",
+    "spec": "spec",
+    "status": "status",
+}
+
+
+def model_field_for(path: str) -> str:
+    """The model field a manifest path belongs to (``spec.memory`` -> ``spec``)."""
+    for prefix, field in _MODEL_FIELD_BY_PATH.items():
+        if path == prefix or path.startswith((prefix + ".", prefix + "[")):
+            return field
+    return NON_FIELD_ERRORS
+
+
+def errors_by_model_field(errors: list) -> dict[str, list[str]]:
+    """Group FieldErrors under the model field they belong to, for forms and the admin."""
+    grouped: dict[str, list[str]] = {}
+    for error in errors:
+        grouped.setdefault(model_field_for(error.path), []).append(error.message)
+    return grouped

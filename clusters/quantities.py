@@ -1,0 +1,41 @@
+"""Kubernetes quantities as numbers, through the official client's parser (never by hand)."""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+from kubernetes.utils import parse_quantity
+
+_BINARY_UNITS = (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
+
+
+def quantity_to_int(value: object) -> int | None:
+    """Parse ``"80Gi"``, ``"4000m"`` or ``2`` to an integer (rounded up), None when absent or invalid.
+
+    Projections use this on already-validated specs; None means the field was not given.
+    """
+    if value is None or value == "":
+        return None
+    try:
+        number = parse_quantity(value)
+    except (ValueError, TypeError, InvalidOperation):
+        return None
+    return int(number.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def quantity_to_decimal(value: object) -> Decimal | None:
+    """Like :func:`quantity_to_int` but exact, for CPU cores and comparisons."""
+    if value is None or value == "":
+        return None
+    try:
+        return parse_quantity(value)
+    except (ValueError, TypeError, InvalidOperation):
+        return None
+
+
+def format_bytes(amount: int) -> str:
+    """The largest binary unit that expresses ``amount`` exactly: 85899345920 -> ``80Gi``."""
+    for suffix, size in _BINARY_UNITS:
+        if amount and amount % size == 0:
+            return f"{amount // size}{suffix}"
+    return str(amount)

@@ -1,0 +1,5 @@
+"""Django project package (named `config`, not `platform`: see DESIGN.md)."""
+
+from config.celery_app import app as celery_app
+
+__all__ = ["celery_app"]

@@ -1,0 +1,1 @@
+"""Settings split by environment: base, local (embedded default), test, production."""

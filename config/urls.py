@@ -1,0 +1,27 @@
+"""URL map: portal pages, admin, REST API with its OpenAPI schema, Prometheus metrics."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authtoken.views import obtain_auth_token
+
+from clusters.views import HomeView
+
+api_patterns = [
+    path("", include("clusters.api.urls")),
+    path("", include("models_app.api.urls")),
+    path("", include("runs_app.api.urls")),
+    path("token/", obtain_auth_token, name="api-token"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]
+
+urlpatterns = [
+    path("", HomeView.as_view(), name="home"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("api/", include(api_patterns)),
+    path("", include("django_prometheus.urls")),
+]

@@ -1,0 +1,25 @@
+from django.contrib import admin
+
+from clusters.admin import KubeObjectAdmin
+from models_app.models import InferenceModel, KubeAIModel, ModelService
+
+
+@admin.register(InferenceModel)
+class InferenceModelAdmin(KubeObjectAdmin):
+    kind_list_display = ("model_name", "node_pool", "memory_bytes", "ready", "utilization_percent")
+    kind_list_filter = ("node_pool", "ready")
+    search_fields = ["name", "namespace", "model_name"]
+
+
+@admin.register(KubeAIModel)
+class KubeAIModelAdmin(KubeObjectAdmin):
+    kind_list_display = ("engine", "url", "resource_profile", "replicas", "ready")
+    kind_list_filter = ("engine", "ready")
+    search_fields = ["name", "namespace", "url"]
+
+
+@admin.register(ModelService)
+class ModelServiceAdmin(KubeObjectAdmin):
+    kind_list_display = ("model_name", "accelerator", "replicas", "gpu_count", "phase")
+    kind_list_filter = ("accelerator", "phase", "node_pool")
+    search_fields = ["name", "namespace", "model_name"]

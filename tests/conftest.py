@@ -1,0 +1,75 @@
+"""Fixtures shared by the whole suite: clusters, users with given permissions, API clients, samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from django.conf import settings
+from django.contrib.auth.models import Permission, User
+from rest_framework.test import APIClient
+
+from clusters.models import Cluster
+
+
+def load_samples() -> list[tuple[str, dict[str, Any]]]:
+    """Every reference sample as (file name, manifest)."""
+    return [(path.name, yaml.safe_load(path.read_text())) for path in sorted(Path(settings.SAMPLES_DIR).glob("*.yaml"))]
+
+
+@pytest.fixture
+def cluster(db) -> Cluster:
+    return Cluster.objects.create(
+        name="prod",
+        auth_method=Cluster.AuthMethod.TOKEN,
+        server_url="https://10.0.0.1:6443",
+        bearer_token="s3cr3t-token",
+    )
+
+
+@pytest.fixture
+def make_user(db):
+    """``make_user("alice", perms=["models_app.add_inferencemodel"], staff=False)``."""
+
+    def make(username: str, perms: list[str] = (), staff: bool = False) -> User:
+        user = User.objects.create_user(username, password="pw-for-tests", is_staff=staff)
+        for perm in perms:
+            app_label, codename = perm.split(".")
+            user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+        return User.objects.get(pk=user.pk)  # fresh instance: permission cache empty
+
+    return make
+
+
+@pytest.fixture
+def api_as(make_user):
+    """``api_as(perms=[...], staff=False)`` -> an APIClient logged in as a new user with those rights."""
+    counter = iter(range(1000))
+
+    def make(perms: list[str] = (), staff: bool = False) -> APIClient:
+        client = APIClient()
+        client.force_authenticate(make_user(f"user{next(counter)}", perms=perms, staff=staff))
+        return client
+
+    return make
+
+
+ALL_KIND_PERMS = [
+    f"{app}.{action}_{model}"
+    for app, model in [
+        ("models_app", "inferencemodel"),
+        ("models_app", "kubeaimodel"),
+        ("models_app", "modelservice"),
+        ("runs_app", "inferenceconfig"),
+        ("runs_app", "inferencerun"),
+    ]
+    for action in ("add", "change", "delete", "view")
+]
+
+
+@pytest.fixture
+def editor(api_as) -> APIClient:
+    """A user allowed to add, change and delete every mirrored kind (not staff)."""
+    return api_as(perms=ALL_KIND_PERMS)

@@ -1,0 +1,108 @@
+"""Project-level checks: system checks, migrations in step, OpenAPI schema clean, demo data, metrics, admin."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.apps import apps
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.urls import reverse
+
+from clusters.kinds import all_models
+from clusters.models import Cluster
+from models_app.models import InferenceModel
+
+
+def test_system_checks_pass() -> None:
+    call_command("check", "--fail-level", "WARNING")
+
+
+@pytest.mark.django_db
+def test_migrations_match_models() -> None:
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)
+
+
+def test_openapi_schema_generates_without_warnings(tmp_path) -> None:
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
+    assert "/api/inferencemodels/" in (tmp_path / "schema.yaml").read_text()
+
+
+@pytest.mark.django_db
+def test_load_demo_twice_gives_the_same_rows() -> None:
+    def snapshot() -> list[tuple]:
+        rows = []
+        for model in [*all_models(), apps.get_model("scheduler", "NodePool"), Cluster]:
+            rows += [
+                tuple(sorted((k, str(v)) for k, v in row.items() if k not in ("updated_at",)))
+                for row in model.objects.values()
+            ]
+        return rows
+
+    call_command("load_demo", stdout=io.StringIO())
+    first = snapshot()
+    call_command("load_demo", stdout=io.StringIO())
+    assert snapshot() == first
+    assert len(first) == 14 + 2 + 1
+
+
+@pytest.mark.django_db
+def test_metrics_export_mirrored_object_gauges(client) -> None:
+    call_command("load_demo", stdout=io.StringIO())
+    body = client.get("/metrics").content.decode()
+    assert 'inference_portal_mirrored_objects{cluster="demo",kind="InferenceModel",sync_state="Synced"} 5.0' in body
+    assert "django_http_requests_total_by_method_total" in body
+
+
+@pytest.mark.django_db
+class TestAdmin:
+    @pytest.fixture
+    def staff_client(self, client):
+        call_command("load_demo", stdout=io.StringIO())
+        client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+        return client
+
+    def test_every_changelist_change_and_add_page_renders(self, staff_client) -> None:
+        for model in [*all_models(), Cluster, apps.get_model("scheduler", "NodePool")]:
+            meta = model._meta
+            assert staff_client.get(reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")).status_code == 200
+            assert staff_client.get(reverse(f"admin:{meta.app_label}_{meta.model_name}_add")).status_code == 200
+            for obj in model.objects.all():
+                url = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
+                assert staff_client.get(url).status_code == 200, url
+
+    def test_changelist_filters_and_search(self, staff_client) -> None:
+        url = reverse("admin:models_app_inferencemodel_changelist")
+        body = staff_client.get(url, {"q": "mistral", "sync_state__exact": "Synced"}).content.decode()
+        assert "mistral-7b" in body and "llama-2-70b" not in body
+
+    def test_spec_is_edited_as_yaml_and_validated_at_the_field(self, staff_client) -> None:
+        obj = InferenceModel.objects.get(name="llama-2-70b")
+        url = reverse("admin:models_app_inferencemodel_change", args=[obj.pk])
+        page = staff_client.get(url).content.decode()
+        assert "memory: 80Gi" in page and "observedPeakMemory: 75Gi" in page
+        spec_yaml = page.split('name="spec"')[1].split(">", 1)[1].split("</textarea>")[0]
+        import html
+
+        bad = html.unescape(spec_yaml).replace("memory: 80Gi", "memory: 80GB")
+        response = staff_client.post(url, {"labels": "", "annotations": "", "spec": bad})
+        assert response.status_code == 200
+        assert "spec.memory: &quot;80GB&quot; does not match the pattern" in response.content.decode()
+        assert InferenceModel.objects.get(pk=obj.pk).spec["memory"] == "80Gi"
+        good = html.unescape(spec_yaml).replace("memory: 80Gi", "memory: 78Gi")
+        assert staff_client.post(url, {"labels": "team: ml", "annotations": "", "spec": good}).status_code == 302
+        saved = InferenceModel.objects.get(pk=obj.pk)
+        assert saved.spec["memory"] == "78Gi" and saved.labels == {"team": "ml"}
+        assert saved.memory_bytes == 78 * 1024**3
+
+    def test_broken_yaml_is_reported_with_its_position(self, staff_client) -> None:
+        obj = InferenceModel.objects.get(name="mistral-7b")
+        url = reverse("admin:models_app_inferencemodel_change", args=[obj.pk])
+        response = staff_client.post(url, {"labels": "", "annotations": "", "spec": "modelName: [x"})
+        assert "is not valid YAML at line" in response.content.decode()
+
+    def test_cluster_token_is_never_rendered(self, staff_client) -> None:
+        cluster = Cluster.objects.create(name="prod", server_url="https://k8s:6443", bearer_token="t0ps3cret")
+        page = staff_client.get(reverse("admin:clusters_cluster_change", args=[cluster.pk])).content.decode()
+        assert "t0ps3cret" not in page

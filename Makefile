@@ -36,7 +36,7 @@ lint: install
 	$(BIN)/ruff check .
 
 worker: install
-	$(BIN)/celery -A config worker --loglevel=INFO
+	$(BIN)/celery -A config worker -Q default,sync --loglevel=INFO
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

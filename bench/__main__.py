@@ -3,6 +3,7 @@
 Usage: ``python -m bench [name-filter]``. Uses ``DATABASE_URL`` like the portal (PostgreSQL for
 figures that matter; SQLite works for a quick look).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -14,7 +15,7 @@ from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
@@ -26,8 +27,11 @@ RESULTS = Path(__file__).with_name("results.json")
 
 def main(argv: list[str]) -> int:
     wanted = argv[0] if argv else ""
-    modules = [info.name for info in pkgutil.iter_modules([str(Path(__file__).parent)])
-               if info.name.startswith("bench_") and wanted in info.name]
+    modules = [
+        info.name
+        for info in pkgutil.iter_modules([str(Path(__file__).parent)])
+        if info.name.startswith("bench_") and wanted in info.name
+    ]
     setup_test_environment()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     results: dict[str, float] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}

@@ -4,6 +4,7 @@ Figures: ``validation.manifests_per_s`` (schema + rules per manifest), ``api.lis
 ``api.list_p99_ms`` (GET /api/inferencemodels/?limit=50 over 2,000 rows), and
 ``api.orm_page_p50_ms``, the same page straight from the ORM, so the API's own overhead shows.
 """
+
 from __future__ import annotations
 
 import copy
@@ -56,7 +57,7 @@ def run() -> dict[str, float]:
         api_ms.append((time.perf_counter() - start) * 1000)
         assert response.status_code == 200
         start = time.perf_counter()
-        list(InferenceModel.objects.select_related("cluster").order_by("name")[offset:offset + 50])
+        list(InferenceModel.objects.select_related("cluster").order_by("name")[offset : offset + 50])
         orm_ms.append((time.perf_counter() - start) * 1000)
     InferenceModel.objects.all().delete()
     cluster.delete()

@@ -6,8 +6,9 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html
 
+from clusters.audit import Actor
 from clusters.forms import KubeObjectForm, to_yaml
-from clusters.models import Cluster, KubeObject
+from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.services import request_delete, save_portal_edit
 
 
@@ -105,11 +106,11 @@ class KubeObjectAdmin(admin.ModelAdmin):
         return _yaml_block(obj.last_synced_spec)
 
     def save_model(self, request, obj, form, change):
-        save_portal_edit(obj)
+        save_portal_edit(obj, Actor.from_request(request, AuditEntry.Source.ADMIN))
 
     def delete_model(self, request, obj):
-        request_delete(obj)
+        request_delete(obj, Actor.from_request(request, AuditEntry.Source.ADMIN))
 
     def delete_queryset(self, request, queryset):
         for obj in queryset:
-            request_delete(obj)
+            self.delete_model(request, obj)

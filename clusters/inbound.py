@@ -1,40 +1,105 @@
-"""Record what a cluster says an object is: the one inbound write path (demo snapshot, resync, watch)."""
+"""Cluster -> portal: record what a cluster says an object is (watch events, resync, demo snapshot).
+
+The portal's intent is never overwritten here: rows whose intent is ahead of the cluster
+(``PendingApply``, ``Conflict``, ``Error``, ``Deleting``) only take the cluster's status; their
+resourceVersion and merge base stay, so the pending apply meets a 409 and merges properly.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
-from clusters.models import Cluster, KubeObject, SyncState
+from clusters.audit import Actor, json_diff, record
+from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
+
+PORTAL_AHEAD = (SyncState.PENDING_APPLY, SyncState.CONFLICT, SyncState.ERROR, SyncState.DELETING)
 
 
-def upsert_from_cluster(model: type[KubeObject], cluster: Cluster, manifest: dict[str, Any]) -> KubeObject:
-    """Make the row equal to the cluster's object; the cluster's spec becomes the merge base.
-
-    Rows with a portal edit still waiting (``PendingApply``) or a ``Conflict`` keep the portal's
-    spec: only status, metadata bookkeeping and the base move, so no edit is silently lost.
-    """
+def _take_bookkeeping(obj: KubeObject, manifest: dict[str, Any]) -> None:
     metadata = manifest["metadata"]
-    obj = model.objects.filter(
-        cluster=cluster, namespace=metadata.get("namespace", "default"), name=metadata["name"]
-    ).first() or model(cluster=cluster)
-    keeps_portal_spec = obj.pk is not None and obj.sync_state in (SyncState.PENDING_APPLY, SyncState.CONFLICT)
-    obj.namespace = metadata.get("namespace", "default")
-    obj.name = metadata["name"]
     obj.uid = metadata.get("uid", "")
     obj.resource_version = metadata.get("resourceVersion", "")
     obj.generation = metadata.get("generation")
-    obj.status = manifest.get("status") or {}
-    obj.observed_generation = obj.status.get("observedGeneration")
     created = metadata.get("creationTimestamp")
     obj.cluster_created_at = parse_datetime(created) if created else None
-    obj.last_synced_spec = manifest.get("spec") or {}
-    if not keeps_portal_spec:
-        obj.labels = metadata.get("labels") or {}
-        obj.annotations = metadata.get("annotations") or {}
-        obj.spec = manifest.get("spec") or {}
-        obj.sync_state = SyncState.DELETING if metadata.get("deletionTimestamp") else SyncState.SYNCED
+
+
+def upsert_from_cluster(
+    model: type[KubeObject], cluster: Cluster, manifest: dict[str, Any], actor: Actor | None = None
+) -> KubeObject | None:
+    """Make the row reflect the cluster's object; returns the row, or None when nothing changed."""
+    metadata = manifest["metadata"]
+    namespace = metadata.get("namespace") or "default"
+    with transaction.atomic():
+        obj = (
+            model.objects.select_for_update()
+            .filter(cluster=cluster, namespace=namespace, name=metadata["name"])
+            .first()
+        )
+        if (
+            obj is not None
+            and obj.resource_version == metadata.get("resourceVersion")
+            and obj.uid == metadata.get("uid")
+            and obj.sync_state != SyncState.DELETED_IN_CLUSTER
+        ):
+            return None  # already seen (watch replay after a reconnect, or a resync of an unchanged object)
+        created = obj is None
+        if created:
+            obj = model(cluster=cluster, namespace=namespace, name=metadata["name"])
+        obj.status = manifest.get("status") or {}
+        obj.observed_generation = obj.status.get("observedGeneration")
+        recreated = not created and obj.uid and obj.uid != metadata.get("uid")
+        if not created and obj.sync_state in PORTAL_AHEAD and not recreated:
+            obj.save()
+            return obj
+        before = {} if created else obj.desired_document()
+        _take_bookkeeping(obj, manifest)
+        document = cluster_document(manifest)
+        obj.set_desired(document)
+        obj.set_base(document)
+        deleting = bool(metadata.get("deletionTimestamp"))
+        obj.sync_state = SyncState.DELETING if deleting else SyncState.SYNCED
         obj.last_error = ""
-    obj.save()
+        obj.conflict = None
+        obj.save()
+        changes = json_diff(before, document)
+        if created or changes:
+            action = AuditEntry.Action.CREATED if created or recreated else AuditEntry.Action.UPDATED
+            record(obj, action, actor or Actor.cluster(manifest), changes)
+    return obj
+
+
+def mark_deleted_in_cluster(
+    model: type[KubeObject], cluster: Cluster, namespace: str, name: str, uid: str | None, actor: Actor | None = None
+) -> KubeObject | None:
+    """The cluster no longer has the object: keep the row (history, reports) as ``DeletedInCluster``.
+
+    A row whose uid differs belongs to another object of the same name and is left alone; a row
+    the portal created but never applied (no uid) is not the deleted object either.
+    """
+    with transaction.atomic():
+        obj = model.objects.select_for_update().filter(cluster=cluster, namespace=namespace, name=name).first()
+        if obj is None or not obj.uid or (uid and obj.uid != uid) or obj.sync_state == SyncState.DELETED_IN_CLUSTER:
+            return None
+        if obj.sync_state in PORTAL_AHEAD and obj.sync_state != SyncState.DELETING:
+            # Edited in the portal while deleted in the cluster: a person decides (re-create or drop).
+            obj.sync_state = SyncState.CONFLICT
+            obj.conflict = {
+                "resourceVersion": "",
+                "uid": "",
+                "cluster": None,
+                "fields": [],
+                "message": "deleted in the cluster while edited in the portal",
+            }
+            obj.uid = obj.resource_version = ""
+            obj.save()
+            record(obj, AuditEntry.Action.CONFLICT, actor or Actor.cluster(), message=obj.conflict["message"])
+            return obj
+        obj.sync_state = SyncState.DELETED_IN_CLUSTER
+        obj.uid = obj.resource_version = ""
+        obj.save()
+        record(obj, AuditEntry.Action.DELETED, actor or Actor.cluster())
     return obj

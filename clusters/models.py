@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
@@ -115,6 +116,15 @@ class KubeObject(models.Model):
     spec = models.JSONField(default=dict, blank=True)
     status = models.JSONField(default=dict, blank=True, editable=False)
     last_synced_spec = models.JSONField(null=True, blank=True, editable=False)
+    last_synced_metadata = models.JSONField(
+        null=True, blank=True, editable=False, help_text="Labels and annotations at the last agreement."
+    )
+    conflict = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="While in Conflict: the cluster's side (resourceVersion, spec, labels, annotations) and the fields.",
+    )
     sync_state = models.CharField(
         max_length=20, choices=SyncState.choices, default=SyncState.PENDING_APPLY, db_index=True, editable=False
     )
@@ -163,6 +173,29 @@ class KubeObject(models.Model):
             raise ValidationError(errors_by_model_field(invalid.errors)) from None
         self.spec = validated["spec"]
 
+    def desired_document(self) -> dict[str, Any]:
+        """What the portal wants, in the shape the three-way merge and the audit diff work on."""
+        return {"spec": self.spec or {}, "labels": self.labels or {}, "annotations": self.annotations or {}}
+
+    def base_document(self) -> dict[str, Any] | None:
+        """What portal and cluster last agreed on; None when they never did."""
+        if self.last_synced_spec is None:
+            return None
+        metadata = self.last_synced_metadata or {}
+        return {
+            "spec": self.last_synced_spec,
+            "labels": metadata.get("labels") or {},
+            "annotations": metadata.get("annotations") or {},
+        }
+
+    def set_base(self, document: dict[str, Any]) -> None:
+        """Record ``document`` (desired_document shape) as the state both sides agree on."""
+        self.last_synced_spec = document["spec"]
+        self.last_synced_metadata = {"labels": document["labels"], "annotations": document["annotations"]}
+
+    def set_desired(self, document: dict[str, Any]) -> None:
+        self.spec, self.labels, self.annotations = document["spec"], document["labels"], document["annotations"]
+
     def to_manifest(self) -> dict[str, Any]:
         """The object in Kubernetes shape, as ``kubectl get -o yaml`` would show it."""
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
@@ -185,6 +218,61 @@ class KubeObject(models.Model):
         if self.status:
             manifest["status"] = self.status
         return manifest
+
+
+def cluster_document(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A cluster object's mergeable parts, in KubeObject.desired_document's shape."""
+    metadata = manifest.get("metadata") or {}
+    return {
+        "spec": manifest.get("spec") or {},
+        "labels": metadata.get("labels") or {},
+        "annotations": metadata.get("annotations") or {},
+    }
+
+
+class AuditEntry(models.Model):
+    """One change to a mirrored object: who, from where, and the field-by-field diff."""
+
+    class Source(models.TextChoices):
+        PORTAL = "portal", "Portal pages"
+        API = "api", "REST API"
+        ADMIN = "admin", "Admin"
+        CLUSTER = "cluster", "Cluster"
+        SYNC = "sync", "Sync engine"
+
+    class Action(models.TextChoices):
+        CREATED = "created", "Created"
+        UPDATED = "updated", "Updated"
+        DELETE_REQUESTED = "delete_requested", "Delete requested"
+        DELETED = "deleted", "Deleted"
+        APPLIED = "applied", "Applied to cluster"
+        MERGED = "merged", "Merged with cluster changes"
+        CONFLICT = "conflict", "Conflict"
+        RESOLVED = "resolved", "Conflict resolved"
+        ERROR = "error", "Error"
+
+    kind = models.CharField(max_length=64)
+    object_id = models.BigIntegerField()
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="audit_entries")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    action = models.CharField(max_length=20, choices=Action.choices)
+    source = models.CharField(max_length=10, choices=Source.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor_label = models.CharField(max_length=255, help_text="User, 'user (token)', or 'cluster: <field manager>'.")
+    changes = models.JSONField(default=list, blank=True, help_text="[{path, old, new}]")
+    message = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["kind", "object_id"])]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return (
+            f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind} {self.namespace}/{self.name} {self.action} by {self.actor_label}"
+        )
 
 
 _MODEL_FIELD_BY_PATH = {

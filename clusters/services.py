@@ -1,7 +1,7 @@
 """What happens when a person or a script changes a mirrored object in the portal.
 
-Every write path (API, ``/api/apply/``, admin, forms) calls these functions, so marking rows
-for apply and deleting follow one rule.
+Every write path (API, ``/api/apply/``, admin, pages) calls these functions, so marking rows for
+apply, auditing, queueing the apply on commit, deleting and resolving conflicts follow one rule.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Any
 
 from django.db import transaction
 
-from clusters.models import Cluster, KubeObject, SyncState
+from clusters.audit import Actor, json_diff, record
+from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.validation import FieldError, ManifestInvalid
 
 
@@ -47,31 +48,100 @@ def assign_manifest(obj: KubeObject, manifest: dict[str, Any]) -> None:
     obj.spec = manifest.get("spec") or {}
 
 
-def save_portal_edit(obj: KubeObject) -> KubeObject:
-    """Save a portal-side change and mark it for apply to the cluster.
+def _queue_apply(obj: KubeObject) -> None:
+    from clusters.tasks import enqueue_apply
 
-    Snapshot clusters (demo data) have no API server, so their rows are the truth and stay
-    ``Synced``.
+    transaction.on_commit(lambda: enqueue_apply(obj))
+
+
+def save_portal_edit(obj: KubeObject, actor: Actor) -> KubeObject:
+    """Save a portal-side change, audit it, and queue its apply to the cluster on commit.
+
+    Snapshot clusters (demo data) have no API server: their rows are the truth and stay
+    ``Synced``. Editing a row in ``Conflict`` is a resolution by edit: the cluster's side becomes
+    the merge base and the edit is applied over it.
     """
-    if obj.cluster.auth_method == Cluster.AuthMethod.SNAPSHOT:
-        obj.sync_state = SyncState.SYNCED
-        obj.last_synced_spec = obj.spec
-    else:
-        obj.sync_state = SyncState.PENDING_APPLY
-    obj.last_error = ""
     with transaction.atomic():
+        stored = type(obj).objects.select_for_update().filter(pk=obj.pk).first() if obj.pk else None
+        before = stored.desired_document() if stored else {}
+        if stored and stored.sync_state == SyncState.CONFLICT:
+            _adopt_cluster_side(obj, stored.conflict)
+        snapshot = obj.cluster.auth_method == Cluster.AuthMethod.SNAPSHOT
+        obj.sync_state = SyncState.SYNCED if snapshot else SyncState.PENDING_APPLY
+        if snapshot:
+            obj.set_base(obj.desired_document())
+        obj.last_error = ""
         obj.save()
+        changes = json_diff(before, obj.desired_document())
+        if stored is None or changes:
+            record(obj, AuditEntry.Action.UPDATED if stored else AuditEntry.Action.CREATED, actor, changes)
+        if not snapshot:
+            _queue_apply(obj)
     return obj
 
 
-def request_delete(obj: KubeObject) -> bool:
-    """Delete a row the cluster never had (or a snapshot row) now; otherwise mark it ``Deleting``.
+def _adopt_cluster_side(obj: KubeObject, conflict: dict[str, Any] | None) -> None:
+    """Make the cluster's side of a conflict the base, so the next apply overwrites it knowingly."""
+    conflict = conflict or {}
+    if conflict.get("cluster") is None:  # deleted in the cluster: applying re-creates it
+        obj.uid = obj.resource_version = ""
+        obj.last_synced_spec = obj.last_synced_metadata = None
+    else:
+        obj.set_base(conflict["cluster"])
+        obj.resource_version = conflict.get("resourceVersion", obj.resource_version)
+        obj.uid = conflict.get("uid") or obj.uid
+    obj.conflict = None
 
-    Returns True when the row is gone.
-    """
+
+class Resolution:
+    TAKE_PORTAL = "portal"
+    TAKE_CLUSTER = "cluster"
+    CHOICES = (TAKE_PORTAL, TAKE_CLUSTER)
+
+
+def resolve_conflict(obj: KubeObject, take: str, actor: Actor) -> KubeObject:
+    """Settle a Conflict: keep the portal's values (applied over the cluster's) or take the cluster's."""
+    if obj.sync_state != SyncState.CONFLICT:
+        raise ManifestInvalid([FieldError("sync_state", obj.sync_state, "is not Conflict: nothing to resolve")])
+    if take not in Resolution.CHOICES:
+        raise ManifestInvalid([FieldError("take", take, "must be 'portal' or 'cluster'")])
+    if take == Resolution.TAKE_PORTAL:
+        record(obj, AuditEntry.Action.RESOLVED, actor, message="kept the portal's values")
+        return save_portal_edit(obj, actor)
+    with transaction.atomic():
+        conflict = obj.conflict or {}
+        before = obj.desired_document()
+        if conflict.get("cluster") is None:
+            obj.sync_state = SyncState.DELETED_IN_CLUSTER
+        else:
+            obj.set_desired(conflict["cluster"])
+            obj.set_base(conflict["cluster"])
+            obj.resource_version = conflict.get("resourceVersion", obj.resource_version)
+            obj.sync_state = SyncState.SYNCED
+        obj.conflict = None
+        obj.last_error = ""
+        obj.save()
+        record(
+            obj,
+            AuditEntry.Action.RESOLVED,
+            actor,
+            json_diff(before, obj.desired_document()),
+            message="took the cluster's values",
+        )
+    return obj
+
+
+def request_delete(obj: KubeObject, actor: Actor) -> bool:
+    """Delete a row the cluster never had (or a snapshot row) now; otherwise mark it ``Deleting``
+    and queue the cluster-side delete. Returns True when the row is gone."""
     if obj.cluster.auth_method == Cluster.AuthMethod.SNAPSHOT or not obj.uid:
-        obj.delete()
+        with transaction.atomic():
+            record(obj, AuditEntry.Action.DELETED, actor, message="removed in the portal (the cluster never had it)")
+            obj.delete()
         return True
-    obj.sync_state = SyncState.DELETING
-    obj.save(update_fields=["sync_state"])
+    with transaction.atomic():
+        obj.sync_state = SyncState.DELETING
+        obj.save(update_fields=["sync_state"])
+        record(obj, AuditEntry.Action.DELETE_REQUESTED, actor)
+        _queue_apply(obj)
     return False

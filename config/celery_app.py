@@ -13,3 +13,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 app = Celery("inference_portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Every periodic schedule, in one place. Each expires before the next run so a backlog never piles up.
+app.conf.beat_schedule = {
+    "resync-all-clusters": {
+        "task": "clusters.tasks.resync_all_clusters",
+        "schedule": 300.0,
+        "options": {"expires": 240},
+    },
+}

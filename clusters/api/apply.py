@@ -15,8 +15,9 @@ from rest_framework.views import APIView
 from clusters.api.exceptions import field_error_detail
 from clusters.api.parsers import PlainTextYAMLParser, TextYAMLParser, YAMLParser
 from clusters.api.views import CLUSTER_PARAMETER
+from clusters.audit import Actor
 from clusters.manifests import resolve_kind, validate_manifest
-from clusters.models import Cluster, KubeObject
+from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.services import assign_manifest, resolve_cluster, save_portal_edit
 from clusters.validation import ManifestInvalid
 
@@ -70,7 +71,8 @@ class ApplyView(APIView):
         if failures:
             return Response({"documents": failures}, status=status.HTTP_400_BAD_REQUEST)
         with transaction.atomic():
-            results = [self._write(index, cluster, model, manifest) for index, model, manifest in planned]
+            actor = Actor.from_request(request, AuditEntry.Source.API)
+            results = [self._write(index, cluster, model, manifest, actor) for index, model, manifest in planned]
         return Response(results)
 
     def _validate_all(self, request, cluster: Cluster, documents: list[Any]):
@@ -89,7 +91,7 @@ class ApplyView(APIView):
             planned.append((index, model, manifest))
         return planned, failures
 
-    def _write(self, index: int, cluster: Cluster, model: type[KubeObject], manifest: dict[str, Any]):
+    def _write(self, index: int, cluster: Cluster, model: type[KubeObject], manifest: dict[str, Any], actor: Actor):
         metadata = manifest["metadata"]
         obj = (
             model.objects.select_for_update()
@@ -104,7 +106,7 @@ class ApplyView(APIView):
         if before is not None and before == obj.to_manifest():
             action = "unchanged"
         else:
-            save_portal_edit(obj)
+            save_portal_edit(obj, actor)
         return {
             "index": index,
             "kind": model.kube.kind,

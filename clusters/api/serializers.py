@@ -7,8 +7,9 @@ from typing import Any
 from rest_framework import serializers
 
 from clusters.api.exceptions import field_error_detail
+from clusters.audit import Actor
 from clusters.manifests import validate_manifest
-from clusters.models import Cluster, KubeObject
+from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.services import assign_manifest, resolve_cluster, save_portal_edit
 from clusters.validation import FieldError, ManifestInvalid
 
@@ -157,14 +158,17 @@ class KubeObjectSerializer(serializers.Serializer):
                 ]
             )
 
+    def _actor(self) -> Actor:
+        return Actor.from_request(self.context.get("request"), AuditEntry.Source.API)
+
     def create(self, validated: dict[str, Any]) -> KubeObject:
         obj = self.model(cluster=validated["cluster"])
         assign_manifest(obj, validated["manifest"])
-        return save_portal_edit(obj)
+        return save_portal_edit(obj, self._actor())
 
     def update(self, obj: KubeObject, validated: dict[str, Any]) -> KubeObject:
         assign_manifest(obj, validated["manifest"])
-        return save_portal_edit(obj)
+        return save_portal_edit(obj, self._actor())
 
 
 def manifest_serializer_for(model: type[KubeObject]) -> type[KubeObjectSerializer]:

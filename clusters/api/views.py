@@ -8,8 +8,9 @@ from rest_framework.response import Response
 
 from clusters.api.permissions import StaffOnly
 from clusters.api.serializers import ClusterSerializer
+from clusters.audit import Actor
 from clusters.filtersets import ClusterFilterSet
-from clusters.models import Cluster
+from clusters.models import AuditEntry, Cluster
 from clusters.services import request_delete
 
 CLUSTER_PARAMETER = OpenApiParameter(
@@ -32,7 +33,7 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
 
     def destroy(self, request, *args, **kwargs):
         """Objects the cluster has are marked ``Deleting`` (202) until the cluster lets them go."""
-        gone = request_delete(self.get_object())
+        gone = request_delete(self.get_object(), Actor.from_request(request, AuditEntry.Source.API))
         return Response(status=status.HTTP_204_NO_CONTENT if gone else status.HTTP_202_ACCEPTED)
 
 

@@ -21,8 +21,9 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 # Static files (the admin's) served by WhiteNoise from `collectstatic`'s output, so one gunicorn
 # image is enough; local runs use Django's own static view instead.
 MIDDLEWARE = [*MIDDLEWARE]
-MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
-                  "whitenoise.middleware.WhiteNoiseMiddleware")
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "whitenoise.middleware.WhiteNoiseMiddleware"
+)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},

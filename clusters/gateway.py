@@ -1,0 +1,238 @@
+"""The one door to a cluster's API server, over the official ``kubernetes`` client.
+
+Builds an authenticated ``ApiClient`` from a :class:`~clusters.models.Cluster` (kubeconfig and
+context, server URL with bearer token and CA, or the in-cluster service account), puts a timeout
+on every call, and turns the client's exceptions into three kinds the sync engine acts on:
+:class:`TransientError` (retry with backoff), :class:`ConflictError` / :class:`GoneError` (409 and
+410, handled by merge and relist) and :class:`PermanentError` (shown to the user). Credentials
+never appear in messages or logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from clusters.kinds import KindInfo
+from clusters.models import Cluster
+
+FIELD_MANAGER = "inference-portal"
+
+
+class GatewayError(Exception):
+    """Base of the sync-relevant failures; ``status`` is the HTTP code (0 without a response)."""
+
+    def __init__(self, message: str, status: int = 0, body: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.body = body or {}
+
+
+class TransientError(GatewayError):
+    """429, 5xx, timeouts, refused or reset connections: worth retrying with backoff."""
+
+
+class ConflictError(GatewayError):
+    """409: stale resourceVersion, name already taken, or a failed delete precondition."""
+
+
+class GoneError(GatewayError):
+    """410: a watch resourceVersion or list continue token too old; relist."""
+
+
+class NotFoundError(GatewayError):
+    """404: the object (or its namespace) does not exist."""
+
+
+class PermanentError(GatewayError):
+    """400, 401, 403, 422...: retrying will not help; the API server's message is shown as is."""
+
+
+def _classify(error: ApiException) -> GatewayError:
+    try:
+        body = json.loads(error.body) if error.body else {}
+    except (TypeError, ValueError):
+        body = {}
+    message = body.get("message") or error.reason or "no message"
+    status = error.status or 0
+    text = f"{status} {body.get('reason') or error.reason}: {message}"
+    if status == 409:
+        return ConflictError(text, status, body)
+    if status == 410:
+        return GoneError(text, status, body)
+    if status == 404:
+        return NotFoundError(text, status, body)
+    if status == 429 or status >= 500 or status == 0:
+        return TransientError(text, status, body)
+    return PermanentError(text, status, body)
+
+
+_CONNECTION_ERRORS = (urllib3.exceptions.HTTPError, OSError, TimeoutError)
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except ApiException as error:
+        raise _classify(error) from None
+    except _CONNECTION_ERRORS as error:
+        raise TransientError(f"connection failed: {type(error).__name__}") from None
+
+
+@dataclass
+class ListPage:
+    items: list[dict[str, Any]]
+    resource_version: str
+    continue_token: str | None
+
+
+def build_api_client(cluster: Cluster) -> client.ApiClient:
+    """An ApiClient authenticated as the cluster record says."""
+    if cluster.auth_method == Cluster.AuthMethod.KUBECONFIG:
+        return config.new_client_from_config(
+            config_file=cluster.kubeconfig_path, context=cluster.kubeconfig_context or None
+        )
+    configuration = client.Configuration()
+    if cluster.auth_method == Cluster.AuthMethod.IN_CLUSTER:
+        config.load_incluster_config(client_configuration=configuration)
+        return client.ApiClient(configuration)
+    if cluster.auth_method != Cluster.AuthMethod.TOKEN:
+        raise PermanentError(f"cluster {cluster.name} is a {cluster.get_auth_method_display()}: no API server")
+    configuration.host = cluster.server_url.rstrip("/")
+    if cluster.bearer_token:
+        configuration.api_key = {"authorization": f"Bearer {cluster.bearer_token}"}
+    configuration.verify_ssl = not cluster.insecure_skip_tls_verify
+    if cluster.ca_cert:
+        with tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False) as handle:
+            handle.write(cluster.ca_cert)
+        configuration.ssl_ca_cert = handle.name
+    return client.ApiClient(configuration)
+
+
+class ClusterGateway:
+    """Verbs on custom resources of one cluster. One instance per thread (ApiClient is not shared)."""
+
+    def __init__(self, cluster: Cluster, api_client: client.ApiClient | None = None):
+        self.cluster = cluster
+        self.timeout = cluster.request_timeout_seconds
+        self.api_client = api_client or build_api_client(cluster)
+        self.custom = client.CustomObjectsApi(self.api_client)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    def list_page(self, kind: KindInfo, namespace: str | None, limit: int, continue_token: str | None) -> ListPage:
+        """One page of a paged list (``limit``/``continue``); GoneError when the token expired."""
+        kwargs: dict[str, Any] = {"limit": limit, "_request_timeout": self.timeout * 3}
+        if continue_token:
+            kwargs["_continue"] = continue_token
+        with _translated():
+            if namespace:
+                body = self.custom.list_namespaced_custom_object(
+                    kind.group, kind.version, namespace, kind.plural, **kwargs
+                )
+            else:
+                body = self.custom.list_cluster_custom_object(kind.group, kind.version, kind.plural, **kwargs)
+        metadata = body.get("metadata") or {}
+        return ListPage(body.get("items") or [], metadata.get("resourceVersion", ""), metadata.get("continue") or None)
+
+    def get(self, kind: KindInfo, namespace: str, name: str) -> dict[str, Any]:
+        with _translated():
+            return self.custom.get_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, name, _request_timeout=self.timeout
+            )
+
+    def create(self, kind: KindInfo, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        with _translated():
+            created = self.custom.create_namespaced_custom_object(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                body,
+                field_manager=FIELD_MANAGER,
+                _request_timeout=self.timeout,
+            )
+        # The client returns None for codes it does not map; read the object back then.
+        return created or self.get(kind, namespace, body["metadata"]["name"])
+
+    def patch(self, kind: KindInfo, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """JSON merge patch; with ``metadata.resourceVersion`` in it, ConflictError when stale."""
+        with _translated():
+            patched = self.custom.patch_namespaced_custom_object(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                patch,
+                field_manager=FIELD_MANAGER,
+                _content_type="application/merge-patch+json",
+                _request_timeout=self.timeout,
+            )
+        return patched or self.get(kind, namespace, name)
+
+    def replace_status(self, kind: KindInfo, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Write portal-owned status fields through ``/status`` only (never the main resource)."""
+        with _translated():
+            replaced = self.custom.replace_namespaced_custom_object_status(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                body,
+                field_manager=FIELD_MANAGER,
+                _request_timeout=self.timeout,
+            )
+        return replaced or self.get(kind, namespace, name)
+
+    def delete(self, kind: KindInfo, namespace: str, name: str, uid: str | None) -> dict[str, Any] | None:
+        """DELETE guarded by the uid, so a newer object of the same name is never removed."""
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
+        with _translated():
+            return self.custom.delete_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, name, body=options, _request_timeout=self.timeout
+            )
+
+    def watch(
+        self, kind: KindInfo, namespace: str | None, resource_version: str, timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
+        """Raw watch events (dicts, BOOKMARK and ERROR included) from ``resource_version``.
+
+        The server ends the stream after ``timeout_seconds``; the client's read timeout is a
+        little longer, so a stream that stalls silently is noticed.
+        """
+        kwargs: dict[str, Any] = {
+            "watch": True,
+            "resource_version": resource_version,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": timeout_seconds,
+            "_preload_content": False,
+            "_request_timeout": (self.timeout, timeout_seconds + self.timeout),
+        }
+        with _translated():
+            if namespace:
+                response = self.custom.list_namespaced_custom_object(
+                    kind.group, kind.version, namespace, kind.plural, **kwargs
+                )
+            else:
+                response = self.custom.list_cluster_custom_object(kind.group, kind.version, kind.plural, **kwargs)
+        try:
+            with _translated():
+                for line in iter_resp_lines(response):
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.close()
+            response.release_conn()

@@ -1,0 +1,231 @@
+"""Portal -> cluster: apply one row's desired state with optimistic concurrency; delete with preconditions.
+
+Creates answer 201. Updates are JSON merge patches from the merge base to the portal's intent,
+carrying the stored ``metadata.resourceVersion``, so a stale write is refused (409) and nothing
+the portal does not mirror (finalizers, owner references) is touched. On 409 the row is merged
+three ways with the cluster's object (``clusters.merge``): disjoint changes are kept and retried;
+the same field changed differently becomes ``Conflict`` for a person to resolve.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from django.db import transaction
+
+from clusters.audit import SYNC_ENGINE, json_diff, record
+from clusters.gateway import ClusterGateway, ConflictError, NotFoundError, PermanentError
+from clusters.inbound import _take_bookkeeping
+from clusters.manifests import validate_manifest
+from clusters.merge import merge_patch_between, three_way_merge
+from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
+from clusters.validation import ManifestInvalid
+
+MAX_MERGE_ROUNDS = 5
+
+
+class Outcome(enum.StrEnum):
+    APPLIED = "applied"
+    CONFLICT = "conflict"
+    ERROR = "error"
+    DELETING = "deleting"
+    DELETED = "deleted"
+    NOTHING_TO_DO = "nothing to do"
+
+
+class StillConflicting(ConflictError):
+    """Merged and retried MAX_MERGE_ROUNDS times and still stale: the cluster is busy; retry later."""
+
+
+def _body_for_create(obj: KubeObject) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": obj.name, "namespace": obj.namespace}
+    if obj.labels:
+        metadata["labels"] = obj.labels
+    if obj.annotations:
+        metadata["annotations"] = obj.annotations
+    return {"apiVersion": obj.kube.api_version, "kind": obj.kube.kind, "metadata": metadata, "spec": obj.spec}
+
+
+def _patch_for_update(obj: KubeObject) -> dict[str, Any]:
+    base = obj.base_document() or {"spec": {}, "labels": {}, "annotations": {}}
+    desired = obj.desired_document()
+    metadata: dict[str, Any] = {"resourceVersion": obj.resource_version}
+    for key in ("labels", "annotations"):
+        change = merge_patch_between(base[key], desired[key])
+        if change:
+            metadata[key] = change
+    return {"metadata": metadata, "spec": merge_patch_between(base["spec"], desired["spec"])}
+
+
+def apply_object(model: type[KubeObject], pk: int, gateway: ClusterGateway | None = None) -> Outcome:
+    """Bring the cluster to the row's intent (or delete). Idempotent: safe to run again at any time.
+
+    Raises the gateway's TransientError for the caller (the Celery task) to retry with backoff.
+    """
+    obj = model.objects.select_related("cluster").filter(pk=pk).first()
+    if obj is None or obj.cluster.auth_method == Cluster.AuthMethod.SNAPSHOT:
+        return Outcome.NOTHING_TO_DO
+    if obj.sync_state not in (SyncState.PENDING_APPLY, SyncState.DELETING):
+        return Outcome.NOTHING_TO_DO
+    own_gateway = gateway is None
+    gateway = gateway or ClusterGateway(obj.cluster)
+    try:
+        if obj.sync_state == SyncState.DELETING:
+            return _delete(gateway, obj)
+        return _apply(gateway, obj)
+    except PermanentError as error:
+        return _fail(obj, str(error))
+    finally:
+        if own_gateway:
+            gateway.close()
+
+
+def _apply(gateway: ClusterGateway, obj: KubeObject) -> Outcome:
+    kind = obj.kube
+    for _ in range(MAX_MERGE_ROUNDS):
+        sent = obj.desired_document()
+        try:
+            if obj.uid:
+                result = gateway.patch(kind, obj.namespace, obj.name, _patch_for_update(obj))
+            else:
+                result = gateway.create(kind, obj.namespace, _body_for_create(obj))
+        except (ConflictError, NotFoundError) as error:
+            if isinstance(error, NotFoundError) and not obj.uid:
+                raise  # the namespace is missing: a PermanentError-like 404, reported below
+            current = _read(gateway, obj)
+            if current is None:
+                return _conflict(obj, None, [], "deleted in the cluster while edited in the portal")
+            if not _merge(obj, current):
+                return Outcome.CONFLICT
+            continue
+        return _record_applied(obj, result, sent)
+    raise StillConflicting(f"still stale after {MAX_MERGE_ROUNDS} merges")
+
+
+def _read(gateway: ClusterGateway, obj: KubeObject) -> dict[str, Any] | None:
+    try:
+        return gateway.get(obj.kube, obj.namespace, obj.name)
+    except NotFoundError:
+        return None
+
+
+def _merge(obj: KubeObject, current: dict[str, Any]) -> bool:
+    """Three-way merge with the cluster's object; False (and the row in Conflict) when it cannot."""
+    theirs = cluster_document(current)
+    portal = obj.desired_document()
+    result = three_way_merge(obj.base_document(), portal, theirs)
+    if result.conflicts:
+        _conflict(
+            obj,
+            current,
+            [conflict.as_dict() for conflict in result.conflicts],
+            f"{len(result.conflicts)} field(s) changed differently in the portal and the cluster",
+        )
+        return False
+    merged_manifest = {
+        **_body_for_create(obj),
+        "spec": result.merged["spec"],
+        "metadata": {
+            "name": obj.name,
+            "namespace": obj.namespace,
+            "labels": result.merged["labels"],
+            "annotations": result.merged["annotations"],
+        },
+    }
+    try:
+        validate_manifest(type(obj), merged_manifest)
+    except ManifestInvalid as invalid:
+        _conflict(obj, current, [], f"both sides' changes together are invalid: {invalid}")
+        return False
+    with transaction.atomic():
+        locked = type(obj).objects.select_for_update().get(pk=obj.pk)
+        if locked.desired_document() != portal:
+            obj.set_desired(locked.desired_document())  # edited again meanwhile: merge that next round
+            return True
+        obj.set_desired(result.merged)
+        obj.set_base(theirs)
+        _take_bookkeeping(obj, current)
+        obj.status = current.get("status") or {}
+        obj.save()
+        record(
+            obj,
+            AuditEntry.Action.MERGED,
+            SYNC_ENGINE,
+            json_diff(portal, result.merged),
+            message=f"merged with the cluster's resourceVersion {obj.resource_version}",
+        )
+    return True
+
+
+def _conflict(obj: KubeObject, current: dict[str, Any] | None, fields: list[dict[str, Any]], message: str) -> Outcome:
+    with transaction.atomic():
+        locked = type(obj).objects.select_for_update().get(pk=obj.pk)
+        locked.sync_state = SyncState.CONFLICT
+        locked.conflict = {
+            "resourceVersion": (current or {}).get("metadata", {}).get("resourceVersion", ""),
+            "uid": (current or {}).get("metadata", {}).get("uid", ""),
+            "cluster": cluster_document(current) if current else None,
+            "fields": fields,
+            "message": message,
+        }
+        locked.last_error = message
+        locked.save()
+        record(locked, AuditEntry.Action.CONFLICT, SYNC_ENGINE, message=message)
+    return Outcome.CONFLICT
+
+
+def _record_applied(obj: KubeObject, result: dict[str, Any], sent: dict[str, Any]) -> Outcome:
+    with transaction.atomic():
+        locked = type(obj).objects.select_for_update().get(pk=obj.pk)
+        applied = cluster_document(result)
+        changes = json_diff(locked.base_document() or {}, sent)
+        _take_bookkeeping(locked, result)
+        locked.status = result.get("status") or locked.status
+        locked.set_base(applied)
+        if locked.desired_document() == sent and locked.sync_state == SyncState.PENDING_APPLY:
+            locked.set_desired(applied)  # takes the server's defaults, if any
+            locked.sync_state = SyncState.SYNCED
+            locked.last_error = ""
+            locked.conflict = None
+        locked.save()
+        record(
+            locked,
+            AuditEntry.Action.APPLIED,
+            SYNC_ENGINE,
+            changes,
+            message=f"resourceVersion {locked.resource_version}",
+        )
+    return Outcome.APPLIED
+
+
+def _delete(gateway: ClusterGateway, obj: KubeObject) -> Outcome:
+    try:
+        gateway.delete(obj.kube, obj.namespace, obj.name, obj.uid or None)
+        # 200 (gone) and 202 (finalizers pending) look alike through the client (it maps no 202):
+        # read back to know.
+        remaining = _read(gateway, obj)
+    except NotFoundError:
+        remaining = None
+    except ConflictError:
+        remaining = None  # the uid precondition failed: our object is gone, another one took the name
+    if remaining is not None and (not obj.uid or remaining["metadata"].get("uid") == obj.uid):
+        return Outcome.DELETING  # the watcher sees the finalizers go and the final DELETED event
+    with transaction.atomic():
+        locked = type(obj).objects.select_for_update().get(pk=obj.pk)
+        locked.sync_state = SyncState.DELETED_IN_CLUSTER
+        locked.uid = locked.resource_version = ""
+        locked.save()
+        record(locked, AuditEntry.Action.DELETED, SYNC_ENGINE)
+    return Outcome.DELETED
+
+
+def _fail(obj: KubeObject, message: str) -> Outcome:
+    """Permanent failure: keep the user's spec, show the API server's own message."""
+    with transaction.atomic():
+        locked = type(obj).objects.select_for_update().get(pk=obj.pk)
+        locked.sync_state = SyncState.ERROR
+        locked.last_error = message
+        locked.save()
+        record(locked, AuditEntry.Action.ERROR, SYNC_ENGINE, message=message)
+    return Outcome.ERROR

@@ -1,0 +1,228 @@
+"""Full resync of one kind in one cluster: paged list, upsert what changed, tombstone what is gone.
+
+It repairs anything a watch missed and gives the watch its starting resourceVersion. Unchanged
+objects (same uid and resourceVersion) cost one dictionary lookup; new and changed ones whose
+rows are not ahead of the cluster are written in bulk (``INSERT ... ON CONFLICT DO UPDATE``),
+and the rest go through :func:`clusters.inbound.upsert_from_cluster` one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from clusters.audit import Actor, json_diff
+from clusters.gateway import ClusterGateway, GoneError
+from clusters.inbound import PORTAL_AHEAD, _take_bookkeeping, mark_deleted_in_cluster, upsert_from_cluster
+from clusters.kinds import all_models
+from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
+
+PAGE_SIZE = 500
+MAX_LIST_RESTARTS = 3
+
+
+@dataclass
+class ResyncReport:
+    """What one resync of one kind did (also what ``manage.py sync --once`` prints)."""
+
+    kind: str
+    listed: int = 0
+    written: int = 0
+    deleted: int = 0
+    resource_versions: dict[str | None, str] = field(default_factory=dict)
+
+
+def list_all(
+    gateway: ClusterGateway, model: type[KubeObject], namespace: str | None, page_size: int = PAGE_SIZE
+) -> tuple[list[dict[str, Any]], str]:
+    """Every object of a kind, page by page; an expired continue token restarts the list."""
+    for _ in range(MAX_LIST_RESTARTS):
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        try:
+            while True:
+                page = gateway.list_page(model.kube, namespace, page_size, token)
+                items += page.items
+                if not page.continue_token:
+                    return items, page.resource_version
+                token = page.continue_token
+        except GoneError:
+            continue
+    raise GoneError(f"list of {model.kube.plural} kept expiring; gave up after {MAX_LIST_RESTARTS} restarts", 410)
+
+
+def resync_kind(gateway: ClusterGateway, model: type[KubeObject], page_size: int = PAGE_SIZE) -> ResyncReport:
+    """List the kind in the cluster's namespaces (or all) and bring the rows in line."""
+    report = ResyncReport(model.kube.kind)
+    for namespace in gateway.cluster.namespaces or [None]:
+        resync_namespace(gateway, model, namespace, report, page_size)
+    return report
+
+
+def resync_namespace(
+    gateway: ClusterGateway,
+    model: type[KubeObject],
+    namespace: str | None,
+    report: ResyncReport,
+    page_size: int = PAGE_SIZE,
+) -> str:
+    """Resync one namespace (None: all); returns the list's resourceVersion, where a watch starts."""
+    items, resource_version = list_all(gateway, model, namespace, page_size)
+    report.resource_versions[namespace] = resource_version
+    report.listed += len(items)
+    report.written += ingest_items(model, gateway.cluster, items)
+    report.deleted += _tombstone_missing(model, gateway.cluster, namespace, items)
+    return resource_version
+
+
+def ingest_items(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]]) -> int:
+    """Upsert listed objects that are new or changed; returns how many rows were written."""
+    known = {
+        (namespace, name): (uid, resource_version, state)
+        for namespace, name, uid, resource_version, state in model.objects.filter(cluster=cluster).values_list(
+            "namespace", "name", "uid", "resource_version", "sync_state"
+        )
+    }
+    bulk: list[dict[str, Any]] = []
+    written = 0
+    for item in items:
+        metadata = item["metadata"]
+        key = (metadata.get("namespace") or "default", metadata["name"])
+        seen = known.get(key)
+        if (
+            seen
+            and seen[0] == metadata.get("uid")
+            and seen[1] == metadata.get("resourceVersion")
+            and seen[2] != SyncState.DELETED_IN_CLUSTER
+        ):
+            continue
+        if seen and seen[2] in PORTAL_AHEAD:
+            written += upsert_from_cluster(model, cluster, item) is not None
+        else:
+            bulk.append(item)
+    return written + _bulk_upsert(model, cluster, bulk)
+
+
+_SYNCED_FIELDS = [
+    "uid",
+    "resource_version",
+    "generation",
+    "observed_generation",
+    "labels",
+    "annotations",
+    "spec",
+    "status",
+    "last_synced_spec",
+    "last_synced_metadata",
+    "sync_state",
+    "last_error",
+    "conflict",
+    "cluster_created_at",
+    "updated_at",
+]
+
+
+def _bulk_upsert(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]]) -> int:
+    """One INSERT ... ON CONFLICT UPDATE per batch for rows the cluster owns, plus their audit entries."""
+    if not items:
+        return 0
+    keys = [((item["metadata"].get("namespace") or "default"), item["metadata"]["name"]) for item in items]
+    before = {
+        (ns, name): (pk, {"spec": spec, "labels": labels, "annotations": annotations})
+        for pk, ns, name, spec, labels, annotations in model.objects.filter(
+            cluster=cluster, name__in={name for _, name in keys}
+        ).values_list("pk", "namespace", "name", "spec", "labels", "annotations")
+    }
+    now = timezone.now()
+    rows = []
+    for item, (namespace, name) in zip(items, keys, strict=True):
+        row = model(cluster=cluster, namespace=namespace, name=name, updated_at=now, created_at=now)
+        _take_bookkeeping(row, item)
+        document = cluster_document(item)
+        row.set_desired(document)
+        row.set_base(document)
+        row.status = item.get("status") or {}
+        row.observed_generation = row.status.get("observedGeneration")
+        row.sync_state = SyncState.DELETING if item["metadata"].get("deletionTimestamp") else SyncState.SYNCED
+        row.last_error, row.conflict = "", None
+        row.project()
+        rows.append(row)
+    with transaction.atomic():
+        saved = model.objects.bulk_create(
+            rows,
+            batch_size=PAGE_SIZE,
+            update_conflicts=True,
+            unique_fields=["cluster", "namespace", "name"],
+            update_fields=[*_SYNCED_FIELDS, *model.projected_fields()],
+        )
+        pks = _primary_keys(model, cluster, keys, saved)
+        AuditEntry.objects.bulk_create(
+            [
+                _audit_entry(model, cluster, row, pks[key], before.get(key), item)
+                for row, key, item in zip(rows, keys, items, strict=True)
+            ],
+            batch_size=PAGE_SIZE,
+        )
+    return len(rows)
+
+
+def _primary_keys(model, cluster, keys, saved) -> dict[tuple[str, str], int]:
+    """PostgreSQL returns ids from the upsert; SQLite may not, so look them up then."""
+    if all(row.pk for row in saved):
+        return {key: row.pk for key, row in zip(keys, saved, strict=True)}
+    wanted = set(keys)
+    return {
+        (ns, name): pk
+        for pk, ns, name in model.objects.filter(cluster=cluster).values_list("pk", "namespace", "name")
+        if (ns, name) in wanted
+    }
+
+
+def _audit_entry(model, cluster, row, pk, before, item) -> AuditEntry:
+    actor = Actor.cluster(item)
+    return AuditEntry(
+        kind=model.kube.kind,
+        object_id=pk,
+        cluster=cluster,
+        namespace=row.namespace,
+        name=row.name,
+        action=AuditEntry.Action.UPDATED if before else AuditEntry.Action.CREATED,
+        source=actor.source,
+        actor_label=actor.label,
+        changes=json_diff(before[1] if before else {}, row.desired_document()),
+    )
+
+
+def _tombstone_missing(
+    model: type[KubeObject], cluster: Cluster, namespace: str | None, items: list[dict[str, Any]]
+) -> int:
+    """A relist never reports deletions: rows the cluster had but no longer lists are tombstoned."""
+    listed = {(item["metadata"].get("namespace") or "default", item["metadata"]["name"]) for item in items}
+    rows = model.objects.filter(cluster=cluster).exclude(uid="").exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
+    if namespace:
+        rows = rows.filter(namespace=namespace)
+    gone = [
+        (ns, name, uid) for ns, name, uid in rows.values_list("namespace", "name", "uid") if (ns, name) not in listed
+    ]
+    return sum(
+        mark_deleted_in_cluster(model, cluster, ns, name, uid, Actor.cluster()) is not None for ns, name, uid in gone
+    )
+
+
+def resync_cluster(cluster: Cluster, gateway: ClusterGateway | None = None) -> list[ResyncReport]:
+    """Resync every mirrored kind of a cluster; records health and the time of the full resync."""
+    own_gateway = gateway is None
+    gateway = gateway or ClusterGateway(cluster)
+    try:
+        reports = [resync_kind(gateway, model) for model in all_models()]
+    except Exception as error:
+        Cluster.objects.filter(pk=cluster.pk).update(healthy=False, last_error=str(error)[:2000])
+        raise
+    finally:
+        if own_gateway:
+            gateway.close()
+    Cluster.objects.filter(pk=cluster.pk).update(healthy=True, last_error="", last_full_resync_at=timezone.now())
+    return reports

@@ -1,0 +1,70 @@
+"""Celery tasks of the sync: apply one object, resync a cluster, and the periodic sweep.
+
+Every task is keyed by the object (or cluster) it works on and reads the current state itself,
+so running one twice, late, or after a crashed worker converges to the same result. Only
+transient failures (429, 5xx, timeouts, connection errors) are retried, with backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import shared_task
+from django.apps import apps
+from django.utils import timezone
+
+from clusters.gateway import TransientError
+from clusters.kinds import all_models
+from clusters.models import Cluster, KubeObject, SyncState
+from clusters.outbound import apply_object
+from clusters.resync import resync_cluster
+
+logger = logging.getLogger(__name__)
+
+RETRY_BACKOFF_MAX = 300
+STALE_AFTER = timedelta(minutes=2)
+
+
+def enqueue_apply(obj: KubeObject) -> None:
+    """Queue the apply of one row (called on transaction commit)."""
+    apply_object_task.delay(obj._meta.label, obj.pk)
+
+
+@shared_task(bind=True, acks_late=True, max_retries=None, queue="sync")
+def apply_object_task(self, model_label: str, pk: int) -> str:
+    model = apps.get_model(model_label)
+    try:
+        return str(apply_object(model, pk))
+    except TransientError as error:
+        model.objects.filter(pk=pk).update(last_error=f"will retry: {error}")
+        if self.request.is_eager:
+            return "transient error; the periodic sweep retries"
+        countdown = min(RETRY_BACKOFF_MAX, 2 ** min(self.request.retries, 9))
+        raise self.retry(exc=error, countdown=countdown) from None
+
+
+@shared_task(acks_late=True, queue="sync")
+def resync_cluster_task(cluster_id: int) -> dict[str, int]:
+    cluster = Cluster.objects.get(pk=cluster_id)
+    reports = resync_cluster(cluster)
+    return {report.kind: report.written for report in reports}
+
+
+@shared_task(queue="sync")
+def resync_all_clusters() -> int:
+    """Periodic: resync every cluster with an API server, and re-queue applies left waiting.
+
+    The sweep is what makes a lost message (worker killed, broker restarted, eager mode with no
+    worker) harmless: any row still ``PendingApply`` or ``Deleting`` after STALE_AFTER is queued again.
+    """
+    clusters = Cluster.objects.exclude(auth_method=Cluster.AuthMethod.SNAPSHOT)
+    for cluster in clusters:
+        resync_cluster_task.delay(cluster.pk)
+    stale_before = timezone.now() - STALE_AFTER
+    for model in all_models():
+        for pk in model.objects.filter(
+            sync_state__in=[SyncState.PENDING_APPLY, SyncState.DELETING], updated_at__lt=stale_before
+        ).values_list("pk", flat=True):
+            apply_object_task.delay(model._meta.label, pk)
+    return clusters.count()

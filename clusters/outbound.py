@@ -92,7 +92,8 @@ def _apply(gateway: ClusterGateway, obj: KubeObject) -> Outcome:
                 result = gateway.create(kind, obj.namespace, _body_for_create(obj))
         except (ConflictError, NotFoundError) as error:
             if isinstance(error, NotFoundError) and not obj.uid:
-                raise  # the namespace is missing: a PermanentError-like 404, reported below
+                # 404 on create: the namespace does not exist; retrying will not help.
+                raise PermanentError(str(error), error.status, error.body) from None
             current = _read(gateway, obj)
             if current is None:
                 return _conflict(obj, None, [], "deleted in the cluster while edited in the portal")

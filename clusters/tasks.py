@@ -31,7 +31,7 @@ def enqueue_apply(obj: KubeObject) -> None:
     apply_object_task.delay(obj._meta.label, obj.pk)
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None, queue="sync")
+@shared_task(bind=True, acks_late=True, max_retries=None)
 def apply_object_task(self, model_label: str, pk: int) -> str:
     model = apps.get_model(model_label)
     try:
@@ -44,14 +44,14 @@ def apply_object_task(self, model_label: str, pk: int) -> str:
         raise self.retry(exc=error, countdown=countdown) from None
 
 
-@shared_task(acks_late=True, queue="sync")
+@shared_task(acks_late=True)
 def resync_cluster_task(cluster_id: int) -> dict[str, int]:
     cluster = Cluster.objects.get(pk=cluster_id)
     reports = resync_cluster(cluster)
     return {report.kind: report.written for report in reports}
 
 
-@shared_task(queue="sync")
+@shared_task
 def resync_all_clusters() -> int:
     """Periodic: resync every cluster with an API server, and re-queue applies left waiting.
 

@@ -10,7 +10,7 @@ from clusters.api.exceptions import field_error_detail
 from clusters.audit import Actor
 from clusters.manifests import validate_manifest
 from clusters.models import AuditEntry, Cluster, KubeObject
-from clusters.services import assign_manifest, resolve_cluster, save_portal_edit
+from clusters.services import Resolution, assign_manifest, resolve_cluster, save_portal_edit
 from clusters.validation import FieldError, ManifestInvalid
 
 
@@ -53,6 +53,20 @@ class ClusterSerializer(serializers.ModelSerializer):
         return attrs
 
 
+class ResolveSerializer(serializers.Serializer):
+    take = serializers.ChoiceField(
+        choices=Resolution.CHOICES,
+        help_text="'portal' applies the portal's values over the cluster's; "
+        "'cluster' drops the portal's edit. To edit, PUT or PATCH the object.",
+    )
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEntry
+        fields = ["id", "at", "action", "source", "actor_label", "changes", "message"]
+
+
 def _model_values(instance: Cluster) -> dict[str, Any]:
     return {field.name: getattr(instance, field.name) for field in Cluster._meta.concrete_fields if field.name != "id"}
 
@@ -92,7 +106,14 @@ class KubeObjectSerializer(serializers.Serializer):
     summary = serializers.SerializerMethodField()
 
     def get_sync(self, obj: KubeObject) -> dict[str, Any]:
-        return {"state": obj.sync_state, "lastError": obj.last_error, "updatedAt": obj.updated_at}
+        """Sync state; in Conflict also the cluster's side and each field with base/portal/cluster values."""
+        return {
+            "state": obj.sync_state,
+            "lastError": obj.last_error,
+            "updatedAt": obj.updated_at,
+            "resourceVersion": obj.resource_version,
+            "conflict": obj.conflict,
+        }
 
     def get_summary(self, obj: KubeObject) -> dict[str, Any]:
         """The indexed columns derived from spec/status, as the catalog shows them."""

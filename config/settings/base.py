@@ -79,6 +79,14 @@ _PROMETHEUS_ENGINES = {
     "django.db.backends.sqlite3": "django_prometheus.db.backends.sqlite3",
 }
 DATABASES["default"]["ENGINE"] = _PROMETHEUS_ENGINES.get(DATABASES["default"]["ENGINE"], DATABASES["default"]["ENGINE"])
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The embedded default serves requests, runs tasks and watches in several threads: WAL lets
+    # readers and one writer overlap, IMMEDIATE transactions wait (timeout) instead of failing.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -137,6 +145,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
+# Sync work has its own queue so a long resync never holds up other tasks; workers consume both
+# (`celery -A config worker -Q default,sync`).
+CELERY_TASK_ROUTES = {"clusters.tasks.*": {"queue": "sync"}}
 CELERY_TIMEZONE = TIME_ZONE
 
 LOGGING = {

@@ -1,0 +1,367 @@
+"""Two-way sync over real HTTP with the official client: the test API server, or a real cluster
+when KUBECONFIG is set (tests that inject faults are then skipped)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from clusters.models import AuditEntry, Cluster, SyncState
+from clusters.outbound import apply_object
+from clusters.resync import resync_cluster
+from clusters.tasks import resync_all_clusters
+from models_app.models import InferenceModel
+from tests.clusters.conftest import sample_manifest, wait_for
+
+KIND = InferenceModel.kube
+URL = "/api/inferencemodels/"
+
+
+def row(name: str = "mistral-7b", cluster: Cluster | None = None) -> InferenceModel:
+    rows = InferenceModel.objects.filter(name=name)
+    return (rows.filter(cluster=cluster) if cluster else rows).get()
+
+
+def create_through_api(editor, kube, name: str = "mistral-7b") -> InferenceModel:
+    manifest = sample_manifest("inferencemodel-mistral-7b.yaml", kube.namespace)
+    manifest["metadata"]["name"] = name
+    response = editor.post(URL, manifest, format="json")
+    assert response.status_code == 201, response.json()
+    return InferenceModel.objects.get(pk=response.json()["id"])
+
+
+class TestPortalToCluster:
+    def test_create_edit_delete_reach_the_cluster(self, live_cluster, kube, editor) -> None:
+        obj = create_through_api(editor, kube)
+        obj.refresh_from_db()
+        assert obj.sync_state == SyncState.SYNCED, obj.last_error
+        in_cluster = kube.read(KIND, "mistral-7b")
+        assert in_cluster["spec"]["memory"] == "8Gi" and in_cluster["metadata"]["uid"] == obj.uid
+        assert obj.resource_version == in_cluster["metadata"]["resourceVersion"]
+
+        response = editor.patch(
+            f"{URL}{obj.pk}/", {"spec": {"memory": "12Gi"}, "metadata": {"labels": {"t": "a"}}}, format="json"
+        )
+        assert response.status_code == 200
+        in_cluster = kube.read(KIND, "mistral-7b")
+        assert in_cluster["spec"]["memory"] == "12Gi" and in_cluster["metadata"]["labels"] == {"t": "a"}
+        obj.refresh_from_db()
+        assert obj.sync_state == SyncState.SYNCED and obj.last_synced_spec["memory"] == "12Gi"
+
+        assert editor.delete(f"{URL}{obj.pk}/").status_code == 202
+        assert kube.read(KIND, "mistral-7b") is None
+        obj.refresh_from_db()
+        assert obj.sync_state == SyncState.DELETED_IN_CLUSTER
+        actions = list(
+            AuditEntry.objects.filter(object_id=obj.pk, kind="InferenceModel")
+            .order_by("id")
+            .values_list("action", "source")
+        )
+        assert actions == [
+            ("created", "api"),
+            ("applied", "sync"),
+            ("updated", "api"),
+            ("applied", "sync"),
+            ("delete_requested", "api"),
+            ("deleted", "sync"),
+        ]
+
+    def test_update_leaves_what_the_portal_does_not_mirror(self, live_cluster, kube, editor) -> None:
+        obj = create_through_api(editor, kube)
+        current = kube.read(KIND, "mistral-7b")
+        current["metadata"]["finalizers"] = ["inference.eh-ops.io/finalizer"]
+        current["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}]
+        kube.write(current, field_manager="controller")
+        resync_cluster(live_cluster)
+        editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "10Gi"}}, format="json")
+        after = kube.read(KIND, "mistral-7b")
+        assert after["spec"]["memory"] == "10Gi"
+        assert after["metadata"]["finalizers"] == ["inference.eh-ops.io/finalizer"]
+        assert after["metadata"]["ownerReferences"][0]["name"] == "o"
+
+    def test_delete_waits_for_finalizers(self, live_cluster, kube, editor, watcher) -> None:
+        obj = create_through_api(editor, kube)
+        current = kube.read(KIND, "mistral-7b")
+        current["metadata"]["finalizers"] = ["inference.eh-ops.io/finalizer"]
+        kube.write(current, field_manager="controller")
+        wait_for(lambda: row().resource_version == kube.read(KIND, "mistral-7b")["metadata"]["resourceVersion"])
+        assert editor.delete(f"{URL}{obj.pk}/").status_code == 202
+        assert kube.read(KIND, "mistral-7b")["metadata"]["deletionTimestamp"]
+        assert row().sync_state == SyncState.DELETING
+        held = kube.read(KIND, "mistral-7b")
+        held["metadata"]["finalizers"] = []
+        kube.write(held, field_manager="controller")
+        wait_for(lambda: row().sync_state == SyncState.DELETED_IN_CLUSTER, message="DeletedInCluster")
+
+    def test_status_is_written_through_the_status_subresource_only(self, live_cluster, kube, editor) -> None:
+        from clusters.gateway import ClusterGateway
+
+        create_through_api(editor, kube)
+        gateway = ClusterGateway(live_cluster)
+        current = kube.read(KIND, "mistral-7b")
+        body = {**current, "spec": {**current["spec"], "memory": "1Gi"}, "status": {"utilizationPercent": 93}}
+        written = gateway.replace_status(KIND, kube.namespace, "mistral-7b", body)
+        gateway.close()
+        assert written["status"]["utilizationPercent"] == 93
+        assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "8Gi"
+
+
+class TestClusterToPortal:
+    def test_create_patch_status_and_delete_reach_the_portal(self, live_cluster, kube, watcher) -> None:
+        manifest = sample_manifest("inferencemodel-llama-2-7b.yaml", kube.namespace)
+        kube.write(manifest, field_manager="kubectl-client-side-apply")
+        created = wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b").first(), message="row")
+        assert created.sync_state == SyncState.SYNCED and created.spec["memory"] == "16Gi"
+        entry = AuditEntry.objects.get(object_id=created.pk, kind="InferenceModel")
+        assert (entry.action, entry.source) == ("created", "cluster")
+        assert entry.actor_label == "cluster: kubectl-client-side-apply"
+
+        current = kube.read(KIND, "llama-2-7b")
+        current["spec"]["memory"] = "20Gi"
+        current["status"] = {"ready": True, "replicas": 1}
+        kube.write(current)
+        wait_for(lambda: row("llama-2-7b").memory_bytes == 20 * 1024**3, message="memory 20Gi")
+        assert row("llama-2-7b").ready is True
+        change = AuditEntry.objects.filter(object_id=created.pk, action="updated").get()
+        assert change.changes == [{"path": "spec.memory", "old": "16Gi", "new": "20Gi"}]
+
+        kube.remove(KIND, "llama-2-7b")
+        wait_for(lambda: row("llama-2-7b").sync_state == SyncState.DELETED_IN_CLUSTER, message="tombstone")
+
+    def test_resync_repairs_what_the_watch_missed(self, live_cluster, kube) -> None:
+        for name in ("llama-2-7b", "mistral-7b"):
+            kube.write(sample_manifest(f"inferencemodel-{name}.yaml", kube.namespace))
+        call_command("sync", "--once", "--cluster", live_cluster.name, stdout=io.StringIO())
+        assert set(InferenceModel.objects.values_list("name", flat=True)) == {"llama-2-7b", "mistral-7b"}
+        kube.remove(KIND, "mistral-7b")
+        out = io.StringIO()
+        call_command("sync", "--once", stdout=out)
+        assert "InferenceModel: 1 listed, 0 written, 1 marked deleted" in out.getvalue()
+        assert row("mistral-7b").sync_state == SyncState.DELETED_IN_CLUSTER
+        live_cluster.refresh_from_db()
+        assert live_cluster.healthy is True and live_cluster.last_full_resync_at
+
+
+class TestConcurrentEdits:
+    def _synced(self, editor, kube) -> InferenceModel:
+        obj = create_through_api(editor, kube)
+        obj.refresh_from_db()
+        assert obj.sync_state == SyncState.SYNCED
+        return obj
+
+    def test_disjoint_edits_on_both_sides_are_both_kept(self, live_cluster, kube, editor) -> None:
+        obj = self._synced(editor, kube)
+        theirs = kube.read(KIND, "mistral-7b")
+        theirs["spec"]["cooldownPeriod"] = "30m"
+        kube.write(theirs)  # the portal has not seen this: its resourceVersion is stale now
+        editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "12Gi"}}, format="json")
+        merged = kube.read(KIND, "mistral-7b")["spec"]
+        assert (merged["memory"], merged["cooldownPeriod"]) == ("12Gi", "30m")
+        obj.refresh_from_db()
+        assert obj.sync_state == SyncState.SYNCED
+        assert (obj.spec["memory"], obj.spec["cooldownPeriod"]) == ("12Gi", "30m")
+        assert AuditEntry.objects.filter(object_id=obj.pk, action="merged").exists()
+
+    def test_same_field_becomes_conflict_and_nothing_is_overwritten(self, live_cluster, kube, editor) -> None:
+        self._conflicting(editor, kube)
+
+    def _conflicting(self, editor, kube) -> InferenceModel:
+        obj = self._synced(editor, kube)
+        theirs = kube.read(KIND, "mistral-7b")
+        theirs["spec"]["memory"] = "16Gi"
+        kube.write(theirs)
+        editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "12Gi"}}, format="json")
+        assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "16Gi"
+        detail = editor.get(f"{URL}{obj.pk}/").json()
+        assert detail["sync"]["state"] == SyncState.CONFLICT
+        assert detail["spec"]["memory"] == "12Gi"
+        assert detail["sync"]["conflict"]["fields"] == [
+            {
+                "path": "spec.memory",
+                "base": "8Gi",
+                "base_set": True,
+                "portal": "12Gi",
+                "portal_set": True,
+                "cluster": "16Gi",
+                "cluster_set": True,
+            }
+        ]
+        return obj
+
+    def test_conflict_resolved_by_taking_the_portal(self, live_cluster, kube, editor) -> None:
+        obj = self._conflicting(editor, kube)
+        response = editor.post(f"{URL}{obj.pk}/resolve/", {"take": "portal"}, format="json")
+        assert response.status_code == 200, response.json()
+        assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "12Gi"
+        assert row().sync_state == SyncState.SYNCED
+
+    def test_conflict_resolved_by_taking_the_cluster(self, live_cluster, kube, editor) -> None:
+        obj = self._conflicting(editor, kube)
+        response = editor.post(f"{URL}{obj.pk}/resolve/", {"take": "cluster"}, format="json")
+        assert response.json()["spec"]["memory"] == "16Gi"
+        assert row().sync_state == SyncState.SYNCED
+        assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "16Gi"
+
+    def test_conflict_resolved_by_editing(self, live_cluster, kube, editor) -> None:
+        obj = self._conflicting(editor, kube)
+        editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "14Gi"}}, format="json")
+        assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "14Gi"
+        assert row().sync_state == SyncState.SYNCED
+
+    def test_resolve_needs_a_conflict_and_a_valid_choice(self, live_cluster, kube, editor) -> None:
+        obj = self._synced(editor, kube)
+        assert editor.post(f"{URL}{obj.pk}/resolve/", {"take": "portal"}, format="json").status_code == 400
+        assert editor.post(f"{URL}{obj.pk}/resolve/", {"take": "both"}, format="json").status_code == 400
+
+
+@pytest.mark.usefixtures("needs_faults")
+class TestFaults:
+    @pytest.mark.parametrize("status", [429, 500, 503])
+    def test_transient_errors_on_apply_keep_the_edit_and_converge(self, live_cluster, kube, editor, status) -> None:
+        kube.server.inject("create", "inferencemodels", status=status, times=1)
+        obj = create_through_api(editor, kube)
+        obj.refresh_from_db()
+        assert obj.sync_state == SyncState.PENDING_APPLY and "will retry" in obj.last_error
+        assert kube.read(KIND, "mistral-7b") is None
+        assert str(apply_object(InferenceModel, obj.pk)) == "applied"
+        assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "8Gi"
+
+    def test_injected_409_on_update_merges_and_retries(self, live_cluster, kube, editor) -> None:
+        obj = create_through_api(editor, kube)
+        kube.server.inject("patch", "inferencemodels", status=409, times=2)
+        editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "9Gi"}}, format="json")
+        assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "9Gi"
+        assert row().sync_state == SyncState.SYNCED
+
+    def test_permanent_error_is_shown_and_the_spec_kept(self, live_cluster, kube, editor) -> None:
+        kube.server.inject(
+            "create",
+            "inferencemodels",
+            status=422,
+            message='InferenceModel.inference.eh-ops.io "mistral-7b" is invalid: spec.memory: denied',
+        )
+        obj = create_through_api(editor, kube)
+        obj.refresh_from_db()
+        assert obj.sync_state == SyncState.ERROR
+        assert "spec.memory: denied" in obj.last_error
+        assert obj.spec["memory"] == "8Gi"
+        editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "7Gi"}}, format="json")
+        assert row().sync_state == SyncState.SYNCED and kube.read(KIND, "mistral-7b")["spec"]["memory"] == "7Gi"
+
+    def test_missing_namespace_is_a_permanent_error(self, live_cluster, kube, editor) -> None:
+        kube.server.inject("create", "inferencemodels", status=404, message='namespaces "default" not found')
+        obj = create_through_api(editor, kube)
+        obj.refresh_from_db()
+        assert obj.sync_state == SyncState.ERROR and 'namespaces "default" not found' in obj.last_error
+
+    def test_sweep_requeues_stale_pending_rows(self, live_cluster, kube, editor) -> None:
+        kube.server.inject("create", "inferencemodels", status=500, times=1)
+        obj = create_through_api(editor, kube)
+        InferenceModel.objects.filter(pk=obj.pk).update(updated_at=obj.updated_at.replace(year=2020))
+        resync_all_clusters()
+        assert row().sync_state == SyncState.SYNCED
+
+    def test_watch_410_relists_and_misses_nothing(self, live_cluster, kube, watcher) -> None:
+        kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml"))
+        wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b").exists())
+        relists = sum(w.relists for w in watcher.watch.watchers)
+        kube.server.compact()
+        kube.server.inject("watch", "inferencemodels", status=410, times=1)
+        kube.server.disconnect_watches()
+        kube.write(sample_manifest("inferencemodel-mistral-7b.yaml"))
+        wait_for(lambda: InferenceModel.objects.filter(name="mistral-7b").exists(), message="row after 410")
+        assert sum(w.relists for w in watcher.watch.watchers) > relists
+
+    def test_expired_continue_token_restarts_the_list(self, live_cluster, kube) -> None:
+        from clusters.gateway import ClusterGateway
+        from clusters.resync import list_all
+
+        for index in range(7):
+            manifest = sample_manifest("inferencemodel-mistral-7b.yaml")
+            manifest["metadata"]["name"] = f"m{index}"
+            kube.write(manifest)
+        kube.server.inject("list", "inferencemodels", status=410, times=1)
+        gateway = ClusterGateway(live_cluster)
+        items, _ = list_all(gateway, InferenceModel, None, page_size=3)
+        gateway.close()
+        assert sorted(item["metadata"]["name"] for item in items) == [f"m{i}" for i in range(7)]
+
+    def test_watcher_killed_mid_stream_and_restarted_converges_without_duplicates(
+        self, live_cluster, kube, watcher
+    ) -> None:
+        kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml"))
+        wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b").exists())
+        watcher.stop()
+        for memory in ("17Gi", "18Gi"):
+            current = kube.read(KIND, "llama-2-7b")
+            current["spec"]["memory"] = memory
+            kube.write(current)
+        kube.write(sample_manifest("inferencemodel-mistral-7b.yaml"))
+        watcher.start()
+        wait_for(
+            lambda: (
+                row("llama-2-7b").spec["memory"] == "18Gi" and InferenceModel.objects.filter(name="mistral-7b").exists()
+            ),
+            message="catch-up",
+        )
+        kube.server.disconnect_watches()
+        current = kube.read(KIND, "llama-2-7b")
+        current["spec"]["memory"] = "19Gi"
+        kube.write(current)
+        wait_for(lambda: row("llama-2-7b").spec["memory"] == "19Gi", message="after reconnect")
+        entries = AuditEntry.objects.filter(name="llama-2-7b").values_list("action", flat=True)
+        assert sorted(entries) == ["created", "updated", "updated"]
+        assert InferenceModel.objects.count() == 2
+
+
+def test_two_clusters_holding_the_same_name_stay_apart(live_cluster, kube, editor) -> None:
+    from tests.support.clusters import EmulatedCluster
+
+    other = EmulatedCluster("other")
+    try:
+        other_row = other.register()
+        kube.write(sample_manifest("inferencemodel-mistral-7b.yaml", kube.namespace))
+        manifest = sample_manifest("inferencemodel-mistral-7b.yaml")
+        manifest["spec"]["memory"] = "6Gi"
+        other.write(manifest)
+        resync_cluster(live_cluster)
+        resync_cluster(other_row)
+        assert row(cluster=live_cluster).spec["memory"] == "8Gi"
+        assert row(cluster=other_row).spec["memory"] == "6Gi"
+        editor.patch(f"{URL}{row(cluster=other_row).pk}/", {"spec": {"memory": "5Gi"}}, format="json")
+        assert other.read(KIND, "mistral-7b")["spec"]["memory"] == "5Gi"
+        assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "8Gi"
+    finally:
+        other.close()
+
+
+def test_add_cluster_command(transactional_db, tmp_path) -> None:
+    ca = tmp_path / "ca.crt"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    out = io.StringIO()
+    call_command(
+        "add_cluster",
+        "edge",
+        "--server",
+        "https://127.0.0.1:6443",
+        "--token",
+        "s3cr3t",
+        "--ca-file",
+        str(ca),
+        "--namespace",
+        "ml",
+        "--namespace",
+        "serving",
+        stdout=out,
+    )
+    assert "s3cr3t" not in out.getvalue() and "registered cluster edge" in out.getvalue()
+    cluster = Cluster.objects.get(name="edge")
+    assert cluster.namespaces == ["ml", "serving"] and cluster.bearer_token == "s3cr3t" and "MIIB" in cluster.ca_cert
+    with pytest.raises(Exception, match="server_url"):
+        call_command("add_cluster", "bad", "--server", "ftp://x", stdout=io.StringIO())
+    call_command(
+        "add_cluster", "cfg", "--kubeconfig", "/etc/kube/config", "--context", "kind-kind", stdout=io.StringIO()
+    )
+    assert Cluster.objects.get(name="cfg").auth_method == Cluster.AuthMethod.KUBECONFIG

@@ -127,6 +127,7 @@ class ClusterGateway:
         self.timeout = cluster.request_timeout_seconds
         self.api_client = api_client or build_api_client(cluster)
         self.custom = client.CustomObjectsApi(self.api_client)
+        self.core = client.CoreV1Api(self.api_client)
 
     def close(self) -> None:
         self.api_client.close()
@@ -145,6 +146,23 @@ class ClusterGateway:
                 body = self.custom.list_cluster_custom_object(kind.group, kind.version, kind.plural, **kwargs)
         metadata = body.get("metadata") or {}
         return ListPage(body.get("items") or [], metadata.get("resourceVersion", ""), metadata.get("continue") or None)
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Every Node (paged), as plain dicts, for node-pool capacity."""
+        nodes: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": 500, "_request_timeout": self.timeout * 3}
+            if token:
+                kwargs["_continue"] = token
+            if label_selector:
+                kwargs["label_selector"] = label_selector
+            with _translated():
+                page = self.core.list_node(**kwargs)
+            nodes += [self.api_client.sanitize_for_serialization(node) for node in page.items]
+            token = page.metadata._continue
+            if not token:
+                return nodes
 
     def get(self, kind: KindInfo, namespace: str, name: str) -> dict[str, Any]:
         with _translated():

@@ -12,6 +12,8 @@ api_patterns = [
     path("", include("clusters.api.urls")),
     path("", include("models_app.api.urls")),
     path("", include("runs_app.api.urls")),
+    path("", include("scheduler.api.urls")),
+    path("", include("scheduler.rightsizing.api.urls")),
     path("token/", obtain_auth_token, name="api-token"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
@@ -22,6 +24,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("scheduler.urls")),
+    path("", include("scheduler.rightsizing.urls")),
     path("api/", include(api_patterns)),
     path("", include("django_prometheus.urls")),
 ]

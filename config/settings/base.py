@@ -103,6 +103,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Vendored front-end files (htmx, from the npm registry) live here: no CDN at run time.
+STATICFILES_DIRS = [BASE_DIR / "static"]
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"

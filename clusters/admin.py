@@ -19,6 +19,11 @@ def _yaml_block(value) -> str:
 class ClusterForm(forms.ModelForm):
     """The bearer token is write-only: never rendered back; an empty submit keeps the stored one."""
 
+    prometheus_auth_header = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Never shown once saved; leave empty to keep the current header.",
+    )
     bearer_token = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
@@ -40,6 +45,7 @@ class ClusterForm(forms.ModelForm):
             "namespaces",
             "request_timeout_seconds",
             "prometheus_url",
+            "prometheus_auth_header",
         ]
 
 
@@ -52,8 +58,11 @@ class ClusterAdmin(admin.ModelAdmin):
     readonly_fields = ["healthy", "last_error", "last_full_resync_at", "created_at", "updated_at"]
 
     def save_model(self, request, obj, form, change):
-        if change and not form.cleaned_data.get("bearer_token"):
-            obj.bearer_token = Cluster.objects.get(pk=obj.pk).bearer_token
+        if change:
+            stored = Cluster.objects.get(pk=obj.pk)
+            for secret in ("bearer_token", "prometheus_auth_header"):
+                if not form.cleaned_data.get(secret):
+                    setattr(obj, secret, getattr(stored, secret))
         super().save_model(request, obj, form, change)
 
 

@@ -60,6 +60,9 @@ class Cluster(models.Model):
     insecure_skip_tls_verify = models.BooleanField(default=False)
     namespaces = models.JSONField(default=list, blank=True, help_text="Namespaces to sync; empty means all namespaces.")
     request_timeout_seconds = models.PositiveIntegerField(default=10)
+    prometheus_auth_header = models.CharField(
+        max_length=2048, blank=True, help_text="Authorization header for Prometheus, e.g. 'Bearer ...'; never shown."
+    )
     prometheus_url = models.CharField(
         max_length=2048,
         blank=True,

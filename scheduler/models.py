@@ -46,6 +46,3 @@ class NodePool(models.Model):
     @property
     def budget_display(self) -> str:
         return format_bytes(self.effective_budget_bytes)
-
-
-from scheduler.rightsizing.models import *  # noqa: E402,F403  (models of the right-sizing module)

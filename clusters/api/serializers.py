@@ -36,13 +36,14 @@ class ClusterSerializer(serializers.ModelSerializer):
             "namespaces",
             "request_timeout_seconds",
             "prometheus_url",
+            "prometheus_auth_header",
             "healthy",
             "last_error",
             "last_full_resync_at",
             "created_at",
             "updated_at",
         ]
-        extra_kwargs = {"bearer_token": {"write_only": True}}
+        extra_kwargs = {"bearer_token": {"write_only": True}, "prometheus_auth_header": {"write_only": True}}
 
     def get_has_token(self, cluster: Cluster) -> bool:
         return bool(cluster.bearer_token)

@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "models_app",
     "runs_app",
     "scheduler",
+    "scheduler.rightsizing",
 ]
 
 MIDDLEWARE = [

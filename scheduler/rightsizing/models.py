@@ -1,1 +1,1 @@
-"""Right-sizing models (observations, reports); imported by scheduler/models.py so Django finds them."""
+"""Right-sizing models: observations and reports."""

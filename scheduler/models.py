@@ -1,4 +1,4 @@
-"""Node pools: the unit of memory budgeting."""
+"""Node pools, their nodes, and memory reservations: the tables budgets and admission work on."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ class NodePool(models.Model):
 
     ``allocatable_bytes`` and GPU figures come from the cluster's Nodes (or demo data);
     ``budget_bytes`` is what staff allow models to declare in the pool and, when empty, the
-    allocatable memory is the budget.
+    allocatable memory is the budget. The row is also the lock admission takes
+    (``SELECT ... FOR UPDATE``), so decisions on one pool are serialized.
     """
 
     class Source(models.TextChoices):
@@ -31,6 +32,9 @@ class NodePool(models.Model):
     budget_bytes = models.BigIntegerField(
         null=True, blank=True, help_text="Budget for declared model memory; empty means allocatable."
     )
+    refreshed_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Last time the figures were read from the cluster's Nodes."
+    )
 
     class Meta:
         ordering = ["cluster__name", "name"]
@@ -46,3 +50,56 @@ class NodePool(models.Model):
     @property
     def budget_display(self) -> str:
         return format_bytes(self.effective_budget_bytes)
+
+
+class Node(models.Model):
+    """One Kubernetes Node of a pool, with its own allocatable memory and GPUs.
+
+    A table rather than a JSON list on NodePool because placement needs per-node capacity for
+    every pool at once (one indexed query, no JSON decoding per pool), staff want to see and
+    filter nodes in the admin, and a refresh replaces a pool's nodes row by row, keeping the
+    pool row (and the budget staff set on it) untouched. Rows are derived from the cluster on
+    every refresh; they are never edited by hand.
+    """
+
+    pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    allocatable_bytes = models.BigIntegerField(default=0)
+    capacity_bytes = models.BigIntegerField(default=0)
+    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_memory_bytes = models.BigIntegerField(default=0, help_text="Memory of one GPU; 0 when unknown.")
+    schedulable = models.BooleanField(default=True, help_text="False when cordoned (spec.unschedulable).")
+
+    class Meta:
+        ordering = ["pool", "name"]
+        constraints = [models.UniqueConstraint(fields=["pool", "name"], name="uniq_node_per_pool")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class MemoryReservation(models.Model):
+    """Memory promised to a model by admission and not yet released.
+
+    Admission counts reservations beside the models already running, so a model admitted a
+    moment ago (its Deployment not yet up, its status not yet synced) still holds its memory and
+    a second model cannot take the same bytes. The controller releases the reservation when the
+    model scales to zero or is deleted.
+    """
+
+    pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="reservations")
+    kind = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    memory_bytes = models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pool", "kind", "namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "kind", "namespace", "name"], name="uniq_reservation_per_model")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}: {format_bytes(self.memory_bytes)}"

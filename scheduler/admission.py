@@ -1,0 +1,238 @@
+"""Memory-budget admission for the controllers: may this model (and its dependencies) start now?
+
+The controller builds a plain :class:`Demand` (no model import either way) and calls
+:func:`admit`; when the model scales to zero or is deleted it calls :func:`release`.
+
+Consistency: a decision locks the pool rows it touches (``SELECT ... FOR UPDATE``, in pool id
+order so two decisions never deadlock), counts running models plus the reservation table, and
+writes its own reservation before the transaction commits. A second decision on the same pool
+waits for the lock and then sees the first one's reservation, so two models racing for the last
+free bytes cannot both be admitted. (SQLite has no row locks; the project's SQLite settings open
+every transaction with ``BEGIN IMMEDIATE``, which serializes writers the same way.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from clusters.quantities import format_bytes, quantity_to_int
+from scheduler.accounting import account
+from scheduler.holdings import Holding, ModelKey, load_holdings
+from scheduler.models import MemoryReservation, NodePool
+
+DEFAULT_MAX_MODEL_MEMORY = "96Gi"
+INSUFFICIENT_MEMORY = "InsufficientMemory"
+
+
+def max_model_memory_bytes() -> int | None:
+    """The global per-model cap, ``MAX_MODEL_MEMORY`` (a quantity or bytes; default 96Gi, empty disables).
+
+    The public InferenceModel controller enforces this one cap; here it applies on top of budgets.
+    """
+    value = getattr(settings, "MAX_MODEL_MEMORY", DEFAULT_MAX_MODEL_MEMORY)
+    return quantity_to_int(value) if value not in (None, "") else None
+
+
+@dataclass
+class Demand:
+    """What a model asks of a pool. ``dependencies`` are the demands of models that must run first."""
+
+    cluster_id: int
+    pool: str
+    kind: str
+    namespace: str
+    name: str
+    memory_bytes: int
+    dependencies: list[Demand] = field(default_factory=list)
+
+    @property
+    def key(self) -> ModelKey:
+        return (self.kind, self.cluster_id, self.namespace, self.name)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    def closure(self) -> list[Demand]:
+        """This demand and every dependency's, dependencies first, each model once."""
+        seen: dict[ModelKey, Demand] = {}
+
+        def visit(demand: Demand, path: tuple[ModelKey, ...]) -> None:
+            if demand.key in path:
+                raise ValueError("dependency cycle: " + " -> ".join(k[3] for k in (*path, demand.key)))
+            for dependency in demand.dependencies:
+                visit(dependency, (*path, demand.key))
+            seen.setdefault(demand.key, demand)
+
+        visit(self, ())
+        return list(seen.values())
+
+
+@dataclass
+class AdmissionDecision:
+    """The answer for one pool (the first that does not fit, else the demand's own pool)."""
+
+    fits: bool
+    pool: str
+    requested_bytes: int
+    available_bytes: int | None
+    budget_bytes: int | None
+    holders: list[Holding]
+    idle_candidates: list[Holding]
+    message: str
+    reason: str = ""
+    admitted: list[str] = field(default_factory=list)
+
+
+def _pool_decision(
+    pool_name: str,
+    budget: int | None,
+    demands: list[Demand],
+    holders: list[Holding],
+    reservations: dict[ModelKey, int],
+    now: datetime,
+) -> AdmissionDecision:
+    keys = {demand.key for demand in demands}
+    others = [holder for holder in holders if holder.key not in keys]
+    others.sort(key=lambda h: (-h.memory_bytes, h.label))
+    other_reservations = {key: amount for key, amount in reservations.items() if key not in keys}
+    allocated, reserved, _, _ = account(others, other_reservations)
+    requested = sum(demand.memory_bytes for demand in demands)
+    names = ", ".join(demand.label for demand in demands)
+    holder_text = ", ".join(f"{h.namespace}/{h.name} ({format_bytes(h.memory_bytes)})" for h in others) or "none"
+    if budget is None:
+        return AdmissionDecision(
+            True, pool_name, requested, None, None, others, [],
+            f"{names}: pool {pool_name} has no budget (no labelled Nodes, none set by staff); "
+            f"only the per-model cap applies",
+        )  # fmt: skip
+    available = budget - allocated - reserved
+    if requested <= available:
+        return AdmissionDecision(
+            True, pool_name, requested, available, budget, others, [],
+            f"{names} fit in pool {pool_name}: requested {format_bytes(requested)}, "
+            f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}",
+        )  # fmt: skip
+    shortfall = requested - available
+    idle = sorted((h for h in others if h.idle_since(now) is not None), key=lambda h: (h.idle_since(now), h.label))
+    candidates, freed = [], 0
+    for holder in idle:
+        if freed >= shortfall:
+            break
+        candidates.append(holder)
+        freed += holder.memory_bytes
+    if candidates and freed >= shortfall:
+        idle_names = ", ".join(f"{h.namespace}/{h.name}" for h in candidates)
+        idle_text = f"; scaling idle {idle_names} to zero would make room"
+    elif candidates:
+        idle_text = f"; even scaling every idle model to zero frees only {format_bytes(freed)}"
+    else:
+        idle_text = "; no idle model to scale to zero"
+    return AdmissionDecision(
+        False, pool_name, requested, available, budget, others, candidates,
+        f"insufficient memory in pool {pool_name} for {names}: requested {format_bytes(requested)}, "
+        f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}; held by {holder_text}{idle_text}",
+        INSUFFICIENT_MEMORY,
+    )  # fmt: skip
+
+
+def admit(demand: Demand, now: datetime | None = None) -> AdmissionDecision:
+    """Admit ``demand`` and its dependencies that are not running yet, all or nothing.
+
+    On success every admitted model holds a reservation until :func:`release`; on failure
+    nothing is written and the decision names the requested and available memory, the holders
+    (biggest first) and the idle models (oldest idle first) whose scale-to-zero would make room.
+    Calling it again for an admitted or running model is harmless: its own memory never counts
+    against itself.
+    """
+    now = now or timezone.now()
+    group = demand.closure()
+    strangers = [d.label for d in group if d.cluster_id != demand.cluster_id]
+    if strangers:
+        raise ValueError(f"dependencies must be in the demand's cluster: {', '.join(strangers)} are not")
+    cap = max_model_memory_bytes()
+    over_cap = [d for d in group if cap is not None and d.memory_bytes > cap]
+    if over_cap:
+        first = over_cap[0]
+        return AdmissionDecision(
+            False, first.pool, first.memory_bytes, cap, None, [], [],
+            f"{first.label} declares {format_bytes(first.memory_bytes)}, over the per-model cap "
+            f"MAX_MODEL_MEMORY={format_bytes(cap)}",
+            INSUFFICIENT_MEMORY,
+        )  # fmt: skip
+    with transaction.atomic():
+        by_pool: dict[tuple[int, str], list[Demand]] = {}
+        for item in group:
+            by_pool.setdefault((item.cluster_id, item.pool), []).append(item)
+        pools = _lock_pools(list(by_pool))
+        pool_names = sorted({pool_name for _, pool_name in by_pool})
+        running = {h.key: h for h in load_holdings(demand.cluster_id, pools=pool_names, running_only=True)}
+        # Dependencies already running need no new memory; the demand itself is always (re)checked.
+        pending = {
+            key: [d for d in items if d is demand or d.key not in running or running[d.key].pool != d.pool]
+            for key, items in by_pool.items()
+        }
+        decisions = []
+        for (cluster_id, pool_name), items in sorted(pending.items(), key=lambda kv: kv[0][1] != demand.pool):
+            pool = pools.get((cluster_id, pool_name))
+            holders = [h for h in running.values() if h.cluster_id == cluster_id and h.pool == pool_name]
+            reservations = _reservations(pool) if pool else {}
+            budget = pool.effective_budget_bytes if pool else None
+            decisions.append(_pool_decision(pool_name, budget, items, holders, reservations, now))
+        failed = next((d for d in decisions if not d.fits), None)
+        if failed:
+            return failed
+        admitted = []
+        for (cluster_id, pool_name), items in pending.items():
+            pool = pools.get((cluster_id, pool_name))
+            for item in items:
+                _reserve(pool, item)
+                admitted.append(item.label)
+        decision = decisions[0]
+        decision.admitted = admitted
+        return decision
+
+
+def release(cluster_id: int, kind: str, namespace: str, name: str) -> int:
+    """Forget the reservations of one model (scaled to zero or deleted); returns how many were removed."""
+    deleted, _ = MemoryReservation.objects.filter(
+        pool__cluster_id=cluster_id, kind=kind, namespace=namespace, name=name
+    ).delete()
+    return deleted
+
+
+def _lock_pools(keys: list[tuple[int, str]]) -> dict[tuple[int, str], NodePool]:
+    """Lock the pool rows in id order (a fixed order: no deadlock between two decisions)."""
+    query = Q(pk__in=[])
+    for cluster_id, name in keys:
+        query |= Q(cluster_id=cluster_id, name=name)
+    locked = NodePool.objects.select_for_update().filter(query).order_by("pk")
+    return {(pool.cluster_id, pool.name): pool for pool in locked}
+
+
+def _reservations(pool: NodePool) -> dict[ModelKey, int]:
+    return {
+        (kind, pool.cluster_id, namespace, name): amount
+        for kind, namespace, name, amount in pool.reservations.values_list("kind", "namespace", "name", "memory_bytes")
+    }
+
+
+def _reserve(pool: NodePool | None, demand: Demand) -> None:
+    """Hold ``demand``'s memory in its pool and drop any reservation it had in another pool."""
+    MemoryReservation.objects.filter(
+        pool__cluster_id=demand.cluster_id, kind=demand.kind, namespace=demand.namespace, name=demand.name
+    ).exclude(pool=pool).delete()
+    if pool is not None:
+        MemoryReservation.objects.update_or_create(
+            pool=pool,
+            kind=demand.kind,
+            namespace=demand.namespace,
+            name=demand.name,
+            defaults={"memory_bytes": demand.memory_bytes},
+        )

@@ -1,0 +1,91 @@
+"""Per-pool accounting with running, scaled-to-zero, reserved and unknown-replica models."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from models_app.models import InferenceModel
+from scheduler.accounting import pool_accounts
+from scheduler.holdings import Holding
+from scheduler.models import MemoryReservation
+from scheduler.savings import fallback_recommended_bytes
+from tests.scheduler.conftest import GI, NOW, make_model, make_pool
+
+
+def test_accounting_mixes_running_and_scaled_to_zero(cluster, gpu_pool):
+    make_model(cluster, "llama-70b", "40Gi", peak="30Gi", replicas=1)
+    make_model(cluster, "mistral", "8Gi", peak="7Gi", replicas=1)
+    make_model(cluster, "codellama", "48Gi", peak="30Gi", replicas=0)  # scaled to zero: holds nothing
+    make_model(cluster, "fresh", "4Gi", replicas=None)  # status unknown: spec.maxReplicas (1) counts
+    make_model(cluster, "elsewhere", "16Gi", pool="cpu")  # a pool without a NodePool row
+
+    accounts = {a.pool: a for a in pool_accounts(cluster.pk)}
+
+    gpu = accounts["gpu"]
+    assert gpu.budget_bytes == 100 * GI
+    assert gpu.allocated_bytes == (40 + 8 + 4) * GI
+    assert gpu.observed_bytes == (30 + 7) * GI
+    assert gpu.free_bytes == (100 - 52) * GI
+    assert [h.name for h in gpu.holders] == ["llama-70b", "mistral", "fresh"]  # biggest first
+    assert [h.name for h in gpu.stopped] == ["codellama"]
+    # fallback right-sizing: ceil(peak x 1.04) in Gi -> 30Gi -> 32Gi (saves 8Gi), 7Gi -> 8Gi (saves 0)
+    assert gpu.rightsizing_savings_bytes == 8 * GI
+    cpu = accounts["cpu"]
+    assert (cpu.budget_bytes, cpu.free_bytes, cpu.allocated_bytes) == (None, None, 16 * GI)
+
+
+def test_reservations_count_once_beside_running_models(cluster, gpu_pool):
+    make_model(cluster, "running", "10Gi")
+    MemoryReservation.objects.create(pool=gpu_pool, kind="InferenceModel", namespace="default", name="running",
+                                     memory_bytes=10 * GI)  # fmt: skip
+    MemoryReservation.objects.create(pool=gpu_pool, kind="InferenceModel", namespace="default", name="starting",
+                                     memory_bytes=20 * GI)  # fmt: skip
+
+    (gpu,) = pool_accounts(cluster.pk)
+
+    assert (gpu.allocated_bytes, gpu.reserved_bytes, gpu.free_bytes) == (10 * GI, 20 * GI, 70 * GI)
+
+
+def test_recommender_plugs_in_as_mapping_or_callable(cluster, gpu_pool):
+    big = make_model(cluster, "big", "80Gi", peak="75Gi")
+    key = ("InferenceModel", cluster.pk, "default", "big")
+
+    assert pool_accounts(cluster.pk)[0].rightsizing_savings_bytes == 2 * GI  # 75Gi x 1.04 -> 78Gi
+    assert pool_accounts(cluster.pk, recommender={key: 60 * GI})[0].rightsizing_savings_bytes == 20 * GI
+    halve = lambda holding: holding.memory_bytes // 2  # noqa: E731
+    assert pool_accounts(cluster.pk, recommender=halve)[0].rightsizing_savings_bytes == 40 * GI
+    # the cluster's own status.recommendation beats the fallback policy
+    InferenceModel.objects.filter(pk=big.pk).update(
+        status={"replicas": 1, "recommendation": "Consider reducing memory from 80Gi to 70Gi (observed peak 75Gi)"}
+    )
+    assert pool_accounts(cluster.pk)[0].rightsizing_savings_bytes == 10 * GI
+
+
+def test_fallback_policy_reproduces_the_reference_example():
+    assert fallback_recommended_bytes(75 * GI) == 78 * GI
+
+
+def test_idle_means_running_with_last_request_older_than_cooldown(cluster):
+    def holding(**kwargs) -> Holding:
+        base = dict(kind="InferenceModel", id=1, cluster_id=cluster.pk, namespace="d", name="m", pool="p",
+                    memory_bytes=GI, replicas=1, cooldown=timedelta(minutes=15))  # fmt: skip
+        return Holding(**{**base, **kwargs})
+
+    assert holding(last_request_at=NOW - timedelta(minutes=20)).idle_since(NOW) == NOW - timedelta(minutes=5)
+    assert holding(last_request_at=NOW - timedelta(minutes=10)).idle_since(NOW) is None
+    assert holding(last_request_at=NOW - timedelta(hours=2), replicas=0).idle_since(NOW) is None
+    assert holding(last_request_at=None).idle_since(NOW) is None
+
+
+def test_deleted_in_cluster_and_other_clusters_hold_nothing(cluster, gpu_pool):
+    from clusters.models import Cluster, SyncState
+
+    gone = make_model(cluster, "gone", "50Gi")
+    InferenceModel.objects.filter(pk=gone.pk).update(sync_state=SyncState.DELETED_IN_CLUSTER)
+    other = Cluster.objects.create(name="other", server_url="https://other:6443")
+    make_pool(other, "gpu", budget="10Gi")
+    make_model(other, "theirs", "9Gi")
+
+    (gpu,) = pool_accounts(cluster.pk)
+    assert gpu.allocated_bytes == 0
+    assert [(a.cluster_name, a.allocated_bytes) for a in pool_accounts()] == [("other", 9 * GI), ("prod", 0)]

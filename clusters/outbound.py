@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from clusters.audit import SYNC_ENGINE, json_diff, record
-from clusters.gateway import ClusterGateway, ConflictError, NotFoundError, PermanentError
+from clusters.gateway import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
 from clusters.inbound import _take_bookkeeping
 from clusters.manifests import validate_manifest
 from clusters.merge import merge_patch_between, three_way_merge
@@ -34,7 +34,7 @@ class Outcome(enum.StrEnum):
     NOTHING_TO_DO = "nothing to do"
 
 
-class StillConflicting(ConflictError):
+class StillConflicting(TransientError):
     """Merged and retried MAX_MERGE_ROUNDS times and still stale: the cluster is busy; retry later."""
 
 
@@ -105,10 +105,14 @@ def _apply(gateway: ClusterGateway, obj: KubeObject) -> Outcome:
 
 
 def _read(gateway: ClusterGateway, obj: KubeObject) -> dict[str, Any] | None:
+    """The cluster's object, or None when it is gone. A GET never legitimately conflicts; if a
+    proxy says so anyway, it is treated as transient and the whole apply is retried."""
     try:
         return gateway.get(obj.kube, obj.namespace, obj.name)
     except NotFoundError:
         return None
+    except ConflictError as error:
+        raise TransientError(str(error), error.status, error.body) from None
 
 
 def _merge(obj: KubeObject, current: dict[str, Any]) -> bool:

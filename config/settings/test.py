@@ -1,5 +1,9 @@
 """Settings for the test suite: fast password hashing, eager Celery unless a test starts a worker."""
 
+import os
+import tempfile
+from pathlib import Path
+
 from config.settings.base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -8,4 +12,10 @@ CELERY_TASK_ALWAYS_EAGER = True
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     # A file, not shared in-memory: sync tests run watchers in threads, and an in-memory
     # database shared between threads fails with "table is locked" instead of waiting.
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test-db.sqlite3")}  # noqa: F405
+    # One file per test process, so parallel runs never share it.
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": str(Path(tempfile.gettempdir()) / f"inference-portal-test-{os.getpid()}.sqlite3")
+    }
+else:
+    # A database per test process, so parallel runs (and CI beside a developer) never collide.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_portal_{os.getpid()}"}  # noqa: F405

@@ -1,0 +1,89 @@
+"""Real services for integration tests: Redis reachability and a Celery worker in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from django.db import connection
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def require_redis() -> str:
+    """The Redis URL, or skip (fail under CI, where .ci/run starts Redis) when nothing listens."""
+    parts = urlsplit(REDIS_URL)
+    try:
+        socket.create_connection((parts.hostname, parts.port or 6379), timeout=1).close()
+    except OSError:
+        if os.environ.get("CI"):
+            pytest.fail(f"Redis is not reachable at {REDIS_URL} (CI must start it)")
+        pytest.skip(f"Redis is not reachable at {REDIS_URL}")
+    return REDIS_URL
+
+
+def test_database_url() -> str:
+    """A DATABASE_URL naming the database this test session uses, for another process."""
+    settings = connection.settings_dict
+    if settings["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings['NAME']}"
+    user, host, port = settings.get("USER") or "postgres", settings.get("HOST") or "127.0.0.1", settings.get("PORT")
+    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{host}:{port or 5432}/{settings['NAME']}"
+
+
+class CeleryWorker:
+    """``celery -A config worker`` on the sync and default queues, against the test database."""
+
+    def __init__(self, broker_url: str) -> None:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings.local",
+            "CELERY_BROKER_URL": broker_url,
+            "DATABASE_URL": test_database_url(),
+            "DEBUG": "false",
+        }
+        self.log = REPO_ROOT / "test-artifacts" / "celery-worker.log"
+        self.log.parent.mkdir(exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-Q",
+                "default,sync",
+                "--pool",
+                "solo",
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while "ready." not in self.log.read_text():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"celery worker did not start:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()

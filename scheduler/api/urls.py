@@ -1,3 +1,11 @@
-"""REST API routes (filled in by the planning and right-sizing work)."""
+"""Planning API routes, mounted under /api/."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from scheduler.api.views import CalculatorView, PlanView, PoolAccountsView
+
+urlpatterns = [
+    path("planning/plan/", PlanView.as_view(), name="planning-plan"),
+    path("planning/calculator/", CalculatorView.as_view(), name="planning-calculator"),
+    path("planning/pools/", PoolAccountsView.as_view(), name="planning-pools"),
+]

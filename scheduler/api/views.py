@@ -1,0 +1,64 @@
+"""Planning API: the what-if planner, the memory calculator and per-pool accounting."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduler.accounting import pool_accounts
+from scheduler.api.serializers import CalculatorRequestSerializer, PlanRequestSerializer
+from scheduler.calculator import estimate
+from scheduler.planner import plan, plan_to_dict
+
+
+class PlanView(APIView):
+    """Computes a plan and stores nothing, so any logged-in user may ask (hence POST without a model permission)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=PlanRequestSerializer, responses={200: OpenApiTypes.OBJECT}, summary="What-if placement")
+    def post(self, request: Request) -> Response:
+        serializer = PlanRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        result = plan(data["cluster"], data["proposals"], data["include_running"], data.get("now"))
+        return Response(plan_to_dict(result))
+
+
+class CalculatorView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=CalculatorRequestSerializer, responses={200: OpenApiTypes.OBJECT}, summary="Model memory")
+    def post(self, request: Request) -> Response:
+        serializer = CalculatorRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return Response(asdict(estimate(**serializer.to_estimate_kwargs())))
+
+
+class PoolAccountsView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Budget accounting per node pool")
+    def get(self, request: Request) -> Response:
+        return Response(
+            [
+                {
+                    "cluster": a.cluster_name,
+                    "pool": a.pool,
+                    "budget_bytes": a.budget_bytes,
+                    "allocated_bytes": a.allocated_bytes,
+                    "reserved_bytes": a.reserved_bytes,
+                    "observed_bytes": a.observed_bytes,
+                    "free_bytes": a.free_bytes,
+                    "rightsizing_savings_bytes": a.rightsizing_savings_bytes,
+                    "holders": [{"model": h.label, "memory_bytes": h.memory_bytes} for h in a.holders],
+                }
+                for a in pool_accounts()
+            ]
+        )

@@ -1,0 +1,121 @@
+"""Turn what a user proposes (an existing model, an edited one, a new manifest) into plain proposals.
+
+Every new or edited spec goes through :func:`clusters.manifests.validate_manifest`, the project's
+single validator; its errors come back with the path inside the request (``models[2].manifest.
+spec.memory``), so the API answers 400 naming the field, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusters.manifests import resolve_kind, validate_manifest
+from clusters.models import Cluster, KubeObject
+from clusters.validation import FieldError, ManifestInvalid
+from scheduler.holdings import ModelKey, serving_model_for, serving_models
+
+
+@dataclass
+class Proposal:
+    """A model the plan should run, with the figures placement needs."""
+
+    kind: str
+    cluster_id: int
+    namespace: str
+    name: str
+    pool: str
+    memory_bytes: int
+    gpus: int = 0
+    dependencies: list[str] = field(default_factory=list)
+    origin: str = "new"  # existing | edited | new | dependency
+    path: str = ""  # where in the request it came from, for error messages
+
+    @property
+    def key(self) -> ModelKey:
+        return (self.kind, self.cluster_id, self.namespace, self.name)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def merge_spec(base: Any, patch: Any) -> Any:
+    """JSON merge patch (RFC 7386), as the API's PATCH: maps merge, null deletes, the rest replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(base) if isinstance(base, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_spec(result.get(key), value)
+    return result
+
+
+def _prefixed(errors: list[FieldError], prefix: str) -> list[FieldError]:
+    return [FieldError(f"{prefix}.{error.path}", error.value, error.rule) for error in errors]
+
+
+def _from_row(model: type[KubeObject], row: KubeObject, origin: str, path: str) -> Proposal:
+    row.project()
+    if row.memory_bytes is None:
+        rule = "declares no memory; only models with declared memory can be planned"
+        raise ManifestInvalid([FieldError(path, f"{model.kube.kind} {row.namespace}/{row.name}", rule)])
+    spec = row.spec or {}
+    dependencies = spec.get("dependencies") if isinstance(spec.get("dependencies"), list) else []
+    return Proposal(
+        kind=model.kube.kind,
+        cluster_id=row.cluster_id,
+        namespace=row.namespace,
+        name=row.name,
+        pool=row.node_pool,
+        memory_bytes=row.memory_bytes,
+        gpus=row.gpu_count or 0,
+        dependencies=[name for name in dependencies if isinstance(name, str)],
+        origin=origin,
+        path=path,
+    )
+
+
+def _validated_row(model: type[KubeObject], manifest: dict[str, Any], cluster: Cluster, path: str) -> KubeObject:
+    try:
+        valid = validate_manifest(model, manifest)
+    except ManifestInvalid as invalid:
+        raise ManifestInvalid(_prefixed(invalid.errors, path)) from None
+    metadata = valid["metadata"]
+    return model(cluster=cluster, namespace=metadata["namespace"], name=metadata["name"], spec=valid["spec"])
+
+
+def proposal_from_request(item: dict[str, Any], index: int, cluster: Cluster) -> Proposal:
+    """One entry of the request's ``models``: ``{"kind", "id"[, "spec"]}`` or ``{"manifest"}``."""
+    path = f"models[{index}]"
+    if "manifest" in item:
+        manifest = item["manifest"]
+        try:
+            model = resolve_kind(manifest)
+        except ManifestInvalid as invalid:
+            raise ManifestInvalid(_prefixed(invalid.errors, f"{path}.manifest")) from None
+        if model not in serving_models():
+            raise ManifestInvalid([FieldError(f"{path}.manifest.kind", manifest.get("kind"),
+                                              "is not a serving kind with declared memory")])  # fmt: skip
+        row = _validated_row(model, manifest, cluster, f"{path}.manifest")
+        return _from_row(model, row, "new", path)
+    kind = item.get("kind", "InferenceModel")
+    model = serving_model_for(kind)
+    if model is None:
+        known = ", ".join(m.kube.kind for m in serving_models())
+        raise ManifestInvalid([FieldError(f"{path}.kind", kind, f"is not a serving kind; one of {known}")])
+    row = model.objects.filter(cluster=cluster, pk=item.get("id")).first()
+    if row is None:
+        raise ManifestInvalid(
+            [FieldError(f"{path}.id", item.get("id"), f"is not the id of a {kind} in cluster {cluster.name}")]
+        )
+    if item.get("spec") is None:
+        return _from_row(model, row, "existing", path)
+    manifest = row.to_manifest()
+    manifest.pop("status", None)
+    manifest["spec"] = merge_spec(row.spec, item["spec"])
+    edited = _validated_row(model, manifest, cluster, path)
+    return _from_row(model, edited, "edited", path)

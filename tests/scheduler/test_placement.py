@@ -1,0 +1,45 @@
+"""First-fit decreasing on plain objects: placement per node, budgets, fragmentation, largest fit."""
+
+from __future__ import annotations
+
+from scheduler.placement import FRAGMENTED, NO_POOL, NO_ROOM, OVER_BUDGET, Item, NodeSpace, PoolSpace, place
+
+GI = 1024**3
+
+
+def pool(name: str, *sizes: int, budget: int | None = None, gpus: int = 8) -> PoolSpace:
+    return PoolSpace(name, budget, [NodeSpace(f"{name}-{i}", size * GI, gpus) for i, size in enumerate(sizes)])
+
+
+def test_biggest_first_onto_the_first_node_with_room():
+    result = place([pool("p", 64, 64)], [Item("a", "p", 20 * GI), Item("b", "p", 50 * GI), Item("c", "p", 30 * GI)])
+    nodes = result.pools["p"].nodes
+    assert [node.items for node in nodes] == [["b"], ["c", "a"]]
+    assert [node.free_bytes for node in nodes] == [14 * GI, 14 * GI]
+    assert result.fits and result.pools["p"].largest_fit_bytes == 14 * GI
+
+
+def test_fragmentation_when_the_pool_has_room_but_no_node_does():
+    result = place([pool("p", 40, 40)], [Item("x", "p", 30 * GI), Item("y", "p", 30 * GI), Item("z", "p", 20 * GI)])
+    p = result.pools["p"]
+    assert [(m.item.label, m.reason) for m in p.unplaced] == [("z", FRAGMENTED)]
+    assert p.fragmented and not p.fits
+    assert "20.0Gi free in total but the largest free space on one node is 10.0Gi" in p.unplaced[0].detail
+
+
+def test_budget_caps_the_pool_below_its_nodes_and_largest_fit_respects_it():
+    result = place([pool("p", 64, 64, budget=70 * GI)], [Item("a", "p", 40 * GI), Item("b", "p", 40 * GI)])
+    p = result.pools["p"]
+    assert [(m.item.label, m.reason) for m in p.unplaced] == [("b", OVER_BUDGET)]
+    assert p.largest_fit_bytes == 30 * GI  # node has 64Gi free but the budget only 30Gi
+
+
+def test_gpus_are_a_second_dimension_and_unknown_pools_are_reported():
+    result = place(
+        [pool("g", 80, 80, gpus=1)],
+        [Item("a", "g", 10 * GI, gpus=1), Item("b", "g", 10 * GI, gpus=1), Item("c", "g", 10 * GI, gpus=1),
+         Item("d", "nowhere", GI)],
+    )  # fmt: skip
+    assert [(m.item.label, m.reason) for m in result.pools["g"].unplaced] == [("c", NO_ROOM)]
+    assert [(m.item.label, m.reason) for m in result.unknown_pool] == [("d", NO_POOL)]
+    assert not result.fits

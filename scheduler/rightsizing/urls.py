@@ -1,5 +1,14 @@
-"""Portal pages (filled in by the planning and right-sizing work)."""
+"""Right-sizing pages."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from scheduler.rightsizing import views
+
+urlpatterns = [
+    path("rightsizing/", views.report_page, name="rightsizing-report"),
+    path("rightsizing/export.csv", views.export, {"fmt": "csv"}, name="rightsizing-export-csv"),
+    path("rightsizing/export.json", views.export, {"fmt": "json"}, name="rightsizing-export-json"),
+    path("rightsizing/refresh/", views.refresh, name="rightsizing-refresh"),
+    path("rightsizing/models/<int:pk>/", views.model_page, name="rightsizing-model"),
+    path("rightsizing/models/<int:pk>/apply/", views.apply, name="rightsizing-apply"),
+]

@@ -18,7 +18,10 @@ def make_model(
     spec = {"modelName": model_name or name, "memory": memory, "backendUrl": "http://vllm:8000"}
     if pool:
         spec["nodeSelector"] = {"inference-pool": pool}
-    return InferenceModel.objects.create(cluster=cluster, namespace=namespace, name=name, spec=spec)
+    row = InferenceModel(cluster=cluster, namespace=namespace, name=name, spec=spec)
+    row.clean()  # CRD defaults applied, as every write path does
+    row.save()
+    return row
 
 
 def reference_models(cluster: Cluster) -> dict[str, InferenceModel]:

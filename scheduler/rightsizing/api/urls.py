@@ -1,3 +1,13 @@
-"""REST API routes (filled in by the planning and right-sizing work)."""
+"""REST API routes of right-sizing (under /api/)."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from scheduler.rightsizing.api import views
+
+urlpatterns = [
+    path("rightsizing/preview/", views.PreviewView.as_view(), name="rightsizing-api-preview"),
+    path("rightsizing/report/", views.ReportView.as_view(), name="rightsizing-api-report"),
+    path("rightsizing/refresh/", views.RefreshView.as_view(), name="rightsizing-api-refresh"),
+    path("rightsizing/models/<int:pk>/history/", views.HistoryView.as_view(), name="rightsizing-api-history"),
+    path("rightsizing/models/<int:pk>/apply/", views.ApplyView.as_view(), name="rightsizing-api-apply"),
+]

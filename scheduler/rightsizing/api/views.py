@@ -1,0 +1,107 @@
+"""Right-sizing API: the policy preview, the report, a model's history, refresh and apply."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from clusters.audit import Actor
+from clusters.quantities import format_bytes
+from models_app.api.serializers import InferenceModelSerializer
+from models_app.models import InferenceModel
+from scheduler.rightsizing.api.serializers import (
+    ObservationSerializer,
+    PreviewResultSerializer,
+    PreviewSerializer,
+    RefreshRequestSerializer,
+    RefreshSerializer,
+    ReportSerializer,
+    report_query_params,
+)
+from scheduler.rightsizing.apply import apply_recommendation
+from scheduler.rightsizing.conf import default_policy
+from scheduler.rightsizing.filters import report_filters
+from scheduler.rightsizing.models import Observation
+from scheduler.rightsizing.policy import evaluate
+from scheduler.rightsizing.refresh import refresh_clusters
+from scheduler.rightsizing.report import build_report, last_refreshes, pool_totals
+
+CHANGE_PERMISSION = "models_app.change_inferencemodel"
+
+
+class CanChangeInferenceModels(BasePermission):
+    """Refreshing and applying change InferenceModels: the same right as editing one."""
+
+    def has_permission(self, request, view) -> bool:
+        return bool(request.user and request.user.is_authenticated and request.user.has_perm(CHANGE_PERMISSION))
+
+
+class PreviewView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=PreviewSerializer, responses=PreviewResultSerializer, tags=["rightsizing"])
+    def post(self, request: Request) -> Response:
+        """Apply the policy (with optional overrides) to a declared memory and an observed peak."""
+        serializer = PreviewSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        verdict = evaluate(data["declaredMemory"], data["observedPeak"], serializer.policy(default_policy()))
+        result = {
+            "utilizationPercent": verdict.utilization_percent,
+            "ratio": verdict.ratio,
+            "recommendedMemory": format_bytes(verdict.recommended_bytes),
+            "recommendedBytes": verdict.recommended_bytes,
+            "freedBytes": verdict.freed_bytes,
+            "recommendation": verdict.recommendation,
+            "overprovisioned": verdict.overprovisioned,
+        }
+        return Response(PreviewResultSerializer(result).data)
+
+
+class ReportView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(parameters=report_query_params(), responses=ReportSerializer, tags=["rightsizing"])
+    def get(self, request: Request) -> Response:
+        """Per model and per pool, filtered and sorted; also the newest refresh of each cluster."""
+        rows = build_report(default_policy(), **report_filters(request.query_params))
+        report = {"models": rows, "pools": pool_totals(rows), "refreshes": last_refreshes()}
+        return Response(ReportSerializer(report).data)
+
+
+class HistoryView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses=ObservationSerializer(many=True), tags=["rightsizing"])
+    def get(self, request: Request, pk: int) -> Response:
+        """Every observation of one InferenceModel, newest first."""
+        model = get_object_or_404(InferenceModel, pk=pk)
+        return Response(ObservationSerializer(Observation.objects.filter(model=model), many=True).data)
+
+
+class RefreshView(APIView):
+    permission_classes = [CanChangeInferenceModels]
+
+    @extend_schema(request=RefreshRequestSerializer, responses=RefreshSerializer(many=True), tags=["rightsizing"])
+    def post(self, request: Request) -> Response:
+        """Refresh one cluster (or every cluster with a Prometheus URL) now; failures are in the answer."""
+        serializer = RefreshRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        refreshes = refresh_clusters(serializer.validated_data.get("cluster"))
+        return Response(RefreshSerializer(refreshes, many=True).data)
+
+
+class ApplyView(APIView):
+    permission_classes = [CanChangeInferenceModels]
+
+    @extend_schema(request=None, responses={status.HTTP_200_OK: InferenceModelSerializer}, tags=["rightsizing"])
+    def post(self, request: Request, pk: int) -> Response:
+        """Set the model's spec.memory to the current recommendation (audited, then synced)."""
+        model = get_object_or_404(InferenceModel.objects.select_related("cluster"), pk=pk)
+        applied = apply_recommendation(model, default_policy(), Actor.from_request(request, "api"))
+        return Response(InferenceModelSerializer(applied).data)

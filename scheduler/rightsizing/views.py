@@ -1,0 +1,122 @@
+"""Right-sizing pages: the report with charts, one model's history, exports, refresh and apply."""
+
+from __future__ import annotations
+
+import csv
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from clusters.audit import Actor
+from clusters.models import Cluster
+from clusters.validation import ManifestInvalid
+from models_app.models import InferenceModel
+from scheduler.rightsizing.apply import apply_recommendation
+from scheduler.rightsizing.charts import model_chart, pool_chart
+from scheduler.rightsizing.conf import default_policy
+from scheduler.rightsizing.filters import report_filters
+from scheduler.rightsizing.models import Observation
+from scheduler.rightsizing.refresh import refresh_clusters
+from scheduler.rightsizing.report import ReportRow, build_report, last_refreshes, pool_totals
+
+CHANGE_PERMISSION = "models_app.change_inferencemodel"
+CSV_COLUMNS = [name for name in ReportRow.__dataclass_fields__]
+
+
+def _bad_filters(error: ManifestInvalid) -> HttpResponse:
+    return HttpResponse("\n".join(e.message for e in error.errors), status=400, content_type="text/plain")
+
+
+@login_required
+def report_page(request: HttpRequest) -> HttpResponse:
+    try:
+        filters = report_filters(request.GET)
+    except ManifestInvalid as error:
+        return _bad_filters(error)
+    rows = build_report(default_policy(), **filters)
+    totals = pool_totals(rows)
+    query = request.GET.copy()
+    query.pop("ordering", None)
+    return render(
+        request,
+        "rightsizing/report.html",
+        {
+            "rows": rows,
+            "pools": totals,
+            "pool_chart": pool_chart(totals) if totals else "",
+            "refreshes": last_refreshes(),
+            "filters": filters,
+            "clusters": Cluster.objects.values_list("name", flat=True),
+            "query_without_ordering": query.urlencode(),
+            "export_query": request.GET.urlencode(),
+            "can_change": request.user.has_perm(CHANGE_PERMISSION),
+        },
+    )
+
+
+@login_required
+def model_page(request: HttpRequest, pk: int) -> HttpResponse:
+    model = get_object_or_404(InferenceModel.objects.select_related("cluster"), pk=pk)
+    history = list(Observation.objects.filter(model=model).order_by("observed_at"))
+    return render(
+        request,
+        "rightsizing/model.html",
+        {
+            "model": model,
+            "history": list(reversed(history)),
+            "chart": model_chart(f"{model.namespace}/{model.name}: memory (GiB)", history) if history else "",
+            "can_change": request.user.has_perm(CHANGE_PERMISSION),
+        },
+    )
+
+
+@login_required
+def export(request: HttpRequest, fmt: str) -> HttpResponse:
+    """The report as CSV or JSON, with the page's filters and ordering."""
+    try:
+        rows = build_report(default_policy(), **report_filters(request.GET))
+    except ManifestInvalid as error:
+        return _bad_filters(error)
+    if fmt == "json":
+        body = {"models": [row.as_dict() for row in rows], "pools": [vars(total) for total in pool_totals(rows)]}
+        response = JsonResponse(body, encoder=DjangoJSONEncoder, json_dumps_params={"indent": 2})
+    else:
+        response = HttpResponse(content_type="text/csv")
+        writer = csv.DictWriter(response, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row.as_dict(), "observed_at": row.observed_at.isoformat()})
+    response["Content-Disposition"] = f'attachment; filename="rightsizing.{fmt}"'
+    return response
+
+
+@require_POST
+@login_required
+@permission_required(CHANGE_PERMISSION, raise_exception=True)
+def refresh(request: HttpRequest) -> HttpResponse:
+    for done in refresh_clusters(request.POST.get("cluster") or None):
+        if done.ok:
+            messages.success(
+                request, f"{done.cluster.name}: {done.models_with_data}/{done.models_seen} models with data"
+            )
+        else:
+            messages.error(request, f"{done.cluster.name}: {done.error}")
+    return redirect("rightsizing-report")
+
+
+@require_POST
+@login_required
+@permission_required(CHANGE_PERMISSION, raise_exception=True)
+def apply(request: HttpRequest, pk: int) -> HttpResponse:
+    model = get_object_or_404(InferenceModel.objects.select_related("cluster"), pk=pk)
+    try:
+        applied = apply_recommendation(model, default_policy(), Actor.from_request(request, "portal"))
+    except ManifestInvalid as error:
+        messages.error(request, "; ".join(e.message for e in error.errors))
+    else:
+        messages.success(request, f"{applied}: spec.memory set to {applied.spec['memory']}; it syncs to the cluster")
+    return redirect(request.POST.get("next") or "rightsizing-report")

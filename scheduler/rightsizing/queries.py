@@ -28,6 +28,13 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _with_matcher(selector: str, matcher: str) -> str:
+    """Add a label matcher to a series selector (``m{a="b"}`` or ``m``)."""
+    if selector.endswith("}"):
+        return selector[:-1] + ("," if selector[-2] != "{" else "") + matcher + "}"
+    return f"{selector}{{{matcher}}}"
+
+
 @dataclass(frozen=True)
 class ModelKey:
     """A model as Prometheus sees it."""
@@ -56,14 +63,16 @@ class QueryBuilder:
         return "max by (namespace, pod, model) (" + " or on (namespace, pod) ".join(parts) + ")"
 
     def _per_model(self, function: str, metric: str, only: ModelKey | None) -> str:
-        per_pod = f"max by (namespace, pod) ({function}({metric}[{self.window}]))"
+        if only is not None:  # one model: narrow the series to its namespace, as a per-model query would
+            metric = _with_matcher(metric, f"namespace={_quote(only.namespace)}")
+        call = function if function.endswith(" ") else f"{function}("
+        per_pod = f"max by (namespace, pod) ({call}{metric}[{self.window}]))"
         return f"max by (namespace, model) ({per_pod} * on (namespace, pod) group_left (model) {self._model_map(only)})"
 
     def memory_peak(self, percentile: float | None = None, only: ModelKey | None = None) -> str:
         if percentile is None:
             return self._per_model("max_over_time", self.convention.memory_metric, only)
-        metric = f"{percentile:g}, {self.convention.memory_metric}"
-        return self._per_model("quantile_over_time", metric, only)
+        return self._per_model(f"quantile_over_time({percentile:g}, ", self.convention.memory_metric, only)
 
     def memory_samples(self, only: ModelKey | None = None) -> str:
         return self._per_model("count_over_time", self.convention.memory_metric, only)

@@ -103,22 +103,31 @@ def refresh_cluster(
     policy: Policy | None = None,
     at: datetime | None = None,
     convention: MetricsConvention | None = None,
+    batched: bool = True,
 ) -> Refresh:
-    """Refresh one cluster now (``at`` is the end of the window; tests pass fixed times)."""
+    """Refresh one cluster now (``at`` is the end of the window; tests pass fixed times).
+
+    ``batched=False`` asks Prometheus once per model instead: the benchmark's reference only.
+    """
     policy = policy or default_policy()
     at = at or timezone.now()
     refresh = Refresh(cluster=cluster, started_at=timezone.now(), window_seconds=policy.window_seconds)
     if not cluster.prometheus_url:
         return _failed(refresh, f"cluster {cluster.name} has no Prometheus URL (set prometheus_url)")
     builder = QueryBuilder(convention or MetricsConvention.from_settings(), policy.window_seconds)
+    rows = list(InferenceModel.objects.filter(cluster=cluster).exclude(sync_state=SyncState.DELETED_IN_CLUSTER))
     with PrometheusClient(cluster.prometheus_url, cluster.prometheus_auth_header, option("TIMEOUT_SECONDS")) as client:
         try:
-            figures = collect_figures(client, builder, policy, at)
+            if batched:
+                figures = collect_figures(client, builder, policy, at)
+            else:
+                figures = {}
+                for key in {ModelKey(row.namespace, row.model_name) for row in rows}:
+                    figures.update(collect_figures(client, builder, policy, at, only=key))
         except PrometheusError as error:
             refresh.queries = client.requests_made
             return _failed(refresh, f"{error}; the last report is kept")
         refresh.queries = client.requests_made
-    rows = list(InferenceModel.objects.filter(cluster=cluster).exclude(sync_state=SyncState.DELETED_IN_CLUSTER))
     observations = [observe(row, figures.get(ModelKey(row.namespace, row.model_name)), policy, at) for row in rows]
     with transaction.atomic():
         refresh.ok = True

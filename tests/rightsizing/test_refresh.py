@@ -171,3 +171,14 @@ def test_command_refreshes_a_named_cluster(prometheus, end, capsys):
     cluster.save()
     with pytest.raises(CommandError, match="1 of 1 refreshes failed"):
         call_command("refresh_rightsizing")
+
+
+def test_one_query_per_model_agrees_with_the_batched_queries(prometheus, end):
+    cluster = make_cluster(prometheus.url)
+    models = reference_models(cluster)
+    batched = refresh_cluster(cluster, at=end)
+    first = {o.model_id: (o.peak_bytes, o.samples, o.gpu_memory_peak_bytes) for o in batched.observations.all()}
+    per_model = refresh_cluster(cluster, at=end, batched=False)
+    second = {o.model_id: (o.peak_bytes, o.samples, o.gpu_memory_peak_bytes) for o in per_model.observations.all()}
+    assert first == second
+    assert per_model.queries == 4 * len(models)  # 8 models, 8 distinct (namespace, modelName) pairs

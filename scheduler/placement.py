@@ -7,7 +7,8 @@ model, a scan of its own pool's nodes (a pool has tens of nodes, so near-linear 
 Rules: a model goes to the first node (in the pool's node order) with enough free memory and
 free GPUs, biggest models first. A pool's budget caps the total declared memory too, since
 admission enforces the budget and not the sum of nodes. A model that finds no node although the
-pool's free memory adds up to enough is *fragmented*: the room is there, split across nodes.
+pool's free memory adds up to enough is *fragmented*: the room is there, split across nodes (a
+model bigger than the pool's biggest node is not: no repacking would ever place it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ NO_POOL = "no such pool"
 OVER_BUDGET = "over budget"
 FRAGMENTED = "fragmented"
 NO_ROOM = "no node has room"
+TOO_BIG = "larger than any node"
 
 
 @dataclass(slots=True)
@@ -137,7 +139,11 @@ def place(pools: list[PoolSpace], items: list[Item]) -> Placement:
         else:
             largest = max((node.free_bytes for node in result.nodes), default=0)
             total = free_total[item.pool]
-            if largest >= memory:
+            biggest = max((node.capacity_bytes for node in result.nodes), default=0)
+            if memory > biggest:
+                detail = f"needs {_fmt(memory)}; the pool's biggest node has {_fmt(biggest)} allocatable"
+                result.unplaced.append(Unplaced(item, TOO_BIG, detail))
+            elif largest >= memory:
                 detail = f"needs {gpus} GPU(s) on a node with {_fmt(memory)} free; no such node is left"
                 result.unplaced.append(Unplaced(item, NO_ROOM, detail))
             elif total >= memory:

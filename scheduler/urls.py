@@ -1,5 +1,10 @@
-"""Portal pages (filled in by the planning and right-sizing work)."""
+"""Portal pages of memory planning."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from scheduler.views import CalculatorPageView, PlanningView
+
+urlpatterns = [
+    path("planning/", PlanningView.as_view(), name="planning"),
+    path("calculator/", CalculatorPageView.as_view(), name="calculator"),
+]

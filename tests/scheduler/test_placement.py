@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from scheduler.placement import FRAGMENTED, NO_POOL, NO_ROOM, OVER_BUDGET, Item, NodeSpace, PoolSpace, place
+from scheduler.placement import (
+    FRAGMENTED,
+    NO_POOL,
+    NO_ROOM,
+    OVER_BUDGET,
+    TOO_BIG,
+    Item,
+    NodeSpace,
+    PoolSpace,
+    place,
+)
 
 GI = 1024**3
 
@@ -43,3 +53,9 @@ def test_gpus_are_a_second_dimension_and_unknown_pools_are_reported():
     assert [(m.item.label, m.reason) for m in result.pools["g"].unplaced] == [("c", NO_ROOM)]
     assert [(m.item.label, m.reason) for m in result.unknown_pool] == [("d", NO_POOL)]
     assert not result.fits
+
+
+def test_a_model_bigger_than_every_node_is_not_fragmentation():
+    result = place([pool("p", 40, 40)], [Item("huge", "p", 50 * GI)])
+    assert [(m.item.label, m.reason) for m in result.pools["p"].unplaced] == [("huge", TOO_BIG)]
+    assert not result.pools["p"].fragmented

@@ -1,0 +1,86 @@
+"""Page forms; validation is the API serializers', so page and API refuse the same input the same way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from django import forms
+
+from clusters.models import Cluster
+from scheduler.api.serializers import CalculatorRequestSerializer, PlanRequestSerializer
+from scheduler.calculator import BYTES_PER_PARAMETER
+
+PLAN_EXAMPLE = """\
+# A list, as the API's "models": existing ({kind, id}), edited ({kind, id, spec}) or new ({manifest}).
+- manifest:
+    apiVersion: inference.eh-ops.io/v1alpha1
+    kind: InferenceModel
+    metadata: {name: qwen-14b, namespace: default}
+    spec:
+      modelName: qwen-14b
+      memory: 32Gi
+      backendUrl: http://qwen-14b:8000
+      nodeSelector: {inference-pool: gpu-a100}
+"""
+
+
+def _errors_into(form: forms.Form, errors: Any) -> None:
+    if isinstance(errors, dict):
+        for key, messages in errors.items():
+            for message in messages if isinstance(messages, list) else [messages]:
+                form.add_error(None, f"{key}: {message}" if not str(message).startswith(str(key)) else str(message))
+    else:
+        form.add_error(None, str(errors))
+
+
+class PlanForm(forms.Form):
+    cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
+    models = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "cols": 100}), initial=PLAN_EXAMPLE)
+    include_running = forms.BooleanField(required=False, initial=True, label="Place the models running now too")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            models = yaml.safe_load(data["models"])
+        except yaml.YAMLError as error:
+            self.add_error("models", f"models: not YAML/JSON ({error})")
+            return data
+        serializer = PlanRequestSerializer(
+            data={"cluster": data["cluster"].name, "models": models, "include_running": data["include_running"]}
+        )
+        if not serializer.is_valid():
+            _errors_into(self, serializer.errors)
+        else:
+            data["validated"] = serializer.validated_data
+        return data
+
+
+class CalculatorForm(forms.Form):
+    parameters = forms.FloatField(initial=7e9, help_text="e.g. 7e9")
+    dtype = forms.ChoiceField(choices=[(k, k) for k in sorted(BYTES_PER_PARAMETER)], initial="bf16")
+    layers = forms.IntegerField(initial=32, min_value=0)
+    kv_heads = forms.IntegerField(initial=32, min_value=0, label="KV heads")
+    head_dim = forms.IntegerField(initial=128, min_value=0)
+    context_length = forms.IntegerField(initial=4096, min_value=0)
+    concurrent_sequences = forms.IntegerField(initial=1, min_value=1)
+    kv_dtype = forms.ChoiceField(
+        choices=[("same", "same as dtype")] + [(k, k) for k in sorted(BYTES_PER_PARAMETER)], initial="same"
+    )
+    overhead = forms.CharField(initial="1Gi")
+    gpu_memory = forms.CharField(initial="80Gi", required=False)
+    gpu_utilization = forms.FloatField(initial=0.9)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        payload = {key: value for key, value in data.items() if value not in (None, "")}
+        serializer = CalculatorRequestSerializer(data=payload)
+        if not serializer.is_valid():
+            _errors_into(self, serializer.errors)
+        else:
+            data["estimate_kwargs"] = serializer.to_estimate_kwargs()
+        return data

@@ -1,0 +1,52 @@
+"""The planning and calculator pages: login required, server-rendered, chart inline SVG."""
+
+from __future__ import annotations
+
+import yaml
+from django.test import Client
+
+from tests.scheduler.conftest import make_model
+
+
+def logged_in(make_user) -> Client:
+    client = Client()
+    client.force_login(make_user("page-user"))
+    return client
+
+
+def test_pages_need_a_login(db):
+    for url in ("/planning/", "/calculator/"):
+        response = Client().get(url)
+        assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_planning_page_shows_accounts_chart_and_a_plan(make_user, cluster, gpu_pool):
+    make_model(cluster, "resident", "40Gi", peak="30Gi")
+    client = logged_in(make_user)
+
+    page = client.get("/planning/").content.decode()
+    assert "<svg" in page and "budget vs allocated vs observed" in page
+    assert "prod/gpu" in page and "default/resident (40.0 GiB)" in page
+
+    models = yaml.safe_dump([{"manifest": {
+        "apiVersion": "inference.eh-ops.io/v1alpha1", "kind": "InferenceModel", "metadata": {"name": "huge"},
+        "spec": {"modelName": "huge", "memory": "90Gi", "backendUrl": "http://huge:8000",
+                 "nodeSelector": {"inference-pool": "gpu"}},
+    }}])  # fmt: skip
+    result = client.post("/planning/", {"cluster": "prod", "models": models, "include_running": "on"}).content.decode()
+    assert "does not fit" in result and "InferenceModel default/huge" in result
+    assert "larger than any node: needs 90.0Gi; the pool&#x27;s biggest node has 64.0Gi allocatable" in result
+
+    bad = client.post("/planning/", {"cluster": "prod", "models": "- {kind: InferenceModel, id: 424242}"})
+    assert "models[0].id: 424242 is not the id of a InferenceModel in cluster prod" in bad.content.decode()
+
+
+def test_calculator_page_shows_every_term(make_user, db):
+    client = logged_in(make_user)
+    form = {"parameters": "7e9", "dtype": "bf16", "layers": 32, "kv_heads": 32, "head_dim": 128,
+            "context_length": 4096, "concurrent_sequences": 1, "kv_dtype": "same", "overhead": "1Gi",
+            "gpu_memory": "24Gi", "gpu_utilization": 0.9}  # fmt: skip
+    page = client.post("/calculator/", form).content.decode()
+    assert "14000000000" in page and "2147483648" in page and "<code>17Gi</code>" in page
+    bad = client.post("/calculator/", {**form, "overhead": "lots"}).content.decode()
+    assert "overhead: &#x27;lots&#x27; is not a non-negative Kubernetes quantity" in bad

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from clusters import bulk
 from clusters.audit import Actor, json_diff
 from clusters.gateway import ClusterGateway, GoneError
 from clusters.inbound import PORTAL_AHEAD, _take_bookkeeping, mark_deleted_in_cluster, upsert_from_cluster
@@ -126,74 +127,57 @@ _SYNCED_FIELDS = [
 
 
 def _bulk_upsert(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]]) -> int:
-    """One INSERT ... ON CONFLICT UPDATE per batch for rows the cluster owns, plus their audit entries."""
+    """Upsert rows the cluster owns in bulk, plus one audit entry each (what changed, by whom)."""
     if not items:
         return 0
     keys = [((item["metadata"].get("namespace") or "default"), item["metadata"]["name"]) for item in items]
     before = {
-        (ns, name): (pk, {"spec": spec, "labels": labels, "annotations": annotations})
-        for pk, ns, name, spec, labels, annotations in model.objects.filter(
+        (ns, name): {"spec": spec, "labels": labels, "annotations": annotations}
+        for ns, name, spec, labels, annotations in model.objects.filter(
             cluster=cluster, name__in={name for _, name in keys}
-        ).values_list("pk", "namespace", "name", "spec", "labels", "annotations")
+        ).values_list("namespace", "name", "spec", "labels", "annotations")
     }
     now = timezone.now()
-    rows = []
-    for item, (namespace, name) in zip(items, keys, strict=True):
-        row = model(cluster=cluster, namespace=namespace, name=name, updated_at=now, created_at=now)
-        _take_bookkeeping(row, item)
-        document = cluster_document(item)
-        row.set_desired(document)
-        row.set_base(document)
-        row.status = item.get("status") or {}
-        row.observed_generation = row.status.get("observedGeneration")
-        row.sync_state = SyncState.DELETING if item["metadata"].get("deletionTimestamp") else SyncState.SYNCED
-        row.last_error, row.conflict = "", None
-        row.project()
-        rows.append(row)
+    scratch = model(cluster=cluster, updated_at=now, created_at=now)
+
+    def rows():
+        for item, (namespace, name) in zip(items, keys, strict=True):
+            scratch.namespace, scratch.name = namespace, name
+            _take_bookkeeping(scratch, item)
+            document = cluster_document(item)
+            scratch.set_desired(document)
+            scratch.set_base(document)
+            scratch.status = item.get("status") or {}
+            scratch.observed_generation = scratch.status.get("observedGeneration")
+            scratch.sync_state = SyncState.DELETING if item["metadata"].get("deletionTimestamp") else SyncState.SYNCED
+            scratch.last_error, scratch.conflict = "", None
+            scratch.project()
+            yield scratch
+
     with transaction.atomic():
-        saved = model.objects.bulk_create(
-            rows,
-            batch_size=PAGE_SIZE,
-            update_conflicts=True,
-            unique_fields=["cluster", "namespace", "name"],
-            update_fields=[*_SYNCED_FIELDS, *model.projected_fields()],
+        pks = bulk.upsert(
+            model,
+            rows(),
+            unique=["cluster", "namespace", "name"],
+            update=[*_SYNCED_FIELDS, *model.projected_fields()],
+            all_new=not before,
         )
-        pks = _primary_keys(model, cluster, keys, saved)
-        AuditEntry.objects.bulk_create(
-            [
-                _audit_entry(model, cluster, row, pks[key], before.get(key), item)
-                for row, key, item in zip(rows, keys, items, strict=True)
-            ],
-            batch_size=PAGE_SIZE,
-        )
-    return len(rows)
+        bulk.insert(AuditEntry, _audit_entries(model, cluster, items, keys, pks, before))
+    return len(items)
 
 
-def _primary_keys(model, cluster, keys, saved) -> dict[tuple[str, str], int]:
-    """PostgreSQL returns ids from the upsert; SQLite may not, so look them up then."""
-    if all(row.pk for row in saved):
-        return {key: row.pk for key, row in zip(keys, saved, strict=True)}
-    wanted = set(keys)
-    return {
-        (ns, name): pk
-        for pk, ns, name in model.objects.filter(cluster=cluster).values_list("pk", "namespace", "name")
-        if (ns, name) in wanted
-    }
-
-
-def _audit_entry(model, cluster, row, pk, before, item) -> AuditEntry:
-    actor = Actor.cluster(item)
-    return AuditEntry(
-        kind=model.kube.kind,
-        object_id=pk,
-        cluster=cluster,
-        namespace=row.namespace,
-        name=row.name,
-        action=AuditEntry.Action.UPDATED if before else AuditEntry.Action.CREATED,
-        source=actor.source,
-        actor_label=actor.label,
-        changes=json_diff(before[1] if before else {}, row.desired_document()),
-    )
+def _audit_entries(model, cluster, items, keys, pks, before):
+    """One entry per written object; yields one reused instance (bulk.insert reads it at once)."""
+    entry = AuditEntry(kind=model.kube.kind, cluster=cluster, source=AuditEntry.Source.CLUSTER)
+    for item, key in zip(items, keys, strict=True):
+        previous = before.get(key)
+        entry.object_id = pks[(cluster.pk, *key)]
+        entry.namespace, entry.name = key
+        entry.action = AuditEntry.Action.UPDATED if previous else AuditEntry.Action.CREATED
+        entry.actor_label = Actor.cluster(item).label
+        entry.changes = json_diff(previous or {}, cluster_document(item))
+        entry.at = None
+        yield entry
 
 
 def _tombstone_missing(

@@ -64,6 +64,8 @@ def save_portal_edit(obj: KubeObject, actor: Actor) -> KubeObject:
     with transaction.atomic():
         stored = type(obj).objects.select_for_update().filter(pk=obj.pk).first() if obj.pk else None
         before = stored.desired_document() if stored else {}
+        if stored:
+            _keep_cluster_bookkeeping(obj, stored)
         if stored and stored.sync_state == SyncState.CONFLICT:
             _adopt_cluster_side(obj, stored.conflict)
         snapshot = obj.cluster.auth_method == Cluster.AuthMethod.SNAPSHOT
@@ -78,6 +80,26 @@ def save_portal_edit(obj: KubeObject, actor: Actor) -> KubeObject:
         if not snapshot:
             _queue_apply(obj)
     return obj
+
+
+# What the sync engine and the cluster own on a row: a portal edit made from a copy loaded
+# earlier (a form, an API request) must not write back stale values of these.
+CLUSTER_OWNED_FIELDS = (
+    "uid",
+    "resource_version",
+    "generation",
+    "observed_generation",
+    "status",
+    "last_synced_spec",
+    "last_synced_metadata",
+    "conflict",
+    "cluster_created_at",
+)
+
+
+def _keep_cluster_bookkeeping(obj: KubeObject, stored: KubeObject) -> None:
+    for field in CLUSTER_OWNED_FIELDS:
+        setattr(obj, field, getattr(stored, field))
 
 
 def _adopt_cluster_side(obj: KubeObject, conflict: dict[str, Any] | None) -> None:

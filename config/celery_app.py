@@ -16,9 +16,19 @@ app.autodiscover_tasks()
 
 # Every periodic schedule, in one place. Each expires before the next run so a backlog never piles up.
 app.conf.beat_schedule = {
-    "resync-all-clusters": {
+    "resync-all-clusters": {  # repairs what watches missed; re-queues applies left waiting
         "task": "clusters.tasks.resync_all_clusters",
         "schedule": 300.0,
         "options": {"expires": 240},
+    },
+    "refresh-node-pools": {  # pool capacity from the clusters' Nodes
+        "task": "scheduler.tasks.refresh_node_pools_task",
+        "schedule": 600.0,
+        "options": {"expires": 540},
+    },
+    "refresh-rightsizing": {  # observed peaks from Prometheus, recommendations, write-back
+        "task": "scheduler.rightsizing.tasks.refresh_all_rightsizing",
+        "schedule": 3600.0,
+        "options": {"expires": 3000},
     },
 }

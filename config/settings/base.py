@@ -1,5 +1,6 @@
 """Settings shared by every environment; everything that varies is read from the environment."""
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -165,3 +166,5 @@ LOGGING = {
 # for this key (see scheduler/pools.py for the rule when it is absent).
 NODE_POOL_LABEL = env_str("NODE_POOL_LABEL", "inference-pool")
 DEFAULT_NODE_POOL = env_str("DEFAULT_NODE_POOL", "default")
+# The global per-model memory cap of the public InferenceModel controller; empty disables it.
+MAX_MODEL_MEMORY = os.environ.get("MAX_MODEL_MEMORY", "96Gi")

@@ -1,0 +1,189 @@
+"""Sync figures (issue 2), each beside a reference measured in the same run.
+
+- ``sync.resync_objects_per_s``: the portal's own part of a full resync of 10,000 InferenceModels
+  (diff against stored rows, upsert, audit) on list pages already fetched and decoded;
+  ``sync.pg_bulk_rows_per_s``: PostgreSQL's COPY of the same rows into a table of the same shape
+  and indexes;
+  ``sync.resync_ratio``: the first over the second (target: at least 0.5).
+- ``sync.resync_e2e_objects_per_s``: the same resync through the test API server over HTTP
+  (that server lists only ~6,500 objects/s, far below a real API server).
+- ``sync.watch_to_row_p50_ms`` / ``_p99_ms``: cluster write to committed row, over 1,000 events.
+- ``sync.apply_p50_ms`` / ``_p99_ms``: portal save to object changed in the cluster, through a
+  real Celery worker on Redis (skipped without Redis).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+from django.db import connection
+
+from clusters.audit import Actor
+from clusters.models import AuditEntry, Cluster
+from clusters.resync import ingest_items, resync_cluster
+from clusters.watcher import KindWatcher
+from models_app.models import InferenceModel
+from tests.support.clusters import EmulatedCluster
+
+OBJECTS = 10_000
+EVENTS = 1_000
+APPLIES = 100
+
+
+def _percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def _items(count: int) -> list[dict[str, Any]]:
+    sample = yaml.safe_load((Path(settings.SAMPLES_DIR) / "inferencemodel-codellama-34b.yaml").read_text())
+    items = []
+    for index in range(count):
+        item = copy.deepcopy(sample)
+        item["metadata"].update(
+            name=f"model-{index:05d}",
+            namespace=f"team-{index % 20}",
+            uid=f"uid-{index}",
+            resourceVersion=str(1000 + index),
+            generation=1,
+            creationTimestamp="2026-11-01T00:00:00Z",
+        )
+        item["status"] = {"ready": True, "replicas": 1, "observedGeneration": 1}
+        items.append(item)
+    return items
+
+
+def _pg_copy_rate(cluster: Cluster) -> float | None:
+    """COPY the stored rows back into an empty table LIKE the mirror table (indexes included)."""
+    if connection.vendor != "postgresql":
+        return None
+    table = InferenceModel._meta.db_table
+    with connection.cursor() as cursor:
+        # Same shape and the same indexes as the mirror table: the rate PostgreSQL itself reaches.
+        cursor.execute(f"CREATE TEMP TABLE bench_copy (LIKE {table} INCLUDING ALL)")
+        buffer = io.BytesIO()
+        with cursor.copy(f"COPY (SELECT * FROM {table} WHERE cluster_id = %s) TO STDOUT", [cluster.pk]) as copy_out:
+            for chunk in copy_out:
+                buffer.write(chunk)
+        cursor.execute("CREATE UNIQUE INDEX ON bench_copy (cluster_id, namespace, name)")
+        started = time.perf_counter()
+        with cursor.copy("COPY bench_copy FROM STDIN") as copy_in:
+            copy_in.write(buffer.getvalue())
+        elapsed = time.perf_counter() - started
+        cursor.execute("DROP TABLE bench_copy")
+    return OBJECTS / elapsed
+
+
+def _watch_latencies(kube: EmulatedCluster, cluster: Cluster) -> list[float]:
+    handled = threading.Event()
+    stop = threading.Event()
+
+    class TimedWatcher(KindWatcher):
+        def handle(self, event: dict[str, Any]) -> None:
+            super().handle(event)
+            if event.get("type") != "BOOKMARK":
+                handled.set()
+
+    watcher = TimedWatcher(cluster, InferenceModel, None, stop)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    while watcher.resource_version is None:
+        time.sleep(0.01)
+    time.sleep(0.2)  # let the watch connect
+    target = _items(1)[0]
+    target["metadata"]["name"] = "watched"
+    target["metadata"].pop("uid"), target["metadata"].pop("resourceVersion")
+    latencies = []
+    for index in range(EVENTS):
+        target["spec"]["cooldownPeriod"] = f"{index + 1}m"
+        handled.clear()
+        started = time.perf_counter()
+        kube.write(target)
+        if not handled.wait(5):
+            raise RuntimeError(f"watch event {index} not handled within 5 s")
+        latencies.append((time.perf_counter() - started) * 1000)
+    stop.set()
+    return latencies
+
+
+def _apply_latencies(kube: EmulatedCluster, cluster: Cluster) -> list[float] | None:
+    from tests.support.services import REDIS_URL, CeleryWorker
+
+    try:
+        import redis
+
+        redis.Redis.from_url(REDIS_URL).ping()
+    except Exception:
+        return None
+    from config.celery_app import app
+
+    app.conf.update(broker_url=REDIS_URL, task_always_eager=False)
+    app._pool, app.amqp._producer_pool = None, None
+    worker = CeleryWorker(REDIS_URL)
+    try:
+        kube.write({**_items(1)[0], "metadata": {"name": "applied", "namespace": "default"}})
+        resync_cluster(cluster)
+        obj = InferenceModel.objects.get(cluster=cluster, name="applied")
+        latencies = []
+        for index in range(APPLIES):
+            memory = f"{40 + index}Gi"
+            obj.refresh_from_db()
+            obj.spec = {**obj.spec, "memory": memory}
+            started = time.perf_counter()
+            from clusters.services import save_portal_edit
+
+            save_portal_edit(obj, Actor("bench", "api"))
+            while kube.read(InferenceModel.kube, "applied")["spec"]["memory"] != memory:
+                if time.perf_counter() - started > 10:
+                    raise RuntimeError("apply did not reach the cluster within 10 s")
+                time.sleep(0.001)
+            latencies.append((time.perf_counter() - started) * 1000)
+        return latencies
+    finally:
+        worker.stop()
+        app.conf.update(broker_url="", task_always_eager=True)
+
+
+def run() -> dict[str, float]:
+    kube = EmulatedCluster("bench")
+    try:
+        cluster = kube.register()
+        items = _items(OBJECTS)
+        started = time.perf_counter()
+        ingest_items(InferenceModel, cluster, items)
+        resync_rate = OBJECTS / (time.perf_counter() - started)
+        figures = {"sync.resync_objects_per_s": resync_rate}
+        pg_rate = _pg_copy_rate(cluster)
+        if pg_rate:
+            figures["sync.pg_bulk_rows_per_s"] = pg_rate
+            figures["sync.resync_ratio"] = resync_rate / pg_rate
+        InferenceModel.objects.filter(cluster=cluster).delete()
+        AuditEntry.objects.filter(cluster=cluster).delete()
+
+        for item in items:
+            kube.server.put_object(item)
+        started = time.perf_counter()
+        resync_cluster(cluster)
+        figures["sync.resync_e2e_objects_per_s"] = OBJECTS / (time.perf_counter() - started)
+        for item in items:
+            kube.remove(InferenceModel.kube, item["metadata"]["name"], item["metadata"]["namespace"])
+        resync_cluster(cluster)
+
+        latencies = _watch_latencies(kube, cluster)
+        figures["sync.watch_to_row_p50_ms"] = statistics.median(latencies)
+        figures["sync.watch_to_row_p99_ms"] = _percentile(latencies, 0.99)
+        applies = _apply_latencies(kube, cluster)
+        if applies:
+            figures["sync.apply_p50_ms"] = statistics.median(applies)
+            figures["sync.apply_p99_ms"] = _percentile(applies, 0.99)
+        return figures
+    finally:
+        kube.close()

@@ -24,6 +24,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("accounts.urls")),
     path("", include("scheduler.urls")),
     path("", include("scheduler.rightsizing.urls")),
     path("api/", include(api_patterns)),

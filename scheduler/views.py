@@ -8,12 +8,14 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.utils.safestring import mark_safe
 from django.views.generic import FormView
 
+from accounts.access import namespace_predicate
 from clusters.models import Cluster
 from scheduler.accounting import pool_accounts
 from scheduler.calculator import estimate
 from scheduler.charts import pool_usage_chart
 from scheduler.forms import CalculatorForm, PlanForm
 from scheduler.planner import plan, plan_to_dict
+from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
 
 
 class PlanningView(LoginRequiredMixin, FormView):
@@ -26,7 +28,7 @@ class PlanningView(LoginRequiredMixin, FormView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        accounts = pool_accounts()
+        accounts = team_accounts(pool_accounts(), namespace_predicate(self.request.user))
         context["accounts"] = accounts
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         context["chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""
@@ -34,8 +36,16 @@ class PlanningView(LoginRequiredMixin, FormView):
 
     def form_valid(self, form: PlanForm) -> Any:
         data = form.cleaned_data["validated"]
+        visible = namespace_predicate(self.request.user)
+        hidden = hidden_proposals(data["proposals"], data["models"], data["cluster"].name, visible)
+        if hidden:
+            for error in hidden:
+                form.add_error(None, error.message)
+            return self.form_invalid(form)
         result = plan(data["cluster"], data["proposals"], data["include_running"])
-        return self.render_to_response(self.get_context_data(form=form, plan=plan_to_dict(result)))
+        proposed = {proposal.label for proposal in data["proposals"]}
+        shown = redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)
+        return self.render_to_response(self.get_context_data(form=form, plan=shown))
 
 
 class CalculatorPageView(LoginRequiredMixin, FormView):

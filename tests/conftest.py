@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from rest_framework.test import APIClient
 
+from accounts.models import ALL_NAMESPACES, NamespaceGrant, Team
 from clusters.models import Cluster
 
 
@@ -31,10 +32,22 @@ def cluster(db) -> Cluster:
 
 @pytest.fixture
 def make_user(db):
-    """``make_user("alice", perms=["models_app.add_inferencemodel"], staff=False)``."""
+    """``make_user("alice", perms=["models_app.add_inferencemodel"], staff=False, teams=None)``.
 
-    def make(username: str, perms: list[str] = (), staff: bool = False) -> User:
+    ``teams=None`` makes the user a member of a team owning every namespace of every cluster, so
+    tests about something other than access see what they create; pass ``teams=[...]`` (or ``[]``)
+    to test team scoping.
+    """
+
+    def make(username: str, perms: list[str] = (), staff: bool = False, teams: list[Team] | None = None) -> User:
         user = User.objects.create_user(username, password="pw-for-tests", is_staff=staff)
+        if teams is None:
+            everywhere, created = Team.objects.get_or_create(name="everywhere")
+            if created:
+                NamespaceGrant.objects.create(team=everywhere, cluster=None, namespace=ALL_NAMESPACES)
+            teams = [everywhere]
+        for team in teams:
+            team.members.add(user)
         for perm in perms:
             app_label, codename = perm.split(".")
             user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))

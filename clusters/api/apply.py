@@ -12,6 +12,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.access import ADD, CHANGE, can_act_in
 from clusters.api.exceptions import field_error_detail
 from clusters.api.parsers import PlainTextYAMLParser, TextYAMLParser, YAMLParser
 from clusters.api.views import CLUSTER_PARAMETER
@@ -57,6 +58,7 @@ class ApplyView(APIView):
         responses={
             200: ApplyResultSerializer(many=True),
             400: OpenApiResponse(description="Per-document errors: {documents: [{index, errors}]}"),
+            403: OpenApiResponse(description="Every failing document targets a namespace outside your teams'"),
         },
     )
     def post(self, request):
@@ -69,7 +71,9 @@ class ApplyView(APIView):
             return Response({"documents": ["no manifest in the request body"]}, status=status.HTTP_400_BAD_REQUEST)
         planned, failures = self._validate_all(request, cluster, documents)
         if failures:
-            return Response({"documents": failures}, status=status.HTTP_400_BAD_REQUEST)
+            forbidden = all([failure.pop("forbidden") for failure in failures])  # pop from every failure
+            code = status.HTTP_403_FORBIDDEN if forbidden else status.HTTP_400_BAD_REQUEST
+            return Response({"documents": failures}, status=code)
         with transaction.atomic():
             actor = Actor.from_request(request, AuditEntry.Source.API)
             results = [self._write(index, cluster, model, manifest, actor) for index, model, manifest in planned]
@@ -87,6 +91,11 @@ class ApplyView(APIView):
             needed = [f"{model._meta.app_label}.{action}_{model._meta.model_name}" for action in ("add", "change")]
             if not request.user.has_perms(needed):
                 failures.append(_failure(index, document, {"permission": [f"you need {' and '.join(needed)}"]}))
+                continue
+            namespace = manifest["metadata"]["namespace"]
+            if not all(can_act_in(request.user, cluster.pk, namespace, action) for action in (ADD, CHANGE)):
+                rule = f"{namespace!r} in cluster {cluster.name} is not a namespace your teams may write in"
+                failures.append(_failure(index, document, {"metadata.namespace": [f"metadata.namespace: {rule}"]}, 403))
                 continue
             planned.append((index, model, manifest))
         return planned, failures
@@ -117,11 +126,12 @@ class ApplyView(APIView):
         }
 
 
-def _failure(index: int, document: Any, errors: dict[str, list[str]]) -> dict[str, Any]:
+def _failure(index: int, document: Any, errors: dict[str, list[str]], code: int = 400) -> dict[str, Any]:
     metadata = document.get("metadata") if isinstance(document, dict) else None
     return {
         "index": index,
         "kind": document.get("kind") if isinstance(document, dict) else None,
         "name": metadata.get("name") if isinstance(metadata, dict) else None,
         "errors": errors,
+        "forbidden": code == 403,
     }

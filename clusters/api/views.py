@@ -5,14 +5,17 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from accounts.access import ACTION_BY_METHOD, ADD, can_act_in, restrict
 from clusters.api.permissions import StaffOnly
 from clusters.api.serializers import AuditEntrySerializer, ClusterSerializer, ResolveSerializer
 from clusters.audit import Actor
 from clusters.filtersets import ClusterFilterSet
 from clusters.models import AuditEntry, Cluster
-from clusters.services import request_delete, resolve_conflict
+from clusters.services import request_delete, resolve_cluster, resolve_conflict
+from clusters.validation import ManifestInvalid
 
 CLUSTER_PARAMETER = OpenApiParameter(
     "cluster", str, description="Target cluster name for create; defaults to the only cluster."
@@ -28,8 +31,23 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
     def ordering_fields(self) -> list[str]:
         return [*self.base_ordering_fields, *self.queryset.model.projected_fields()]
 
+    def get_queryset(self):
+        """Only the user's teams' namespaces; writes (by HTTP method) only where their teams may edit."""
+        return restrict(super().get_queryset(), self.request.user, ACTION_BY_METHOD.get(self.request.method, "change"))
+
+    def perform_create(self, serializer) -> None:
+        """The validated (defaulted) namespace is checked again: it is the one actually written."""
+        cluster, namespace = serializer.validated_data["cluster"], serializer.validated_data["manifest"]["metadata"]
+        if not can_act_in(self.request.user, cluster.pk, namespace["namespace"], ADD):
+            raise PermissionDenied(
+                f"metadata.namespace: {namespace['namespace']!r} in cluster {cluster.name} "
+                "is not a namespace your teams may create in"
+            )
+        serializer.save()
+
     @extend_schema(parameters=[CLUSTER_PARAMETER])
     def create(self, request, *args, **kwargs):
+        _refuse_foreign_namespace(request)  # before validation, whose "already exists" would leak names
         return super().create(request, *args, **kwargs)
 
     @extend_schema(request=ResolveSerializer)
@@ -57,6 +75,21 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
         """Objects the cluster has are marked ``Deleting`` (202) until the cluster lets them go."""
         gone = request_delete(self.get_object(), Actor.from_request(request, AuditEntry.Source.API))
         return Response(status=status.HTTP_204_NO_CONTENT if gone else status.HTTP_202_ACCEPTED)
+
+
+def _refuse_foreign_namespace(request) -> None:
+    """403 for a create aimed at a namespace the user's teams may not create in, as far as the raw body says."""
+    data = request.data if isinstance(request.data, dict) else {}
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    namespace = metadata.get("namespace") or "default"
+    try:
+        cluster = resolve_cluster(data.get("cluster") or request.query_params.get("cluster"))
+    except ManifestInvalid:
+        return  # validation names the problem
+    if isinstance(namespace, str) and not can_act_in(request.user, cluster.pk, namespace, ADD):
+        raise PermissionDenied(
+            f"metadata.namespace: {namespace!r} in cluster {cluster.name} is not a namespace your teams may create in"
+        )
 
 
 class ClusterViewSet(viewsets.ModelViewSet):

@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "runs_app",
     "scheduler",
     "scheduler.rightsizing",
+    "accounts",
 ]
 
 MIDDLEWARE = [

@@ -6,15 +6,19 @@ from dataclasses import asdict
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.access import namespace_predicate
+from clusters.api.exceptions import field_error_detail
 from scheduler.accounting import pool_accounts
 from scheduler.api.serializers import CalculatorRequestSerializer, PlanRequestSerializer
 from scheduler.calculator import estimate
 from scheduler.planner import plan, plan_to_dict
+from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
 
 
 class PlanView(APIView):
@@ -27,8 +31,13 @@ class PlanView(APIView):
         serializer = PlanRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        visible = namespace_predicate(request.user)
+        hidden = hidden_proposals(data["proposals"], data["models"], data["cluster"].name, visible)
+        if hidden:
+            raise ValidationError(field_error_detail(hidden))
         result = plan(data["cluster"], data["proposals"], data["include_running"], data.get("now"))
-        return Response(plan_to_dict(result))
+        proposed = {proposal.label for proposal in data["proposals"]}
+        return Response(redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed))
 
 
 class CalculatorView(APIView):
@@ -59,6 +68,6 @@ class PoolAccountsView(APIView):
                     "rightsizing_savings_bytes": a.rightsizing_savings_bytes,
                     "holders": [{"model": h.label, "memory_bytes": h.memory_bytes} for h in a.holders],
                 }
-                for a in pool_accounts()
+                for a in team_accounts(pool_accounts(), namespace_predicate(request.user))
             ]
         )

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import QuerySet
+
 from scheduler.rightsizing.models import Observation, Refresh
 from scheduler.rightsizing.policy import Policy, evaluate
 
@@ -112,9 +114,15 @@ def build_report(
     q: str = "",
     state: str = "",
     ordering: str = "",
+    models: QuerySet | None = None,
 ) -> list[ReportRow]:
-    """Rows for the newest observation of each model, filtered and sorted (None sorts last)."""
+    """Rows for the newest observation of each model, filtered and sorted (None sorts last).
+
+    ``models`` narrows the report to those InferenceModels (the pages pass the user's visible ones).
+    """
     observations = Observation.objects.filter(is_latest=True).select_related("model", "model__cluster")
+    if models is not None:
+        observations = observations.filter(model__in=models)
     if cluster:
         observations = observations.filter(model__cluster__name=cluster)
     if namespace:

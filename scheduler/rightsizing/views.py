@@ -7,10 +7,13 @@ import csv
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from accounts.access import CHANGE, VIEW, restrict
 from clusters.audit import Actor
 from clusters.models import Cluster
 from clusters.validation import ManifestInvalid
@@ -27,6 +30,11 @@ CHANGE_PERMISSION = "models_app.change_inferencemodel"
 CSV_COLUMNS = [name for name in ReportRow.__dataclass_fields__]
 
 
+def _visible(request: HttpRequest, action: str = VIEW) -> QuerySet:
+    """The InferenceModels in the user's teams' namespaces (every one for staff)."""
+    return restrict(InferenceModel.objects.select_related("cluster"), request.user, action)
+
+
 def _bad_filters(error: ManifestInvalid) -> HttpResponse:
     return HttpResponse("\n".join(e.message for e in error.errors), status=400, content_type="text/plain")
 
@@ -37,7 +45,7 @@ def report_page(request: HttpRequest) -> HttpResponse:
         filters = report_filters(request.GET)
     except ManifestInvalid as error:
         return _bad_filters(error)
-    rows = build_report(default_policy(), **filters)
+    rows = build_report(default_policy(), **filters, models=_visible(request))
     totals = pool_totals(rows)
     query = request.GET.copy()
     query.pop("ordering", None)
@@ -60,7 +68,7 @@ def report_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def model_page(request: HttpRequest, pk: int) -> HttpResponse:
-    model = get_object_or_404(InferenceModel.objects.select_related("cluster"), pk=pk)
+    model = get_object_or_404(_visible(request), pk=pk)
     history = list(Observation.objects.filter(model=model).order_by("observed_at"))
     return render(
         request,
@@ -78,7 +86,7 @@ def model_page(request: HttpRequest, pk: int) -> HttpResponse:
 def export(request: HttpRequest, fmt: str) -> HttpResponse:
     """The report as CSV or JSON, with the page's filters and ordering."""
     try:
-        rows = build_report(default_policy(), **report_filters(request.GET))
+        rows = build_report(default_policy(), **report_filters(request.GET), models=_visible(request))
     except ManifestInvalid as error:
         return _bad_filters(error)
     if fmt == "json":
@@ -112,11 +120,14 @@ def refresh(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required(CHANGE_PERMISSION, raise_exception=True)
 def apply(request: HttpRequest, pk: int) -> HttpResponse:
-    model = get_object_or_404(InferenceModel.objects.select_related("cluster"), pk=pk)
+    model = get_object_or_404(_visible(request, CHANGE), pk=pk)
     try:
         applied = apply_recommendation(model, default_policy(), Actor.from_request(request, "portal"))
     except ManifestInvalid as error:
         messages.error(request, "; ".join(e.message for e in error.errors))
     else:
         messages.success(request, f"{applied}: spec.memory set to {applied.spec['memory']}; it syncs to the cluster")
-    return redirect(request.POST.get("next") or "rightsizing-report")
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = "rightsizing-report"
+    return redirect(target)

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.access import CHANGE, VIEW, restrict
 from clusters.audit import Actor
 from clusters.quantities import format_bytes
 from models_app.api.serializers import InferenceModelSerializer
@@ -69,7 +70,8 @@ class ReportView(APIView):
     @extend_schema(parameters=report_query_params(), responses=ReportSerializer, tags=["rightsizing"])
     def get(self, request: Request) -> Response:
         """Per model and per pool, filtered and sorted; also the newest refresh of each cluster."""
-        rows = build_report(default_policy(), **report_filters(request.query_params))
+        visible = restrict(InferenceModel.objects.all(), request.user, VIEW)
+        rows = build_report(default_policy(), **report_filters(request.query_params), models=visible)
         report = {"models": rows, "pools": pool_totals(rows), "refreshes": last_refreshes()}
         return Response(ReportSerializer(report).data)
 
@@ -80,7 +82,7 @@ class HistoryView(APIView):
     @extend_schema(responses=ObservationSerializer(many=True), tags=["rightsizing"])
     def get(self, request: Request, pk: int) -> Response:
         """Every observation of one InferenceModel, newest first."""
-        model = get_object_or_404(InferenceModel, pk=pk)
+        model = get_object_or_404(restrict(InferenceModel.objects.all(), request.user, VIEW), pk=pk)
         return Response(ObservationSerializer(Observation.objects.filter(model=model), many=True).data)
 
 
@@ -102,6 +104,7 @@ class ApplyView(APIView):
     @extend_schema(request=None, responses={status.HTTP_200_OK: InferenceModelSerializer}, tags=["rightsizing"])
     def post(self, request: Request, pk: int) -> Response:
         """Set the model's spec.memory to the current recommendation (audited, then synced)."""
-        model = get_object_or_404(InferenceModel.objects.select_related("cluster"), pk=pk)
+        models = restrict(InferenceModel.objects.select_related("cluster"), request.user, CHANGE)
+        model = get_object_or_404(models, pk=pk)
         applied = apply_recommendation(model, default_policy(), Actor.from_request(request, "api"))
         return Response(InferenceModelSerializer(applied).data)

@@ -1,0 +1,103 @@
+"""The one restriction every page and API endpoint applies: what a user may see or act on.
+
+Modelled on NetBox's ``RestrictedQuerySet.restrict(user, action)``: a queryset of namespaced rows
+goes in, the rows of the user's teams' namespaces come out. Staff see and act everywhere;
+anonymous and inactive users get nothing. Django model permissions still say *which kinds* a user
+may add or change; this says *where*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from accounts.models import ALL_NAMESPACES, NamespaceGrant
+
+VIEW, ADD, CHANGE, DELETE = "view", "add", "change", "delete"
+ACTIONS = (VIEW, ADD, CHANGE, DELETE)
+# A POST reaching an existing row (resolve, wake, apply a recommendation) changes it; creating a row
+# is checked with ADD through can_act_in, as the row does not exist yet.
+ACTION_BY_METHOD = {
+    "GET": VIEW,
+    "HEAD": VIEW,
+    "OPTIONS": VIEW,
+    "POST": CHANGE,
+    "PUT": CHANGE,
+    "PATCH": CHANGE,
+    "DELETE": DELETE,
+}
+
+Scope = tuple[int | None, str]
+"""(cluster id or None for every cluster, namespace or ``*``)."""
+
+
+def is_unrestricted(user: Any) -> bool:
+    return bool(user is not None and user.is_authenticated and user.is_active and user.is_staff)
+
+
+def grants_of(user: Any, action: str) -> list[Scope]:
+    """The scopes the user's teams grant for ``action``; cached on the user for the request."""
+    if action not in ACTIONS:
+        raise ValueError(f"action {action!r} must be one of {', '.join(ACTIONS)}")
+    if user is None or not user.is_authenticated or not user.is_active:
+        return []
+    cache = user.__dict__.setdefault("_namespace_grants", {})
+    write = action != VIEW
+    if write not in cache:
+        grants = NamespaceGrant.objects.filter(team__members=user)
+        if write:
+            grants = grants.filter(access=NamespaceGrant.Access.EDIT)
+        cache[write] = sorted(set(grants.values_list("cluster_id", "namespace")), key=str)
+    return cache[write]
+
+
+def _condition(scopes: list[Scope], prefix: str) -> Q | None:
+    """OR of the scopes as a Q on ``<prefix>cluster_id`` and ``<prefix>namespace``; None for no scope."""
+    condition: Q | None = None
+    for cluster_id, namespace in scopes:
+        part = Q()
+        if cluster_id is not None:
+            part &= Q(**{f"{prefix}cluster_id": cluster_id})
+        if namespace != ALL_NAMESPACES:
+            part &= Q(**{f"{prefix}namespace": namespace})
+        condition = part if condition is None else condition | part
+    return condition
+
+
+def restrict(queryset: QuerySet, user: Any, action: str = VIEW, prefix: str = "") -> QuerySet:
+    """Only the rows of ``queryset`` in namespaces the user may ``action`` in.
+
+    ``prefix`` reaches namespaced rows through a relation (``"model__"`` for right-sizing
+    observations). Unknown actions raise rather than silently allowing.
+    """
+    if is_unrestricted(user):
+        if action not in ACTIONS:
+            raise ValueError(f"action {action!r} must be one of {', '.join(ACTIONS)}")
+        return queryset
+    condition = _condition(grants_of(user, action), prefix)
+    return queryset.none() if condition is None else queryset.filter(condition)
+
+
+def can_act_in(user: Any, cluster_id: int, namespace: str, action: str) -> bool:
+    """Whether the user may ``action`` in one namespace (for objects that do not exist yet)."""
+    return is_unrestricted(user) or any(
+        granted in (None, cluster_id) and scope_ns in (ALL_NAMESPACES, namespace)
+        for granted, scope_ns in grants_of(user, action)
+    )
+
+
+def namespace_predicate(user: Any, action: str = VIEW) -> Callable[[int, str], bool]:
+    """``visible(cluster_id, namespace)`` for plain records (scheduler holdings) that are not querysets."""
+    if is_unrestricted(user):
+        return lambda cluster_id, namespace: True
+    scopes = grants_of(user, action)
+    return lambda cluster_id, namespace: any(
+        granted in (None, cluster_id) and scope_ns in (ALL_NAMESPACES, namespace) for granted, scope_ns in scopes
+    )
+
+
+def known_namespaces(user: Any, action: str = ADD) -> list[str]:
+    """Namespace names the user's teams name explicitly (for form suggestions; ``*`` left out)."""
+    return sorted({ns for _, ns in grants_of(user, action) if ns != ALL_NAMESPACES})

@@ -1,0 +1,53 @@
+"""Teams own namespaces per cluster; membership decides what a person sees and acts on."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from clusters.models import Cluster
+
+ALL_NAMESPACES = "*"
+
+
+class Team(models.Model):
+    """A group of people (an ML team) that owns namespaces in one or more clusters."""
+
+    name = models.SlugField(max_length=63, unique=True)
+    description = models.CharField(max_length=255, blank=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NamespaceGrant(models.Model):
+    """One namespace (or ``*``: every namespace) of one cluster (or every cluster) owned by a team.
+
+    ``access`` separates teams that only look (a shared namespace they call) from the owners who
+    edit, run and delete there; Django model permissions still decide *what kinds* a user may edit.
+    """
+
+    class Access(models.TextChoices):
+        VIEW = "view", "View"
+        EDIT = "edit", "View and edit"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="grants")
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.CASCADE, help_text="Empty: every cluster."
+    )
+    namespace = models.CharField(max_length=63, help_text="A namespace name, or * for every namespace.")
+    access = models.CharField(max_length=4, choices=Access.choices, default=Access.EDIT)
+
+    class Meta:
+        ordering = ["team__name", "cluster__name", "namespace"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "cluster", "namespace"], name="accounts_grant_unique"),
+        ]
+
+    def __str__(self) -> str:
+        where = self.cluster.name if self.cluster_id else "every cluster"
+        return f"{self.team}: {where}/{self.namespace} ({self.access})"

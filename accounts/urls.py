@@ -1,0 +1,11 @@
+"""Account pages: teams, grants and the user's API token."""
+
+from django.urls import path
+
+from accounts import views
+
+urlpatterns = [
+    path("account/", views.account_page, name="account"),
+    path("account/token/create/", views.create_token, name="account-token-create"),
+    path("account/token/revoke/", views.revoke_token, name="account-token-revoke"),
+]

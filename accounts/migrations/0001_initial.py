@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('clusters', '0003_cluster_managed_kinds'),
+        ('clusters', '0002_prometheus_auth_header'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -44,6 +44,7 @@ class ClusterForm(forms.ModelForm):
             "insecure_skip_tls_verify",
             "namespaces",
             "request_timeout_seconds",
+            "managed_kinds",
             "prometheus_url",
             "prometheus_auth_header",
         ]

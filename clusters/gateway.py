@@ -200,6 +200,22 @@ class ClusterGateway:
             )
         return patched or self.get(kind, namespace, name)
 
+    def patch_status(self, kind: KindInfo, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch only ``status`` through the ``/status`` subresource (controller-owned fields)."""
+        with _translated():
+            patched = self.custom.patch_namespaced_custom_object_status(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                {"status": status},
+                field_manager=FIELD_MANAGER,
+                _content_type="application/merge-patch+json",
+                _request_timeout=self.timeout,
+            )
+        return patched or self.get(kind, namespace, name)
+
     def replace_status(self, kind: KindInfo, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """Write portal-owned status fields through ``/status`` only (never the main resource)."""
         with _translated():
@@ -222,6 +238,10 @@ class ClusterGateway:
             return self.custom.delete_namespaced_custom_object(
                 kind.group, kind.version, namespace, kind.plural, name, body=options, _request_timeout=self.timeout
             )
+
+    def builtin(self, api_version: str, kind: str) -> BuiltinResource:
+        """Verbs on a built-in kind the controllers manage (Deployment, Job, CronJob, ConfigMap)."""
+        return BuiltinResource(self, api_version, kind)
 
     def watch(
         self, kind: KindInfo, namespace: str | None, resource_version: str, timeout_seconds: int
@@ -254,3 +274,53 @@ class ClusterGateway:
         finally:
             response.close()
             response.release_conn()
+
+
+_BUILTIN_APIS = {
+    ("apps/v1", "Deployment"): (client.AppsV1Api, "deployment"),
+    ("batch/v1", "Job"): (client.BatchV1Api, "job"),
+    ("batch/v1", "CronJob"): (client.BatchV1Api, "cron_job"),
+    ("v1", "ConfigMap"): (client.CoreV1Api, "config_map"),
+}
+
+
+class BuiltinResource:
+    """get/create/patch/delete of one built-in namespaced kind through the typed client, as plain dicts."""
+
+    def __init__(self, gateway: ClusterGateway, api_version: str, kind: str):
+        try:
+            api_class, self.snake = _BUILTIN_APIS[(api_version, kind)]
+        except KeyError:
+            raise ValueError(f"{kind} ({api_version}) is not a built-in kind the portal manages") from None
+        self.gateway, self.api = gateway, api_class(gateway.api_client)
+
+    def _call(self, verb: str, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        method = getattr(self.api, f"{verb}_namespaced_{self.snake}")
+        with _translated():
+            result = method(*args, _request_timeout=self.gateway.timeout, **kwargs)
+        return None if result is None else self.gateway.api_client.sanitize_for_serialization(result)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            return self._call("read", name, namespace)
+        except NotFoundError:
+            return None
+
+    def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        created = self._call("create", namespace, body, field_manager=FIELD_MANAGER)
+        return created or self.get(namespace, body["metadata"]["name"])
+
+    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """JSON merge patch (lists are replaced whole, as the controllers mean them)."""
+        patched = self._call(
+            "patch", name, namespace, patch, field_manager=FIELD_MANAGER, _content_type="application/merge-patch+json"
+        )
+        return patched or self.get(namespace, name)
+
+    def delete(self, namespace: str, name: str) -> None:
+        """Delete with background propagation (a Job's pods go too); a missing object is fine."""
+        try:
+            self._call("delete", name, namespace, propagation_policy="Background")
+        except NotFoundError:
+            return

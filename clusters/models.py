@@ -60,6 +60,12 @@ class Cluster(models.Model):
     insecure_skip_tls_verify = models.BooleanField(default=False)
     namespaces = models.JSONField(default=list, blank=True, help_text="Namespaces to sync; empty means all namespaces.")
     request_timeout_seconds = models.PositiveIntegerField(default=10)
+    managed_kinds = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Kinds the portal acts as the controller for in this cluster (e.g. InferenceModel, InferenceRun); "
+        "the others are only mirrored, as another controller acts on them. Never both.",
+    )
     prometheus_auth_header = models.CharField(
         max_length=2048, blank=True, help_text="Authorization header for Prometheus, e.g. 'Bearer ...'; never shown."
     )
@@ -95,6 +101,20 @@ class Cluster(models.Model):
             raise ValidationError(missing)
         if not isinstance(self.namespaces, list) or not all(isinstance(ns, str) for ns in self.namespaces):
             raise ValidationError({"namespaces": "must be a list of namespace names"})
+        from clusters.controllers import controllable_kinds
+
+        allowed = controllable_kinds()
+        if not isinstance(self.managed_kinds, list) or any(kind not in allowed for kind in self.managed_kinds):
+            raise ValidationError(
+                {
+                    "managed_kinds": f"{self.managed_kinds!r} must list only kinds the portal can "
+                    f"control: {', '.join(allowed)}"
+                }
+            )
+
+    def manages(self, kind: str) -> bool:
+        """True when the portal acts as the controller for ``kind`` here (mode `manage`, not `mirror`)."""
+        return kind in (self.managed_kinds or [])
 
 
 class KubeObject(models.Model):

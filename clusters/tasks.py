@@ -14,6 +14,7 @@ from celery import shared_task
 from django.apps import apps
 from django.utils import timezone
 
+from clusters.controllers import reconcile_cluster, reconcile_row
 from clusters.gateway import TransientError
 from clusters.kinds import all_models
 from clusters.models import Cluster, KubeObject, SyncState
@@ -42,6 +43,34 @@ def apply_object_task(self, model_label: str, pk: int) -> str:
             return "transient error; the periodic sweep retries"
         countdown = min(RETRY_BACKOFF_MAX, 2 ** min(self.request.retries, 9))
         raise self.retry(exc=error, countdown=countdown) from None
+
+
+@shared_task(bind=True, acks_late=True, max_retries=None)
+def reconcile_object_task(self, model_label: str, pk: int) -> str:
+    """Run the portal's controller for one object of a managed kind (watch events queue this)."""
+    model = apps.get_model(model_label)
+    obj = model.objects.select_related("cluster").filter(pk=pk).first()
+    if obj is None:
+        return "gone"
+    try:
+        return reconcile_row(obj)
+    except TransientError as error:
+        if self.request.is_eager:
+            return f"transient error; the periodic pass retries: {error}"
+        raise self.retry(exc=error, countdown=min(RETRY_BACKOFF_MAX, 2 ** min(self.request.retries, 9))) from None
+
+
+@shared_task
+def reconcile_managed_clusters() -> int:
+    """Periodic (every POLLING_INTERVAL): one reconcile pass per cluster that lets the portal manage a kind."""
+    clusters = [
+        cluster for cluster in Cluster.objects.exclude(auth_method=Cluster.AuthMethod.SNAPSHOT) if cluster.managed_kinds
+    ]
+    return sum(len(reconcile_cluster(cluster)) for cluster in clusters)
+
+
+def enqueue_reconcile(obj: KubeObject) -> None:
+    reconcile_object_task.delay(obj._meta.label, obj.pk)
 
 
 @shared_task(acks_late=True)

@@ -121,7 +121,11 @@ class KindWatcher:
         metadata = obj.get("metadata") or {}
         close_old_connections()
         if kind in ("ADDED", "MODIFIED"):
-            upsert_from_cluster(self.model, self.cluster, obj)
+            row = upsert_from_cluster(self.model, self.cluster, obj)
+            if row is not None and self.cluster.manages(self.model.kube.kind):
+                from clusters.tasks import enqueue_reconcile
+
+                enqueue_reconcile(row)
         elif kind == "DELETED":
             mark_deleted_in_cluster(
                 self.model, self.cluster, metadata.get("namespace") or "default", metadata["name"], metadata.get("uid")

@@ -14,12 +14,30 @@ app = Celery("inference_portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+
+def _polling_interval_seconds() -> float:
+    """POLLING_INTERVAL (a duration such as ``1m`` or ``300s``), as the reference controller reads it."""
+    from django.conf import settings
+
+    from scheduler.durations import parse_duration
+
+    interval = parse_duration(settings.POLLING_INTERVAL)
+    if not interval:
+        raise ValueError(f"POLLING_INTERVAL={settings.POLLING_INTERVAL!r} is not a duration such as 1m or 300s")
+    return interval.total_seconds()
+
+
 # Every periodic schedule, in one place. Each expires before the next run so a backlog never piles up.
 app.conf.beat_schedule = {
     "resync-all-clusters": {  # repairs what watches missed; re-queues applies left waiting
         "task": "clusters.tasks.resync_all_clusters",
         "schedule": 300.0,
         "options": {"expires": 240},
+    },
+    "reconcile-managed-kinds": {  # the portal as controller, every POLLING_INTERVAL
+        "task": "clusters.tasks.reconcile_managed_clusters",
+        "schedule": _polling_interval_seconds(),
+        "options": {"expires": _polling_interval_seconds()},
     },
     "refresh-node-pools": {  # pool capacity from the clusters' Nodes
         "task": "scheduler.tasks.refresh_node_pools_task",

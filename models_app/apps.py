@@ -6,3 +6,9 @@ class ModelsAppConfig(AppConfig):
 
     name = "models_app"
     verbose_name = "Serving models"
+
+    def ready(self) -> None:
+        from clusters.controllers import register_controller
+        from models_app.controller import reconcile_inference_model
+
+        register_controller("InferenceModel", reconcile_inference_model)

@@ -105,7 +105,12 @@ def _pool_decision(
     allocated, reserved, _, _ = account(others, other_reservations)
     requested = sum(demand.memory_bytes for demand in demands)
     names = ", ".join(demand.label for demand in demands)
-    holder_text = ", ".join(f"{h.namespace}/{h.name} ({format_bytes(h.memory_bytes)})" for h in others) or "none"
+    # Models starting up hold the pool through their reservation before they report replicas.
+    starting = [(key[2], key[3], amount) for key, amount in other_reservations.items()
+                if key not in {holder.key for holder in others}]
+    holder_text = ", ".join([*(f"{h.namespace}/{h.name} ({format_bytes(h.memory_bytes)})" for h in others),
+                             *(f"{ns}/{name} ({format_bytes(amount)}, starting)" for ns, name, amount in starting)]
+                            ) or "none"
     if budget is None:
         return AdmissionDecision(
             True, pool_name, requested, None, None, others, [],

@@ -15,7 +15,7 @@ from django.db import models
 from django.utils.dateparse import parse_datetime
 
 from clusters.kinds import all_models
-from clusters.models import KubeObject, SyncState
+from clusters.models import Cluster, KubeObject, SyncState
 from clusters.quantities import quantity_to_int
 from scheduler.durations import parse_duration
 
@@ -133,7 +133,12 @@ def load_holdings(
     ModelService: every role's replicas), so a running model holds exactly that.
     """
     holdings: list[Holding] = []
+    clusters = list(Cluster.objects.all())
     for model in serving_models():
+        # Where the portal is this kind's controller, a model runs only once it reported replicas:
+        # until then its admission reservation holds its memory, and counting its desired replicas
+        # too would make two models starting together block each other.
+        portal_controlled = {cluster.pk for cluster in clusters if cluster.manages(model.kube.kind)}
         rows = model.objects.exclude(sync_state=SyncState.DELETED_IN_CLUSTER).filter(memory_bytes__isnull=False)
         if cluster_id is not None:
             rows = rows.filter(cluster_id=cluster_id)
@@ -147,6 +152,8 @@ def load_holdings(
         if "observed_peak_bytes" in {f.name for f in model._meta.get_fields()}:
             fields.append("observed_peak_bytes")
         for values in rows.values(*fields):
+            if values["cluster_id"] in portal_controlled and "replicas" not in (values["status"] or {}):
+                values = {**values, "replicas": 0}
             holding = holding_from_values(model.kube.kind, values)
             if holding.running or not running_only:
                 holdings.append(holding)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,6 @@ ALL_KIND_PERMS = [
 def editor(api_as) -> APIClient:
     """A user allowed to add, change and delete every mirrored kind (not staff)."""
     return api_as(perms=ALL_KIND_PERMS)
+
+
+logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # one line per test-server request drowns failures

@@ -35,6 +35,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "insecure_skip_tls_verify",
             "namespaces",
             "request_timeout_seconds",
+            "managed_kinds",
             "prometheus_url",
             "prometheus_auth_header",
             "healthy",

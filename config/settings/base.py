@@ -169,3 +169,9 @@ NODE_POOL_LABEL = env_str("NODE_POOL_LABEL", "inference-pool")
 DEFAULT_NODE_POOL = env_str("DEFAULT_NODE_POOL", "default")
 # The global per-model memory cap of the public InferenceModel controller; empty disables it.
 MAX_MODEL_MEMORY = os.environ.get("MAX_MODEL_MEMORY", "96Gi")
+
+# The portal as controller (see clusters/controllers.py): the reference controller's settings.
+# POLLING_INTERVAL is a duration such as "1m" or "300s" between reconcile passes;
+# MAX_RECONCILE_RATE is how many reconciles run at once.
+POLLING_INTERVAL = env_str("POLLING_INTERVAL", "1m")
+MAX_RECONCILE_RATE = env_int("MAX_RECONCILE_RATE", 4)

@@ -1,15 +1,50 @@
 """Thin viewsets: the shared KubeObjectViewSet does the work."""
 
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
 from clusters.api.views import KubeObjectViewSet
+from clusters.audit import Actor
+from clusters.models import AuditEntry
 from models_app.api.serializers import InferenceModelSerializer, KubeAIModelSerializer, ModelServiceSerializer
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet
 from models_app.models import InferenceModel, KubeAIModel, ModelService
+from models_app.wake import WakeRefused, wake
+
+
+class WakeResultSerializer(serializers.Serializer):
+    woken = serializers.DictField(child=serializers.CharField(), help_text="Outcome per woken model.")
 
 
 class InferenceModelViewSet(KubeObjectViewSet):
     queryset = InferenceModel.objects.select_related("cluster")
     serializer_class = InferenceModelSerializer
     filterset_class = InferenceModelFilterSet
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: WakeResultSerializer,
+            400: OpenApiResponse(
+                description="Refused: the cluster does not let the portal manage InferenceModels, or a dependency is "
+                "missing or cyclic (the message names it)."
+            ),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def wake(self, request, pk=None):
+        """Scale a model back up now (its dependencies first); needs the change permission."""
+        model = self.get_object()
+        if not request.user.has_perm("models_app.change_inferencemodel"):
+            raise PermissionDenied("waking needs models_app.change_inferencemodel")
+        try:
+            outcomes = wake(model, Actor.from_request(request, AuditEntry.Source.API))
+        except WakeRefused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response({"woken": outcomes})
 
 
 class KubeAIModelViewSet(KubeObjectViewSet):

@@ -37,6 +37,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--prometheus", default="", help="Prometheus base URL for right-sizing metrics.")
         parser.add_argument("--timeout", type=int, default=10, help="Seconds for each API call (default 10).")
+        parser.add_argument(
+            "--manage",
+            default="",
+            metavar="KIND[,KIND]",
+            help="Kinds the portal acts as the controller for, e.g. InferenceModel,InferenceRun "
+            "(default: mirror only; another controller acts).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["kubeconfig"]:
@@ -62,6 +69,7 @@ class Command(BaseCommand):
         cluster.namespaces = options["namespaces"]
         cluster.prometheus_url = options["prometheus"]
         cluster.request_timeout_seconds = options["timeout"]
+        cluster.managed_kinds = [kind.strip() for kind in options["manage"].split(",") if kind.strip()]
         try:
             cluster.full_clean()
         except ValidationError as error:
@@ -71,6 +79,8 @@ class Command(BaseCommand):
         created = cluster.pk is None
         cluster.save()
         scope = ", ".join(cluster.namespaces) or "all namespaces"
+        if cluster.managed_kinds:
+            scope += f"; manages {', '.join(cluster.managed_kinds)}"
         self.stdout.write(
             self.style.SUCCESS(
                 f"{'registered' if created else 'updated'} cluster {cluster.name} "

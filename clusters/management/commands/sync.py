@@ -6,13 +6,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from clusters.controllers import reconcile_cluster
 from clusters.gateway import GatewayError
 from clusters.models import Cluster
 from clusters.resync import resync_cluster
 
 
 class Command(BaseCommand):
-    help = "Resync clusters once: list every mirrored kind, upsert what changed, tombstone what is gone."
+    help = (
+        "Resync clusters once: list every mirrored kind, upsert what changed, tombstone what is gone; then "
+        "one reconcile pass for the kinds each cluster lets the portal manage."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
@@ -44,6 +48,10 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"{each.name} {report.kind}: {report.listed} listed, {report.written} written, "
                     f"{report.deleted} marked deleted"
+                )
+            for result in reconcile_cluster(each):
+                self.stdout.write(
+                    f"{each.name} reconcile {result.kind} {result.namespace}/{result.name}: {result.outcome}"
                 )
         if failed:
             raise CommandError(f"resync failed for {', '.join(failed)}")

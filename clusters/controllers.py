@@ -1,0 +1,99 @@
+"""The portal as controller: a registry of reconcilers and the passes that run them.
+
+``clusters/`` knows no concrete kind: the apps register a reconcile function per kind they can
+control (``models_app`` for InferenceModel, ``runs_app`` for InferenceRun). A cluster opts in per
+kind (``Cluster.managed_kinds``, the `manage` mode); everywhere else the portal only mirrors.
+Reconcilers read the live object from the cluster, so a stale row never drives a decision, and
+are idempotent: the watcher's events, the periodic pass and ``manage.py sync --once`` may all call
+them at any time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from clusters.gateway import ClusterGateway, GatewayError
+from clusters.kinds import all_models
+from clusters.models import Cluster, KubeObject, SyncState
+
+logger = logging.getLogger(__name__)
+
+Reconciler = Callable[[ClusterGateway, KubeObject, datetime], str]
+_reconcilers: dict[str, Reconciler] = {}
+
+
+def register_controller(kind: str, reconcile: Reconciler) -> None:
+    """Called from an app's ``ready()``: ``reconcile(gateway, row, now) -> outcome text``."""
+    _reconcilers[kind] = reconcile
+
+
+def controllable_kinds() -> list[str]:
+    return sorted(_reconcilers)
+
+
+@dataclass
+class ReconcileResult:
+    kind: str
+    namespace: str
+    name: str
+    outcome: str
+
+
+def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: ClusterGateway | None = None) -> str:
+    """Reconcile one mirrored object of a managed kind; returns what was done (for logs and tests)."""
+    reconcile = _reconcilers.get(obj.kube.kind)
+    if reconcile is None or not obj.cluster.manages(obj.kube.kind):
+        return "not managed"
+    own = gateway is None
+    gateway = gateway or ClusterGateway(obj.cluster)
+    try:
+        return reconcile(gateway, obj, now or timezone.now())
+    finally:
+        if own:
+            gateway.close()
+
+
+def reconcile_cluster(cluster: Cluster, now: datetime | None = None) -> list[ReconcileResult]:
+    """One pass over every object of the kinds this cluster lets the portal manage.
+
+    Runs ``MAX_RECONCILE_RATE`` reconciles at a time (the reference controller's setting); each
+    thread has its own gateway and database connection.
+    """
+    now = now or timezone.now()
+    rows = [
+        row
+        for model in all_models()
+        if cluster.manages(model.kube.kind)
+        for row in model.objects.filter(cluster=cluster)
+        .exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
+        .select_related("cluster")
+    ]
+
+    def in_thread(row: KubeObject) -> ReconcileResult:
+        try:
+            return _reconcile_safely(row, now)
+        finally:
+            connection.close()  # each pool thread opened its own
+
+    if settings.MAX_RECONCILE_RATE <= 1 or len(rows) <= 1 or connection.vendor == "sqlite":
+        return [_reconcile_safely(row, now) for row in rows]  # SQLite serializes writers anyway
+    with ThreadPoolExecutor(max_workers=settings.MAX_RECONCILE_RATE) as pool:
+        return list(pool.map(in_thread, rows))
+
+
+def _reconcile_safely(row: KubeObject, now: datetime) -> ReconcileResult:
+    """One reconcile whose cluster errors are logged and reported, so one object never stops a pass."""
+    try:
+        outcome = reconcile_row(row, now)
+    except GatewayError as error:
+        logger.warning("reconcile %s %s/%s: %s", row.kube.kind, row.namespace, row.name, error)
+        outcome = f"error: {error}"
+    return ReconcileResult(row.kube.kind, row.namespace, row.name, outcome)

@@ -1,0 +1,348 @@
+"""The portal as the InferenceModel controller (reference 000), for clusters that ask for it.
+
+Per model: a Deployment named after it with exactly the reference's labels and annotations, the
+container image and resources (``gpu`` -> ``nvidia.com/gpu``), the nodeSelector, and an owner
+reference to the model. Replicas follow demand: scale to zero once ``cooldownPeriod`` has passed
+since the ``inference.eh-ops.io/last-request-time`` annotation (the model's creation when it was
+never requested), back up when woken, dependencies first. Starting needs memory-budget admission
+from ``scheduler.admission``; a model that does not fit stays at zero with ``InsufficientMemory``
+and the planner's message. The finalizer ``inference.eh-ops.io/finalizer`` runs the reference's
+cleanup: release the budget, clean the model's metrics, remove the finalizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.utils.dateparse import parse_datetime
+
+from clusters.conditions import rfc3339, set_condition
+from clusters.gateway import ClusterGateway, NotFoundError
+from clusters.inbound import upsert_from_cluster
+from clusters.quantities import quantity_to_int
+from models_app import metrics
+from models_app.models import InferenceModel
+from scheduler.admission import Demand, admit, release
+from scheduler.durations import parse_duration
+from scheduler.holdings import LAST_REQUEST_ANNOTATION
+from scheduler.pools import node_pool_of
+
+FINALIZER = "inference.eh-ops.io/finalizer"
+MEMORY_ANNOTATION = "inference.eh-ops.io/memory"
+KIND = InferenceModel.kube
+
+
+class Reason:
+    DEPLOYING = "Deploying"
+    DEPLOYED = "Deployed"
+    FAILED = "Failed"
+    INSUFFICIENT_MEMORY = "InsufficientMemory"
+    SCALED_TO_ZERO = "ScaledToZero"
+    PENDING = "Pending"
+    TERMINATING = "Terminating"
+
+
+@dataclass
+class Plan:
+    """How many replicas the model should have now, and why (the reason when it is zero)."""
+
+    replicas: int
+    reason: str = ""
+    message: str = ""
+
+
+def deployment_labels(cr: dict[str, Any]) -> dict[str, str]:
+    """Exactly the reference's labels on managed Deployments."""
+    return {
+        "app.kubernetes.io/name": cr["metadata"]["name"],
+        "app.kubernetes.io/component": "inference-server",
+        "inference.eh-ops.io/model": cr["spec"]["modelName"],
+        "inference.eh-ops.io/managed": "true",
+    }
+
+
+def last_request_time(cr: dict[str, Any]) -> datetime | None:
+    """When the model was last asked for: the annotation, else its creation."""
+    metadata = cr["metadata"]
+    stamp = (metadata.get("annotations") or {}).get(LAST_REQUEST_ANNOTATION) or metadata.get("creationTimestamp")
+    return parse_datetime(stamp) if stamp else None
+
+
+def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now: datetime) -> str:
+    try:
+        cr = gateway.get(KIND, row.namespace, row.name)
+    except NotFoundError:
+        release(row.cluster_id, KIND.kind, row.namespace, row.name)
+        metrics.forget(row.cluster.name, row.namespace, row.name)
+        return "gone"
+    finalizers = cr["metadata"].get("finalizers") or []
+    if cr["metadata"].get("deletionTimestamp"):
+        return _finalize(gateway, row, cr, finalizers, now) if FINALIZER in finalizers else "deleting"
+    if FINALIZER not in finalizers:
+        cr = gateway.patch(
+            KIND,
+            row.namespace,
+            row.name,
+            {
+                "metadata": {
+                    "finalizers": [*finalizers, FINALIZER],
+                    "resourceVersion": cr["metadata"]["resourceVersion"],
+                }
+            },
+        )
+    plan = _plan(gateway, row, cr, now)
+    deployments = gateway.builtin("apps/v1", "Deployment")
+    deployment = deployments.get(row.namespace, row.name)
+    if plan.reason != Reason.FAILED or deployment is not None:
+        deployment = _ensure_deployment(deployments, cr, deployment, plan.replicas, now)
+    if plan.replicas == 0:
+        release(row.cluster_id, KIND.kind, row.namespace, row.name)
+    status = _status(cr, deployment, plan, now)
+    metrics.observe(
+        row.cluster.name, row.namespace, row.name, status["replicas"], quantity_to_int(cr["spec"]["memory"])
+    )
+    if status != {key: cr.get("status", {}).get(key) for key in status}:
+        cr = gateway.patch_status(KIND, row.namespace, row.name, status)
+        upsert_from_cluster(InferenceModel, row.cluster, cr)
+    return f"{status['conditions'][0]['reason']}: {status['conditions'][0]['message']}"
+
+
+def _plan(gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], now: datetime) -> Plan:
+    spec = cr["spec"]
+    if not spec.get("containerImage"):
+        return Plan(0, Reason.FAILED, "spec.containerImage is required when the portal manages the Deployment")
+    if spec.get("maxReplicas", 1) == 0:
+        return Plan(0, Reason.SCALED_TO_ZERO, "spec.maxReplicas is 0")
+    cooldown = parse_duration(spec.get("cooldownPeriod", "10m"))
+    requested = last_request_time(cr)
+    if cooldown is not None and requested is not None and now - requested > cooldown:
+        return Plan(
+            0,
+            Reason.SCALED_TO_ZERO,
+            f"no request since {rfc3339(requested)} (cooldown {spec.get('cooldownPeriod', '10m')})",
+        )
+    waiting = _dependencies_not_ready(gateway, row, spec.get("dependencies") or [], now)
+    if waiting:
+        return waiting
+    decision = admit(
+        Demand(
+            row.cluster_id,
+            node_pool_of(spec.get("nodeSelector")),
+            KIND.kind,
+            row.namespace,
+            row.name,
+            quantity_to_int(spec["memory"]) or 0,
+        ),
+        now,
+    )
+    if not decision.fits:
+        return Plan(0, Reason.INSUFFICIENT_MEMORY, decision.message)
+    return Plan(spec.get("maxReplicas", 1))
+
+
+def dependency_closure(row: InferenceModel) -> list[InferenceModel]:
+    """The model's dependencies, transitively, dependencies first (the model itself last).
+
+    Names are InferenceModel names in the same cluster and namespace (a ``modelName`` is accepted
+    when no object has that name). Raises ValueError naming a missing dependency or the cycle.
+    """
+    siblings = {
+        model.name: model
+        for model in InferenceModel.objects.filter(cluster_id=row.cluster_id, namespace=row.namespace).exclude(
+            sync_state="DeletedInCluster"
+        )
+    }
+    by_model_name = {model.model_name: model for model in siblings.values()}
+    ordered: list[InferenceModel] = []
+
+    def visit(model: InferenceModel, path: tuple[str, ...]) -> None:
+        if model.name in path:
+            raise ValueError("dependency cycle: " + " -> ".join((*path, model.name)))
+        for name in model.spec.get("dependencies") or []:
+            dependency = siblings.get(name) or by_model_name.get(name)
+            if dependency is None:
+                raise ValueError(f"dependency {name} of {model.name} does not exist in namespace {row.namespace}")
+            visit(dependency, (*path, model.name))
+        if model not in ordered:
+            ordered.append(model)
+
+    visit(siblings.get(row.name, row), ())
+    return ordered
+
+
+def _dependencies_not_ready(
+    gateway: ClusterGateway, row: InferenceModel, names: list[str], now: datetime
+) -> Plan | None:
+    """Wake dependencies that are down (they start first); None once every one is ready."""
+    if not names:
+        return None
+    try:
+        closure = dependency_closure(row)
+    except ValueError as error:
+        reason = Reason.FAILED if "cycle" in str(error) else Reason.PENDING
+        return Plan(0, reason, str(error))
+    waiting = []
+    deployments = gateway.builtin("apps/v1", "Deployment")
+    for dependency in closure[:-1]:
+        # The dependency's Deployment is the live truth; its status may not be reconciled yet.
+        observed = (deployments.get(dependency.namespace, dependency.name) or {}).get("status") or {}
+        if (observed.get("readyReplicas") or 0) >= 1:
+            continue
+        waiting.append(dependency.name)
+        wake_in_cluster(gateway, dependency, now)
+    if waiting:
+        return Plan(0, Reason.PENDING, f"waiting for dependencies to be ready: {', '.join(waiting)}")
+    return None
+
+
+def wake_in_cluster(gateway: ClusterGateway, model: InferenceModel, now: datetime) -> None:
+    """Record a request now on the model (the annotation the cooldown counts from)."""
+    gateway.patch(
+        KIND, model.namespace, model.name, {"metadata": {"annotations": {LAST_REQUEST_ANNOTATION: rfc3339(now)}}}
+    )
+
+
+def _container_resources(resources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        part: {("nvidia.com/gpu" if name == "gpu" else name): value for name, value in values.items()}
+        for part, values in (resources or {}).items()
+        if values
+    }
+
+
+def _deployment(cr: dict[str, Any], replicas: int, now: datetime) -> dict[str, Any]:
+    metadata, spec = cr["metadata"], cr["spec"]
+    labels = deployment_labels(cr)
+    requested = last_request_time(cr) or now
+    selector = {"app.kubernetes.io/name": metadata["name"], "inference.eh-ops.io/model": spec["modelName"]}
+    port = urlsplit(spec["backendUrl"]).port or 8000
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "labels": labels,
+            "annotations": {MEMORY_ANNOTATION: spec["memory"], LAST_REQUEST_ANNOTATION: rfc3339(requested)},
+            "ownerReferences": [
+                {
+                    "apiVersion": KIND.api_version,
+                    "kind": KIND.kind,
+                    "name": metadata["name"],
+                    "uid": metadata["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": spec.get("nodeSelector") or {},
+                    "containers": [
+                        {
+                            "name": "inference-server",
+                            "image": spec["containerImage"],
+                            "env": [{"name": "MODEL_NAME", "value": spec["modelName"]}],
+                            "ports": [{"name": "http", "containerPort": port}],
+                            "resources": _container_resources(spec.get("resources") or {}),
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _ensure_deployment(
+    deployments, cr: dict[str, Any], current: dict[str, Any] | None, replicas: int, now: datetime
+) -> dict[str, Any]:
+    desired = _deployment(cr, replicas if cr["spec"].get("containerImage") else 0, now)
+    if current is None:
+        return deployments.create(cr["metadata"]["namespace"], desired)
+    patch = {
+        "metadata": {key: desired["metadata"][key] for key in ("labels", "annotations", "ownerReferences")},
+        "spec": desired["spec"],
+    }
+    if all(current["metadata"].get(k) == v for k, v in patch["metadata"].items()) and all(
+        current["spec"].get(k) == v for k, v in patch["spec"].items()
+    ):
+        return current
+    return deployments.patch(cr["metadata"]["namespace"], cr["metadata"]["name"], patch)
+
+
+def _deployment_failure(deployment: dict[str, Any]) -> str | None:
+    for condition in (deployment.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Progressing" and condition.get("status") == "False":
+            return condition.get("message") or condition.get("reason") or "the rollout is not progressing"
+        if condition.get("type") == "ReplicaFailure" and condition.get("status") == "True":
+            return condition.get("message") or "pods could not be created"
+    return None
+
+
+def _status(cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, now: datetime) -> dict[str, Any]:
+    observed = (deployment or {}).get("status") or {}
+    ready_replicas = observed.get("readyReplicas") or 0
+    if plan.replicas == 0:
+        reason, message = plan.reason, plan.message
+    elif failure := _deployment_failure(deployment or {}):
+        reason, message = Reason.FAILED, failure
+    elif ready_replicas >= 1:
+        reason, message = Reason.DEPLOYED, "Deployment is ready and serving traffic"
+    else:
+        reason, message = Reason.DEPLOYING, f"waiting for pods to become ready ({ready_replicas}/{plan.replicas})"
+    generation = cr["metadata"].get("generation")
+    conditions = (cr.get("status") or {}).get("conditions")
+    conditions = set_condition(conditions, "Ready", reason == Reason.DEPLOYED, reason, message, now, generation)
+    available = (observed.get("availableReplicas") or 0) >= 1
+    conditions = set_condition(
+        conditions,
+        "Available",
+        available,
+        reason,
+        "Model is available and serving requests" if available else message,
+        now,
+        generation,
+    )
+    return {
+        "ready": reason == Reason.DEPLOYED,
+        "replicas": observed.get("replicas") or 0 if plan.replicas else 0,
+        "conditions": conditions,
+        "observedGeneration": generation,
+    }
+
+
+def _finalize(
+    gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], finalizers: list[str], now: datetime
+) -> str:
+    """The reference's cleanup: release the budget, clean metrics, remove the finalizer."""
+    conditions = set_condition(
+        (cr.get("status") or {}).get("conditions"),
+        "Ready",
+        False,
+        Reason.TERMINATING,
+        "Model is being terminated",
+        now,
+        cr["metadata"].get("generation"),
+    )
+    cr = gateway.patch_status(KIND, row.namespace, row.name, {"ready": False, "conditions": conditions})
+    release(row.cluster_id, KIND.kind, row.namespace, row.name)
+    metrics.forget(row.cluster.name, row.namespace, row.name)
+    gateway.patch(
+        KIND,
+        row.namespace,
+        row.name,
+        {
+            "metadata": {
+                "finalizers": [name for name in finalizers if name != FINALIZER],
+                "resourceVersion": cr["metadata"]["resourceVersion"],
+            }
+        },
+    )
+    return "finalized"

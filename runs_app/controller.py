@@ -1,0 +1,237 @@
+"""The portal as the InferenceRun controller (reference 003), for clusters that ask for it.
+
+A run becomes a JSON *contract* in a ConfigMap (key ``contract.json``) and a runner Job named
+``inf-<run>-<first 8 of uid>`` (at most 63 characters, DNS-safe) owned by the run, with
+``restartPolicy: Never``, the contract mounted and ``activeDeadlineSeconds`` = ``timeoutSeconds``;
+with a cron ``schedule`` it becomes a CronJob instead. The run's status follows the Job (phase
+Pending / Running / Succeeded / Failed, start and completion times, message, conditions, a
+reference to the Job). ``autoDeletePolicy`` removes the Job and its contract after success
+(``DeleteOnSuccess``) or after any end (``DeleteOnCompletion``). Unlike the public controller, a
+finished run is never started again when its Job disappears: the phase is checked first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+from clusters.conditions import as_rfc3339, rfc3339, set_condition
+from clusters.gateway import ClusterGateway, NotFoundError
+from clusters.inbound import upsert_from_cluster
+from runs_app.models import InferenceConfig, InferenceRun
+
+KIND = InferenceRun.kube
+CONFIG_KIND = InferenceConfig.kube
+TERMINAL = ("Succeeded", "Failed")
+CONTRACT_KEY = "contract.json"
+CONTRACT_DIR = "/etc/inference"
+MAX_NAME = 63
+
+
+def job_name(run_name: str, uid: str) -> str:
+    """``inf-<run>-<uid[:8]>``, the run part shortened so the whole is a valid 63-character DNS label."""
+    suffix = f"-{uid.replace('-', '')[:8]}"
+    middle = re.sub(r"[^a-z0-9-]", "-", run_name.lower())[: MAX_NAME - len("inf-") - len(suffix)].strip("-")
+    return f"inf-{middle}{suffix}"
+
+
+def build_contract(run: dict[str, Any], config: dict[str, Any], name: str) -> dict[str, Any]:
+    """The runner contract in the reference's shape; ``input``/``output`` passed through unmodified."""
+    spec = config["spec"]
+    return {
+        "jobId": run["metadata"]["uid"],
+        "jobName": name,
+        "kserve": {key: spec.get(key, "") for key in ("modelName", "modelUrl", "modelVersion", "modelInputName")},
+        "input": (spec.get("storage") or {}).get("input"),
+        "output": (spec.get("storage") or {}).get("output"),
+        "parameters": run["spec"].get("parameters") or {},
+    }
+
+
+def _owner(run: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": KIND.api_version,
+            "kind": KIND.kind,
+            "name": run["metadata"]["name"],
+            "uid": run["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def _job_spec(run: dict[str, Any], config: dict[str, Any], name: str) -> dict[str, Any]:
+    labels = {"ai.krateo.io/inference-run": run["metadata"]["name"], "ai.krateo.io/job": name}
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "runner",
+                "image": config["spec"]["image"],
+                "env": [{"name": "CONTRACT_PATH", "value": f"{CONTRACT_DIR}/{CONTRACT_KEY}"}],
+                "volumeMounts": [{"name": "contract", "mountPath": CONTRACT_DIR, "readOnly": True}],
+            }
+        ],
+        "volumes": [{"name": "contract", "configMap": {"name": f"{name}-contract"}}],
+    }
+    credentials = (config["spec"].get("credentialsRef") or {}).get("name")
+    if credentials:
+        pod["imagePullSecrets"] = [{"name": credentials}]
+    spec: dict[str, Any] = {"template": {"metadata": {"labels": labels}, "spec": pod}}
+    if run["spec"].get("timeoutSeconds"):
+        spec["activeDeadlineSeconds"] = run["spec"]["timeoutSeconds"]
+    return spec
+
+
+def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: datetime) -> str:
+    try:
+        run = gateway.get(KIND, row.namespace, row.name)
+    except NotFoundError:
+        return "gone"
+    status = dict(run.get("status") or {})
+    name = job_name(run["metadata"]["name"], run["metadata"]["uid"])
+    jobs, cronjobs = gateway.builtin("batch/v1", "Job"), gateway.builtin("batch/v1", "CronJob")
+    configmaps = gateway.builtin("v1", "ConfigMap")
+    if status.get("phase") in TERMINAL:
+        outcome = _auto_delete(gateway, row, run, status, name, now)
+    else:
+        config_ref = run["spec"].get("configRef") or {}
+        try:
+            config = gateway.get(CONFIG_KIND, config_ref.get("namespace") or row.namespace, config_ref["name"])
+        except NotFoundError:
+            config = None
+        if config is None:
+            status.update(
+                _phase(
+                    status,
+                    "Pending",
+                    f"InferenceConfig {config_ref.get('namespace') or row.namespace}/"
+                    f"{config_ref.get('name')} not found",
+                    now,
+                    run,
+                )
+            )
+            outcome = "waiting for config"
+        else:
+            contract = build_contract(run, config, name)
+            status["contract"] = json.dumps(contract, sort_keys=True)
+            if configmaps.get(row.namespace, f"{name}-contract") is None:
+                configmaps.create(
+                    row.namespace,
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {
+                            "name": f"{name}-contract",
+                            "namespace": row.namespace,
+                            "ownerReferences": _owner(run),
+                        },
+                        "data": {CONTRACT_KEY: json.dumps(contract, indent=2)},
+                    },
+                )
+            if run["spec"].get("schedule"):
+                outcome = _ensure_cronjob(cronjobs, run, config, name, status, now)
+            else:
+                outcome = _ensure_job(jobs, run, config, name, status, now)
+    if status != (run.get("status") or {}):
+        run = gateway.patch_status(KIND, row.namespace, row.name, status)
+        upsert_from_cluster(InferenceRun, row.cluster, run)
+    return outcome
+
+
+def _phase(status: dict[str, Any], phase: str, message: str, now: datetime, run: dict[str, Any]) -> dict[str, Any]:
+    generation = run["metadata"].get("generation")
+    conditions = set_condition(status.get("conditions"), "Ready", phase == "Succeeded", phase, message, now, generation)
+    return {"phase": phase, "message": message, "conditions": conditions, "observedGeneration": generation}
+
+
+def _ensure_job(jobs, run, config, name, status, now) -> str:
+    namespace = run["metadata"]["namespace"]
+    job = jobs.get(namespace, name)
+    if job is None:
+        if status.get("jobRef"):
+            status.update(_phase(status, "Failed", f"Job {name} was deleted before it finished", now, run))
+            status.setdefault("completionTime", rfc3339(now))
+            return "job lost"
+        job = jobs.create(
+            namespace,
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": name, "namespace": namespace, "ownerReferences": _owner(run)},
+                "spec": _job_spec(run, config, name),
+            },
+        )
+        status["jobRef"] = {"name": name, "namespace": namespace, "uid": job["metadata"].get("uid", "")}
+    observed = job.get("status") or {}
+    status["jobStatus"] = {key: observed[key] for key in ("active", "succeeded", "failed", "ready") if key in observed}
+    if observed.get("startTime"):
+        status["startTime"] = as_rfc3339(observed["startTime"])
+    finished = {c.get("type"): c for c in observed.get("conditions") or [] if c.get("status") == "True"}
+    if "Complete" in finished or ((observed.get("succeeded") or 0) > 0 and not observed.get("active")):
+        status.update(_phase(status, "Succeeded", "the runner finished", now, run))
+        status["completionTime"] = (
+            as_rfc3339(observed["completionTime"]) if observed.get("completionTime") else rfc3339(now)
+        )
+    elif "Failed" in finished:
+        failure = finished["Failed"]
+        message = (
+            f"timed out after {run['spec'].get('timeoutSeconds')} s"
+            if failure.get("reason") == "DeadlineExceeded"
+            else failure.get("message") or failure.get("reason") or "the runner failed"
+        )
+        status.update(_phase(status, "Failed", message, now, run))
+        status["completionTime"] = rfc3339(now)
+    elif observed.get("active") or observed.get("startTime"):
+        status.update(_phase(status, "Running", "the runner is working", now, run))
+    else:
+        status.update(_phase(status, "Pending", "the runner Job is waiting to start", now, run))
+    return status["phase"]
+
+
+def _ensure_cronjob(cronjobs, run, config, name, status, now) -> str:
+    namespace = run["metadata"]["namespace"]
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": namespace, "ownerReferences": _owner(run)},
+        "spec": {
+            "schedule": run["spec"]["schedule"],
+            "concurrencyPolicy": "Forbid",
+            "jobTemplate": {"spec": _job_spec(run, config, name)},
+        },
+    }
+    cronjob = cronjobs.get(namespace, name)
+    if cronjob is None:
+        cronjob = cronjobs.create(namespace, body)
+    elif cronjob["spec"].get("schedule") != run["spec"]["schedule"]:
+        cronjob = cronjobs.patch(namespace, name, {"spec": {"schedule": run["spec"]["schedule"]}})
+    status["jobRef"] = {"name": name, "namespace": namespace, "uid": cronjob["metadata"].get("uid", "")}
+    last = (cronjob.get("status") or {}).get("lastScheduleTime")
+    message = f"scheduled '{run['spec']['schedule']}'" + (f"; last run {last}" if last else "; not run yet")
+    status.update(_phase(status, "Running", message, now, run))
+    return "scheduled"
+
+
+def _auto_delete(gateway: ClusterGateway, row: InferenceRun, run, status, name, now) -> str:
+    """Apply autoDeletePolicy once the run has ended; the Job is never re-created."""
+    policy = "None"
+    config_ref = run["spec"].get("configRef") or {}
+    try:
+        config = gateway.get(CONFIG_KIND, config_ref.get("namespace") or row.namespace, config_ref.get("name", ""))
+        policy = config["spec"].get("autoDeletePolicy", "None")
+    except NotFoundError:
+        pass
+    wanted = policy == "DeleteOnCompletion" or (policy == "DeleteOnSuccess" and status["phase"] == "Succeeded")
+    done = any(c.get("type") == "JobDeleted" for c in status.get("conditions") or [])
+    if not wanted or done:
+        return f"{status['phase']} (kept)" if not wanted else f"{status['phase']} (cleaned)"
+    gateway.builtin("batch/v1", "Job").delete(row.namespace, name)
+    gateway.builtin("v1", "ConfigMap").delete(row.namespace, f"{name}-contract")
+    status["conditions"] = set_condition(
+        status.get("conditions"), "JobDeleted", True, policy, f"Job {name} and its contract deleted ({policy})", now
+    )
+    return f"{status['phase']} (deleted by {policy})"

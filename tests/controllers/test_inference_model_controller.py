@@ -1,0 +1,239 @@
+"""The portal as InferenceModel controller, against the test API server (reference 000)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from clusters.controllers import reconcile_cluster
+from clusters.quantities import quantity_to_int
+from models_app.controller import FINALIZER
+from models_app.models import InferenceModel
+from scheduler.models import MemoryReservation, NodePool
+from tests.clusters.conftest import sample_manifest
+
+KIND = InferenceModel.kube
+GIB = 1024**3
+
+
+def write_model(kube, file_name: str, **spec_changes) -> dict:
+    manifest = sample_manifest(file_name)
+    manifest["spec"].update(spec_changes)
+    return kube.write(manifest)
+
+
+def deployment(kube, name: str) -> dict | None:
+    return kube.builtin("apps", "deployments", name)
+
+
+def cr(kube, name: str) -> dict:
+    return kube.read(KIND, name)
+
+
+def ready(kube, name: str, replicas: int = 1) -> None:
+    kube.set_status(
+        "apps", "deployments", name, {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas}
+    )
+
+
+def condition(obj: dict, type_: str) -> dict:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == type_)
+
+
+@pytest.fixture
+def pool(managed):
+    _, cluster = managed
+    return NodePool.objects.create(cluster=cluster, name="gpu-a100", allocatable_bytes=160 * GIB)
+
+
+def test_deployment_carries_exactly_the_reference_labels_annotations_and_owner(managed, pool) -> None:
+    kube, _ = managed
+    created = write_model(kube, "inferencemodel-llama-2-7b.yaml")
+    kube.sync()
+    deploy = deployment(kube, "llama-2-7b")
+    assert deploy["metadata"]["labels"] == {
+        "app.kubernetes.io/name": "llama-2-7b",
+        "app.kubernetes.io/component": "inference-server",
+        "inference.eh-ops.io/model": created["spec"]["modelName"],
+        "inference.eh-ops.io/managed": "true",
+    }
+    annotations = deploy["metadata"]["annotations"]
+    assert annotations["inference.eh-ops.io/memory"] == "16Gi"
+    assert parse_datetime(annotations["inference.eh-ops.io/last-request-time"])
+    assert deploy["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "inference.eh-ops.io/v1alpha1",
+            "kind": "InferenceModel",
+            "name": "llama-2-7b",
+            "uid": created["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    pod = deploy["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == created["spec"]["containerImage"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1" and "gpu" not in container["resources"]["limits"]
+    assert pod["nodeSelector"] == created["spec"]["nodeSelector"]
+    assert deploy["spec"]["replicas"] == 1
+    assert FINALIZER in cr(kube, "llama-2-7b")["metadata"]["finalizers"]
+    status = cr(kube, "llama-2-7b")["status"]
+    assert status["ready"] is False and condition(cr(kube, "llama-2-7b"), "Ready")["reason"] == "Deploying"
+    assert status["observedGeneration"] == created["metadata"]["generation"]
+
+
+def test_status_follows_the_deployment_as_its_controller_reports(managed, pool) -> None:
+    kube, _ = managed
+    write_model(kube, "inferencemodel-llama-2-7b.yaml")
+    kube.sync()
+    ready(kube, "llama-2-7b")
+    kube.sync()
+    model = cr(kube, "llama-2-7b")
+    assert model["status"]["ready"] is True and model["status"]["replicas"] == 1
+    assert condition(model, "Ready") | {"lastTransitionTime": None} == {
+        "type": "Ready",
+        "status": "True",
+        "reason": "Deployed",
+        "message": "Deployment is ready and serving traffic",
+        "lastTransitionTime": None,
+        "observedGeneration": 1,
+    }
+    assert condition(model, "Available")["status"] == "True"
+    row = InferenceModel.objects.get(name="llama-2-7b")
+    assert row.ready is True
+    kube.set_status(
+        "apps",
+        "deployments",
+        "llama-2-7b",
+        {
+            "replicas": 1,
+            "readyReplicas": 0,
+            "conditions": [
+                {
+                    "type": "Progressing",
+                    "status": "False",
+                    "reason": "ProgressDeadlineExceeded",
+                    "message": 'ReplicaSet "llama-2-7b-5d9" has timed out progressing.',
+                }
+            ],
+        },
+    )
+    kube.sync()
+    failed = condition(cr(kube, "llama-2-7b"), "Ready")
+    assert (failed["reason"], failed["message"]) == ("Failed", 'ReplicaSet "llama-2-7b-5d9" has timed out progressing.')
+
+
+def test_scale_to_zero_after_cooldown_and_wake_on_request(managed, pool, editor) -> None:
+    kube, cluster = managed
+    created = write_model(kube, "inferencemodel-llama-2-7b.yaml", cooldownPeriod="15m")
+    kube.sync()
+    ready(kube, "llama-2-7b")
+    start = parse_datetime(created["metadata"]["creationTimestamp"])
+    reconcile_cluster(cluster, now=start + timedelta(minutes=14))
+    assert deployment(kube, "llama-2-7b")["spec"]["replicas"] == 1
+    assert MemoryReservation.objects.filter(name="llama-2-7b").exists()
+    reconcile_cluster(cluster, now=start + timedelta(minutes=16))
+    assert deployment(kube, "llama-2-7b")["spec"]["replicas"] == 0
+    assert condition(cr(kube, "llama-2-7b"), "Ready")["reason"] == "ScaledToZero"
+    assert not MemoryReservation.objects.filter(name="llama-2-7b").exists()
+
+    row = InferenceModel.objects.get(name="llama-2-7b")
+    response = editor.post(f"/api/inferencemodels/{row.pk}/wake/")
+    assert response.status_code == 200, response.json()
+    assert deployment(kube, "llama-2-7b")["spec"]["replicas"] == 1
+    woken_at = parse_datetime(
+        cr(kube, "llama-2-7b")["metadata"]["annotations"]["inference.eh-ops.io/last-request-time"]
+    )
+    assert abs(woken_at - timezone.now()) < timedelta(minutes=1)
+
+
+def test_dependencies_start_first(managed, pool, editor) -> None:
+    kube, cluster = managed
+    for name in ("tokenizer-service", "codellama-34b"):
+        write_model(kube, f"inferencemodel-{name}.yaml", cooldownPeriod="1m")
+    kube.sync()
+    later = timezone.now() + timedelta(hours=1)
+    reconcile_cluster(cluster, now=later)  # both idle: scaled to zero
+    assert deployment(kube, "tokenizer-service")["spec"]["replicas"] == 0
+
+    response = editor.post(f"/api/inferencemodels/{InferenceModel.objects.get(name='codellama-34b').pk}/wake/")
+    assert list(response.json()["woken"]) == ["tokenizer-service", "codellama-34b"]
+    assert deployment(kube, "tokenizer-service")["spec"]["replicas"] == 1
+    assert deployment(kube, "codellama-34b")["spec"]["replicas"] == 0
+    waiting = condition(cr(kube, "codellama-34b"), "Ready")
+    assert (waiting["reason"], waiting["message"]) == (
+        "Pending",
+        "waiting for dependencies to be ready: tokenizer-service",
+    )
+    ready(kube, "tokenizer-service")
+    kube.sync()
+    assert deployment(kube, "codellama-34b")["spec"]["replicas"] == 1
+
+
+def test_missing_or_cyclic_dependencies_are_refused_naming_them(managed, pool, editor) -> None:
+    kube, _ = managed
+    write_model(kube, "inferencemodel-codellama-34b.yaml", dependencies=["ghost-model"])
+    kube.sync()
+    assert (
+        "dependency ghost-model of codellama-34b does not exist"
+        in condition(cr(kube, "codellama-34b"), "Ready")["message"]
+    )
+    row = InferenceModel.objects.get(name="codellama-34b")
+    refused = editor.post(f"/api/inferencemodels/{row.pk}/wake/")
+    assert refused.status_code == 400 and "ghost-model" in refused.json()["detail"]
+
+    write_model(kube, "inferencemodel-tokenizer-service.yaml", dependencies=["codellama-34b"])
+    write_model(kube, "inferencemodel-codellama-34b.yaml", dependencies=["tokenizer-service"])
+    kube.sync()
+    cycle = condition(cr(kube, "codellama-34b"), "Ready")
+    assert (
+        cycle["reason"] == "Failed"
+        and "dependency cycle: codellama-34b -> tokenizer-service -> codellama-34b" in cycle["message"]
+    )
+    assert "cycle" in editor.post(f"/api/inferencemodels/{row.pk}/wake/").json()["detail"]
+
+
+def test_budget_denial_names_requested_available_and_holders(managed) -> None:
+    kube, cluster = managed
+    NodePool.objects.create(cluster=cluster, name="gpu-a100", allocatable_bytes=60 * GIB)
+    write_model(kube, "inferencemodel-llama-2-7b.yaml")
+    kube.sync()
+    write_model(kube, "inferencemodel-codellama-34b.yaml", dependencies=[])
+    kube.sync()
+    denied = condition(cr(kube, "codellama-34b"), "Ready")
+    assert denied["reason"] == "InsufficientMemory"
+    assert "requested 48Gi, available 44Gi of 60Gi" in denied["message"]
+    assert "held by default/llama-2-7b (16Gi, starting)" in denied["message"]
+    assert deployment(kube, "codellama-34b")["spec"]["replicas"] == 0
+    assert condition(cr(kube, "llama-2-7b"), "Ready")["reason"] == "Deploying"
+
+
+def test_finalizer_releases_budget_cleans_metrics_and_lets_the_object_go(managed, pool, client) -> None:
+    kube, _ = managed
+    write_model(kube, "inferencemodel-llama-2-7b.yaml")
+    kube.sync()
+    assert MemoryReservation.objects.filter(name="llama-2-7b").exists()
+    assert (
+        'inference_portal_model_replicas{cluster="managed",name="llama-2-7b"' in client.get("/metrics").content.decode()
+    )
+    kube.remove(KIND, "llama-2-7b")
+    assert cr(kube, "llama-2-7b")["metadata"]["deletionTimestamp"]
+    kube.sync()
+    assert cr(kube, "llama-2-7b") is None
+    assert not MemoryReservation.objects.filter(name="llama-2-7b").exists()
+    assert 'name="llama-2-7b"' not in client.get("/metrics").content.decode()
+    assert quantity_to_int("16Gi") == 16 * GIB
+
+
+def test_mirror_mode_never_acts(managed, pool) -> None:
+    kube, cluster = managed
+    cluster.managed_kinds = []
+    cluster.save()
+    write_model(kube, "inferencemodel-llama-2-7b.yaml")
+    out = kube.sync()
+    assert "reconcile" not in out
+    assert deployment(kube, "llama-2-7b") is None
+    assert "finalizers" not in cr(kube, "llama-2-7b")["metadata"]

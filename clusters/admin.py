@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 from django import forms
 from django.contrib import admin
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from clusters.audit import Actor
 from clusters.forms import KubeObjectForm, to_yaml
-from clusters.models import AuditEntry, Cluster, KubeObject
-from clusters.services import request_delete, save_portal_edit
+from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
+from clusters.services import Resolution, request_delete, resolve_conflict, save_portal_edit
+
+
+def _value(field: dict, side: str) -> str:
+    return json.dumps(field[side]) if field.get(f"{side}_set", True) else "(not set)"
 
 
 def _yaml_block(value) -> str:
@@ -75,6 +81,7 @@ class KubeObjectAdmin(admin.ModelAdmin):
     kind_list_filter: tuple[str, ...] = ()
     list_select_related = ["cluster"]
     search_fields = ["name", "namespace"]
+    actions = ["resolve_take_portal", "resolve_take_cluster"]
     sync_fields = (
         "sync_state",
         "last_error",
@@ -94,7 +101,14 @@ class KubeObjectAdmin(admin.ModelAdmin):
         return ["cluster", "sync_state", *self.kind_list_filter, "namespace"]
 
     def get_readonly_fields(self, request, obj=None):
-        readonly = [*self.sync_fields, "status_yaml", "last_synced_spec_yaml", *self.model.projected_fields()]
+        readonly = [
+            *self.sync_fields,
+            "status_yaml",
+            "conflict_table",
+            "audit_history",
+            "last_synced_spec_yaml",
+            *self.model.projected_fields(),
+        ]
         return [*readonly, "cluster", "namespace", "name"] if obj else readonly
 
     def get_fieldsets(self, request, obj=None):
@@ -104,8 +118,75 @@ class KubeObjectAdmin(admin.ModelAdmin):
             ("Spec", {"fields": ["spec"]}),
             ("Status (from the cluster)", {"fields": ["status_yaml"]}),
             ("Derived columns", {"fields": list(self.model.projected_fields()), "classes": ["collapse"]}),
-            ("Sync", {"fields": [*self.sync_fields, "last_synced_spec_yaml"]}),
+            ("Sync", {"fields": [*self.sync_fields, "conflict_table", "last_synced_spec_yaml"]}),
+            ("History", {"fields": ["audit_history"], "classes": ["collapse"]}),
         ]
+
+    @admin.display(description="Conflict")
+    def conflict_table(self, obj: KubeObject) -> str:
+        """Each conflicting field with its base, portal and cluster values; resolve with the actions."""
+        if not obj.conflict:
+            return "—"
+        rows = format_html_join(
+            "",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (field["path"], _value(field, "base"), _value(field, "portal"), _value(field, "cluster"))
+                for field in obj.conflict.get("fields") or []
+            ),
+        )
+        return format_html(
+            "<p>{}</p><table><tr><th>field</th><th>base</th><th>portal</th><th>cluster</th></tr>{}</table>"
+            "<p>Resolve from the list page: actions “Resolve conflicts: keep the portal's values” or "
+            "“… take the cluster's values”, or edit the spec and save.</p>",
+            obj.conflict.get("message", ""),
+            rows,
+        )
+
+    @admin.display(description="Audit history (newest first)")
+    def audit_history(self, obj: KubeObject) -> str:
+        entries = AuditEntry.objects.filter(kind=obj.kube.kind, object_id=obj.pk)[:50]
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><pre>{}</pre></td></tr>",
+            (
+                (
+                    f"{entry.at:%Y-%m-%d %H:%M:%S}",
+                    entry.get_action_display(),
+                    entry.get_source_display(),
+                    entry.actor_label,
+                    to_yaml(entry.changes) or entry.message,
+                )
+                for entry in entries
+            ),
+        )
+        return (
+            format_html(
+                "<table><tr><th>when</th><th>what</th><th>from</th><th>who</th><th>changes</th></tr>{}</table>", rows
+            )
+            if entries
+            else "—"
+        )
+
+    @admin.action(description="Resolve conflicts: keep the portal's values (applied over the cluster's)")
+    def resolve_take_portal(self, request, queryset):
+        self._resolve(request, queryset, Resolution.TAKE_PORTAL)
+
+    @admin.action(description="Resolve conflicts: take the cluster's values")
+    def resolve_take_cluster(self, request, queryset):
+        self._resolve(request, queryset, Resolution.TAKE_CLUSTER)
+
+    def _resolve(self, request, queryset, take: str) -> None:
+        actor = Actor.from_request(request, AuditEntry.Source.ADMIN)
+        conflicted = [obj for obj in queryset if obj.sync_state == SyncState.CONFLICT]
+        for obj in conflicted:
+            resolve_conflict(obj, take, actor)
+        skipped = queryset.count() - len(conflicted)
+        self.message_user(
+            request,
+            f"resolved {len(conflicted)} conflict(s)"
+            + (f"; {skipped} selected object(s) had no conflict" if skipped else ""),
+        )
 
     @admin.display(description="Status")
     def status_yaml(self, obj: KubeObject) -> str:

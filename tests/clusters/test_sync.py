@@ -365,3 +365,22 @@ def test_add_cluster_command(transactional_db, tmp_path) -> None:
         "add_cluster", "cfg", "--kubeconfig", "/etc/kube/config", "--context", "kind-kind", stdout=io.StringIO()
     )
     assert Cluster.objects.get(name="cfg").auth_method == Cluster.AuthMethod.KUBECONFIG
+
+
+def test_admin_shows_conflicts_and_resolves_them(live_cluster, kube, editor, client) -> None:
+    from django.contrib.auth.models import User
+    from django.urls import reverse
+
+    obj = create_through_api(editor, kube)
+    theirs = kube.read(KIND, "mistral-7b")
+    theirs["spec"]["memory"] = "16Gi"
+    kube.write(theirs)
+    editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "12Gi"}}, format="json")
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    page = client.get(reverse("admin:models_app_inferencemodel_change", args=[obj.pk])).content.decode()
+    assert "<code>spec.memory</code></td><td>&quot;8Gi&quot;</td><td>&quot;12Gi&quot;</td><td>&quot;16Gi&quot;" in page
+    assert "conflict" in page.lower() and "applied" in page.lower()  # audit history
+    response = client.post(reverse("admin:models_app_inferencemodel_changelist"),
+                           {"action": "resolve_take_cluster", "_selected_action": [obj.pk]})
+    assert response.status_code == 302
+    assert row().sync_state == SyncState.SYNCED and row().spec["memory"] == "16Gi"

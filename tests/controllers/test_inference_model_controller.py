@@ -237,3 +237,63 @@ def test_mirror_mode_never_acts(managed, pool) -> None:
     assert "reconcile" not in out
     assert deployment(kube, "llama-2-7b") is None
     assert "finalizers" not in cr(kube, "llama-2-7b")["metadata"]
+
+
+def test_watch_events_trigger_reconciles(managed, pool) -> None:
+    from tests.clusters.conftest import RunningWatch, wait_for
+
+    kube, cluster = managed
+    watch = RunningWatch(cluster).start()
+    try:
+        wait_for(watch.ready, message="watchers ready")
+        write_model(kube, "inferencemodel-mistral-7b.yaml", containerImage="vllm/vllm-openai:v0.6.0")
+        wait_for(lambda: deployment(kube, "mistral-7b") is not None, message="a Deployment from the watch event")
+        ready(kube, "mistral-7b")
+        current = cr(kube, "mistral-7b")
+        current["metadata"].setdefault("annotations", {})["touch"] = "1"
+        kube.write(current)  # any event on the model makes the controller look again
+        wait_for(lambda: (cr(kube, "mistral-7b").get("status") or {}).get("ready") is True, message="Deployed")
+    finally:
+        watch.stop()
+
+
+def test_mode_is_set_per_cluster_and_kind(api_as, transactional_db) -> None:
+    staff = api_as(staff=True)
+    created = staff.post(
+        "/api/clusters/",
+        {"name": "ctl", "server_url": "https://127.0.0.1:6443", "managed_kinds": ["InferenceModel"]},
+        format="json",
+    )
+    assert created.status_code == 201 and created.json()["managed_kinds"] == ["InferenceModel"]
+    refused = staff.post(
+        "/api/clusters/",
+        {"name": "bad", "server_url": "https://127.0.0.1:6443", "managed_kinds": ["ModelService"]},
+        format="json",
+    )
+    assert refused.status_code == 400
+    assert "must list only kinds the portal can control: InferenceModel, InferenceRun" in str(refused.json())
+
+
+def test_add_cluster_manage_option(transactional_db) -> None:
+    import io
+
+    from django.core.management import call_command
+
+    from clusters.models import Cluster
+
+    out = io.StringIO()
+    call_command(
+        "add_cluster",
+        "ctl",
+        "--server",
+        "https://127.0.0.1:6443",
+        "--manage",
+        "InferenceModel,InferenceRun",
+        stdout=out,
+    )
+    assert "manages InferenceModel, InferenceRun" in out.getvalue()
+    assert Cluster.objects.get(name="ctl").manages("InferenceRun")
+    with pytest.raises(Exception, match="managed_kinds"):
+        call_command(
+            "add_cluster", "bad", "--server", "https://127.0.0.1:6443", "--manage", "KubeAIModel", stdout=io.StringIO()
+        )

@@ -29,7 +29,7 @@ def require_redis() -> str:
     return REDIS_URL
 
 
-def test_database_url() -> str:
+def session_database_url() -> str:
     """A DATABASE_URL naming the database this test session uses, for another process."""
     settings = connection.settings_dict
     if settings["ENGINE"].endswith("sqlite3"):
@@ -47,7 +47,7 @@ class CeleryWorker:
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings.local",
             "CELERY_BROKER_URL": broker_url,
-            "DATABASE_URL": test_database_url(),
+            "DATABASE_URL": session_database_url(),
             "DEBUG": "false",
         }
         self.log = REPO_ROOT / "test-artifacts" / "celery-worker.log"

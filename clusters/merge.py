@@ -10,6 +10,7 @@ so a person can choose.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,3 +92,19 @@ def merge_patch_between(old: dict[str, Any], new: dict[str, Any]) -> dict[str, A
         elif before != value:
             patch[key] = value
     return patch
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """Apply an RFC 7386 JSON merge patch: maps merge recursively, ``null`` deletes, anything else replaces.
+
+    The inverse of :func:`merge_patch_between`; the API's PATCH and the planner's edited specs use it.
+    """
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = apply_merge_patch(result.get(key), value)
+    return result

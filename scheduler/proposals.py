@@ -7,11 +7,11 @@ spec.memory``), so the API answers 400 naming the field, the value and the rule.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
 from clusters.manifests import resolve_kind, validate_manifest
+from clusters.merge import apply_merge_patch
 from clusters.models import Cluster, KubeObject
 from clusters.validation import FieldError, ManifestInvalid
 from scheduler.holdings import ModelKey, serving_model_for, serving_models
@@ -39,19 +39,6 @@ class Proposal:
     @property
     def label(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
-
-
-def merge_spec(base: Any, patch: Any) -> Any:
-    """JSON merge patch (RFC 7386), as the API's PATCH: maps merge, null deletes, the rest replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(base) if isinstance(base, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_spec(result.get(key), value)
-    return result
 
 
 def _prefixed(errors: list[FieldError], prefix: str) -> list[FieldError]:
@@ -116,6 +103,6 @@ def proposal_from_request(item: dict[str, Any], index: int, cluster: Cluster) ->
         return _from_row(model, row, "existing", path)
     manifest = row.to_manifest()
     manifest.pop("status", None)
-    manifest["spec"] = merge_spec(row.spec, item["spec"])
+    manifest["spec"] = apply_merge_patch(row.spec, item["spec"])
     edited = _validated_row(model, manifest, cluster, path)
     return _from_row(model, edited, "edited", path)

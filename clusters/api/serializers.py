@@ -9,6 +9,7 @@ from rest_framework import serializers
 from clusters.api.exceptions import field_error_detail
 from clusters.audit import Actor
 from clusters.manifests import validate_manifest
+from clusters.merge import apply_merge_patch
 from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.services import Resolution, assign_manifest, resolve_cluster, save_portal_edit
 from clusters.validation import FieldError, ManifestInvalid
@@ -73,19 +74,6 @@ def _model_values(instance: Cluster) -> dict[str, Any]:
     return {field.name: getattr(instance, field.name) for field in Cluster._meta.concrete_fields if field.name != "id"}
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: maps merge recursively, ``null`` deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
 class KubeObjectSerializer(serializers.Serializer):
     """One mirrored object, in and out in the shape ``kubectl get -o yaml`` prints.
 
@@ -136,7 +124,7 @@ class KubeObjectSerializer(serializers.Serializer):
         if not isinstance(data, dict):
             raise serializers.ValidationError({"(root)": ["expected a Kubernetes manifest (a JSON object)"]})
         if self.partial and self.instance is not None:
-            data = merge_patch(self.instance.to_manifest(), data)
+            data = apply_merge_patch(self.instance.to_manifest(), data)
         return {key: value for key, value in data.items() if key not in ("id", "sync", "summary", "status")}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

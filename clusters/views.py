@@ -1,26 +1,70 @@
-"""The portal's landing page: clusters and what each mirrors, by kind and sync state."""
+"""The portal's dashboard: clusters and their sync health, objects by kind and sync state, pool
+usage, the largest right-sizing savings and recent runs, all within the user's teams' namespaces."""
+
+from __future__ import annotations
+
+from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.db.models import Count
+from django.db.models import Count, Q
+from django.utils.safestring import mark_safe
 from django.views.generic import TemplateView
 
+from accounts.access import VIEW, grants_of, is_unrestricted, namespace_predicate, restrict
 from clusters.kinds import all_models
-from clusters.models import Cluster
+from clusters.models import Cluster, SyncState
+
+RECENT = 8
+
+
+def visible_clusters(user: Any):
+    """Clusters the user's teams have a namespace in (every one for staff or an every-cluster grant)."""
+    clusters = Cluster.objects.all()
+    if is_unrestricted(user):
+        return clusters
+    granted = {cluster_id for cluster_id, _ in grants_of(user, VIEW)}
+    return clusters if None in granted else clusters.filter(pk__in=granted)
 
 
 class HomeView(LoginRequiredMixin, TemplateView):
     template_name = "home.html"
 
-    def get_context_data(self, **kwargs):
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        from models_app.models import InferenceModel
+        from runs_app.models import InferenceRun
+        from scheduler.accounting import pool_accounts
+        from scheduler.charts import pool_usage_chart
+        from scheduler.rightsizing.conf import default_policy
+        from scheduler.rightsizing.report import build_report
+        from scheduler.visibility import team_accounts
+
+        user = self.request.user
         context = super().get_context_data(**kwargs)
-        context["clusters"] = Cluster.objects.all()
-        context["kinds"] = [
-            {
-                "kind": model.kube.kind,
-                "api_version": model.kube.api_version,
-                "admin_url": f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist",
-                "states": list(model.objects.values("sync_state").annotate(count=Count("id")).order_by("sync_state")),
-            }
-            for model in all_models()
-        ]
+        context["clusters"] = visible_clusters(user)
+        states = [state for state, _ in SyncState.choices]
+        kinds = []
+        for model in all_models():
+            counts = restrict(model.objects.all(), user, VIEW).aggregate(
+                total=Count("id"), **{state: Count("id", filter=Q(sync_state=state)) for state in states}
+            )
+            cells = [(state, counts[state]) for state in states]
+            kinds.append(
+                {
+                    "kind": model.kube.kind,
+                    "api_version": model.kube.api_version,
+                    "total": counts["total"],
+                    "cells": cells,
+                }
+            )
+        context["kinds"], context["states"] = kinds, states
+        accounts = team_accounts(pool_accounts(), namespace_predicate(user))
+        # pygal escapes every label it draws; the SVG is ours, not user HTML.
+        context["pool_chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""
+        context["accounts"] = accounts
+        rows = build_report(
+            default_policy(), ordering="-freed_bytes", models=restrict(InferenceModel.objects.all(), user)
+        )
+        context["savings"] = [row for row in rows if (row.freed_bytes or 0) > 0][:RECENT]
+        runs = restrict(InferenceRun.objects.select_related("cluster"), user, VIEW).order_by("-created_at")
+        context["runs"] = runs[:RECENT]
         return context

@@ -25,6 +25,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("accounts.urls")),
+    path("", include("models_app.urls")),
+    path("", include("runs_app.urls")),
     path("", include("scheduler.urls")),
     path("", include("scheduler.rightsizing.urls")),
     path("api/", include(api_patterns)),

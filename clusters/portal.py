@@ -1,0 +1,264 @@
+"""Portal building blocks shared by every mirrored kind: forms with per-field errors, YAML mode,
+the object page's sync/conflict/audit context and the conflict-resolution view.
+
+Every write goes through :mod:`clusters.services` (audit, apply on commit) and every read through
+``accounts.access.restrict``; validation is :func:`clusters.manifests.validate_manifest`, the
+single validator, whose error paths (``spec.memory``) decide which form field shows the error.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+import yaml
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views import View
+
+from accounts.access import ADD, CHANGE, VIEW, can_act_in, restrict
+from clusters.audit import Actor
+from clusters.forms import YAMLField, to_yaml
+from clusters.manifests import ManifestInvalid, validate_manifest
+from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
+from clusters.services import assign_manifest, resolve_conflict, save_portal_edit
+
+PORTAL = AuditEntry.Source.PORTAL
+
+
+def dig(data: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def _put(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        if not isinstance(data.get(key), dict):
+            data[key] = {}
+        data = data[key]
+    data[path[-1]] = value
+
+
+def _drop(data: dict[str, Any], path: tuple[str, ...]) -> None:
+    parent = dig(data, path[:-1]) if len(path) > 1 else data
+    if isinstance(parent, dict):
+        parent.pop(path[-1], None)
+
+
+def _path_under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith((prefix + ".", prefix + "["))
+
+
+class KubeObjectPageForm(forms.Form):
+    """Create or edit one mirrored object with a field per common spec entry plus the rest as YAML.
+
+    ``spec_fields`` maps form fields to spec paths. An error from the validator lands on the field
+    whose path it names (``spec.memory`` -> ``memory``), else on ``more_spec``, else on top.
+    Identity (cluster, namespace, name) is fixed once created, as in the cluster.
+    """
+
+    model: ClassVar[type[KubeObject]]
+    spec_fields: ClassVar[dict[str, tuple[str, ...]]] = {}
+    list_fields: ClassVar[tuple[str, ...]] = ()  # fields entered as comma-separated lists
+
+    cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
+    namespace = forms.CharField(max_length=63, initial="default")
+    name = forms.CharField(max_length=253)
+    labels = YAMLField(help_text="As YAML, e.g. 'team: vision'.", widget=forms.Textarea(attrs={"rows": 3}))
+    more_spec = YAMLField(label="More spec (YAML)", help_text="Any other spec fields, as YAML.")
+
+    def __init__(self, *args: Any, user: Any, instance: KubeObject | None = None, **kwargs: Any) -> None:
+        self.user, self.instance = user, instance
+        if instance is not None:
+            spec = copy.deepcopy(instance.spec or {})
+            initial = {"cluster": instance.cluster.name, "namespace": instance.namespace, "name": instance.name}
+            initial["labels"] = instance.labels
+            for field, path in self.spec_fields.items():
+                value = dig(spec, path)
+                initial[field] = ", ".join(value) if field in self.list_fields and value else value
+                _drop(spec, path)
+            initial["more_spec"] = spec
+            kwargs["initial"] = {**initial, **kwargs.get("initial", {})}
+        super().__init__(*args, **kwargs)
+        if instance is not None:
+            for field in ("cluster", "namespace", "name"):
+                self.fields[field].disabled = True
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        cluster, namespace, name = data.get("cluster"), data.get("namespace"), data.get("name")
+        if self.errors or cluster is None:
+            return data
+        action = CHANGE if self.instance else ADD
+        if not can_act_in(self.user, cluster.pk, namespace, action):
+            self.add_error(
+                "namespace", f"{namespace!r} in cluster {cluster.name} is not a namespace your teams may edit"
+            )
+            return data
+        if (
+            self.instance is None
+            and self.model.objects.filter(cluster=cluster, namespace=namespace, name=name).exists()
+        ):
+            self.add_error("name", f"{name!r} already exists in {cluster.name}/{namespace}")
+            return data
+        spec = copy.deepcopy(data.get("more_spec") or {})
+        for field, path in self.spec_fields.items():
+            value = data.get(field)
+            if field in self.list_fields:
+                value = [item.strip() for item in (value or "").split(",") if item.strip()]
+            if value not in (None, "", []):
+                _put(spec, path, value)
+            else:
+                _drop(spec, path)
+        metadata = {"name": name, "namespace": namespace, "labels": data.get("labels") or {}}
+        if self.instance is not None and self.instance.annotations:
+            metadata["annotations"] = self.instance.annotations
+        manifest = {"apiVersion": self.model.kube.api_version, "kind": self.model.kube.kind, "metadata": metadata}
+        try:
+            self.manifest = validate_manifest(self.model, {**manifest, "spec": spec})
+        except ManifestInvalid as invalid:
+            for error in invalid.errors:
+                self.add_error(self.field_for(error.path), error.message)
+        return data
+
+    def field_for(self, path: str) -> str | None:
+        """The form field that shows an error at manifest ``path``."""
+        for field, spec_path in self.spec_fields.items():
+            if _path_under(path, "spec." + ".".join(spec_path)):
+                return field
+        for field in ("name", "namespace", "labels"):
+            if _path_under(path, f"metadata.{field}"):
+                return field
+        return "more_spec" if _path_under(path, "spec") else None
+
+    def save(self, actor: Actor) -> KubeObject:
+        obj = self.instance or self.model(cluster=self.cleaned_data["cluster"])
+        assign_manifest(obj, self.manifest)
+        return save_portal_edit(obj, actor)
+
+
+class ManifestForm(forms.Form):
+    """YAML mode: one manifest pasted as ``kubectl get -o yaml`` prints it; errors listed with their paths."""
+
+    cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
+    manifest = forms.CharField(widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "class": "code"}))
+
+    def __init__(self, *args: Any, user: Any, model: type[KubeObject], instance: KubeObject | None = None, **kw):
+        self.user, self.model, self.instance = user, model, instance
+        if instance is not None:
+            manifest = instance.to_manifest()
+            manifest.pop("status", None)
+            kw["initial"] = {"cluster": instance.cluster.name, "manifest": to_yaml(manifest)}
+        super().__init__(*args, **kw)
+        if instance is not None:
+            self.fields["cluster"].disabled = True
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            document = yaml.safe_load(data["manifest"])
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            self.add_error("manifest", f"manifest: is not valid YAML{where}: {getattr(error, 'problem', error)}")
+            return data
+        if not isinstance(document, dict):
+            self.add_error("manifest", "manifest: must be one Kubernetes object (a mapping), not a list or scalar")
+            return data
+        try:
+            manifest = validate_manifest(self.model, document)
+        except ManifestInvalid as invalid:
+            for error in invalid.errors:
+                self.add_error(None, error.message)
+            return data
+        metadata, cluster = manifest["metadata"], data["cluster"]
+        if self.instance is not None:
+            for key in ("name", "namespace"):
+                if metadata[key] != getattr(self.instance, key):
+                    self.add_error(
+                        None, f"metadata.{key}: {metadata[key]!r} cannot change (is {getattr(self.instance, key)!r})"
+                    )
+                    return data
+        elif not can_act_in(self.user, cluster.pk, metadata["namespace"], ADD):
+            self.add_error(
+                None,
+                f"metadata.namespace: {metadata['namespace']!r} in cluster {cluster.name} "
+                "is not a namespace your teams may create in",
+            )
+            return data
+        elif self.model.objects.filter(
+            cluster=cluster, namespace=metadata["namespace"], name=metadata["name"]
+        ).exists():
+            self.add_error(
+                None, f"metadata.name: {metadata['name']!r} already exists in {cluster.name}/{metadata['namespace']}"
+            )
+            return data
+        self.validated = manifest
+        return data
+
+    def save(self, actor: Actor) -> KubeObject:
+        obj = self.instance or self.model(cluster=self.cleaned_data["cluster"])
+        assign_manifest(obj, self.validated)
+        return save_portal_edit(obj, actor)
+
+
+def visible_object(request: HttpRequest, model: type[KubeObject], pk: int, action: str = VIEW) -> KubeObject:
+    """The object if the user may ``action`` it, else 404 (never says whether it exists)."""
+    return get_object_or_404(restrict(model.objects.select_related("cluster"), request.user, action), pk=pk)
+
+
+def object_context(request: HttpRequest, obj: KubeObject) -> dict[str, Any]:
+    """What every object page shows: spec and status as YAML, conditions, sync state, conflict, audit."""
+    status = obj.status or {}
+    conflict = obj.conflict if obj.sync_state == SyncState.CONFLICT else None
+    model = type(obj)
+    can_change = (
+        request.user.has_perm(f"{model._meta.app_label}.change_{model._meta.model_name}")
+        and restrict(model.objects.filter(pk=obj.pk), request.user, CHANGE).exists()
+    )
+    return {
+        "obj": obj,
+        "kind": model.kube.kind,
+        "spec_yaml": to_yaml(obj.spec),
+        "status_yaml": to_yaml({k: v for k, v in status.items() if k != "conditions"}),
+        "conditions": status.get("conditions") if isinstance(status.get("conditions"), list) else [],
+        "conflict": conflict,
+        "audit": AuditEntry.objects.filter(kind=model.kube.kind, object_id=obj.pk).select_related("actor")[:50],
+        "can_change": can_change,
+        "resolve_url_name": f"{model._meta.model_name}-resolve-page",
+    }
+
+
+class ResolveConflictView(LoginRequiredMixin, View):
+    """POST take=portal|cluster: settle a Conflict through clusters.services.resolve_conflict."""
+
+    model: type[KubeObject] | None = None
+    http_method_names = ["post"]
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        obj = visible_object(request, self.model, pk, CHANGE)
+        meta = self.model._meta
+        if not request.user.has_perm(f"{meta.app_label}.change_{meta.model_name}"):
+            raise PermissionDenied(f"you need {meta.app_label}.change_{meta.model_name}")
+        try:
+            resolve_conflict(obj, request.POST.get("take", ""), Actor.from_request(request, PORTAL))
+        except ManifestInvalid as invalid:
+            messages.error(request, "; ".join(error.message for error in invalid.errors))
+        else:
+            messages.success(request, f"Conflict resolved: took the {request.POST['take']}'s values.")
+        return redirect(obj_url(obj))
+
+
+def obj_url(obj: KubeObject) -> str:
+    """Each kind names its page ``<model_name>-detail-page``."""
+    return reverse(f"{obj._meta.model_name}-detail-page", args=[obj.pk])

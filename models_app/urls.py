@@ -1,0 +1,19 @@
+"""Portal pages of the serving kinds (the API is in models_app/api/)."""
+
+from django.urls import path
+
+from models_app import views
+
+urlpatterns = [
+    path("models/", views.catalog_page, name="catalog"),
+    path("models/<slug:kind>/new/", views.model_form, name="model-create"),
+    path("models/<slug:kind>/new/yaml/", views.model_yaml, name="model-create-yaml"),
+    path("models/<slug:kind>/<int:pk>/edit/", views.model_form, name="model-edit"),
+    path("models/<slug:kind>/<int:pk>/yaml/", views.model_yaml, name="model-edit-yaml"),
+]
+for slug, model in views.KINDS.items():
+    name = model._meta.model_name
+    urlpatterns += [
+        path(f"models/{slug}/<int:pk>/", views.model_page, {"kind": slug}, name=f"{name}-detail-page"),
+        path(f"models/{slug}/<int:pk>/resolve/", views.resolve_view(model), name=f"{name}-resolve-page"),
+    ]

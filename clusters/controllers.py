@@ -93,7 +93,14 @@ def _reconcile_safely(row: KubeObject, now: datetime) -> ReconcileResult:
     """One reconcile whose cluster errors are logged and reported, so one object never stops a pass."""
     try:
         outcome = reconcile_row(row, now)
-    except GatewayError as error:
-        logger.warning("reconcile %s %s/%s: %s", row.kube.kind, row.namespace, row.name, error)
+    except Exception as error:
+        logger.warning(
+            "reconcile %s %s/%s: %s",
+            row.kube.kind,
+            row.namespace,
+            row.name,
+            error,
+            exc_info=not isinstance(error, GatewayError),
+        )
         outcome = f"error: {error}"
     return ReconcileResult(row.kube.kind, row.namespace, row.name, outcome)

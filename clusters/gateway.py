@@ -15,6 +15,7 @@ import json
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import urllib3
@@ -131,6 +132,9 @@ class ClusterGateway:
 
     def close(self) -> None:
         self.api_client.close()
+        ca_file = self.api_client.configuration.ssl_ca_cert
+        if ca_file and self.cluster.ca_cert and ca_file.startswith(tempfile.gettempdir()):
+            Path(ca_file).unlink(missing_ok=True)  # written by build_api_client for this client only
 
     def list_page(self, kind: KindInfo, namespace: str | None, limit: int, continue_token: str | None) -> ListPage:
         """One page of a paged list (``limit``/``continue``); GoneError when the token expired."""
@@ -308,7 +312,11 @@ class BuiltinResource:
             return None
 
     def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        created = self._call("create", namespace, body, field_manager=FIELD_MANAGER)
+        """Create; when another reconcile created it first (409 AlreadyExists), return that one."""
+        try:
+            created = self._call("create", namespace, body, field_manager=FIELD_MANAGER)
+        except ConflictError:
+            created = None
         return created or self.get(namespace, body["metadata"]["name"])
 
     def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:

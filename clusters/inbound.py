@@ -55,6 +55,21 @@ def upsert_from_cluster(
         if not created and obj.sync_state in PORTAL_AHEAD and not recreated:
             obj.save()
             return obj
+        if recreated and obj.sync_state in (SyncState.PENDING_APPLY, SyncState.ERROR, SyncState.CONFLICT):
+            # Deleted and created anew in the cluster while edited in the portal: a person decides.
+            _take_bookkeeping(obj, manifest)
+            obj.sync_state = SyncState.CONFLICT
+            obj.conflict = {
+                "resourceVersion": metadata.get("resourceVersion", ""),
+                "uid": metadata.get("uid", ""),
+                "cluster": cluster_document(manifest),
+                "fields": [],
+                "message": "re-created in the cluster while edited in the portal",
+            }
+            obj.last_error = obj.conflict["message"]
+            obj.save()
+            record(obj, AuditEntry.Action.CONFLICT, actor or Actor.cluster(manifest), message=obj.last_error)
+            return obj
         before = {} if created else obj.desired_document()
         _take_bookkeeping(obj, manifest)
         document = cluster_document(manifest)

@@ -97,8 +97,12 @@ def _apply(gateway: ClusterGateway, obj: KubeObject) -> Outcome:
             current = _read(gateway, obj)
             if current is None:
                 return _conflict(obj, None, [], "deleted in the cluster while edited in the portal")
-            if not _merge(obj, current):
+            merged = _merge(obj, current)
+            if merged is None:
+                return Outcome.NOTHING_TO_DO  # the row left PendingApply meanwhile (e.g. a delete was asked)
+            if not merged:
                 return Outcome.CONFLICT
+            obj = merged
             continue
         return _record_applied(obj, result, sent)
     raise StillConflicting(f"still stale after {MAX_MERGE_ROUNDS} merges")
@@ -115,8 +119,13 @@ def _read(gateway: ClusterGateway, obj: KubeObject) -> dict[str, Any] | None:
         raise TransientError(str(error), error.status, error.body) from None
 
 
-def _merge(obj: KubeObject, current: dict[str, Any]) -> bool:
-    """Three-way merge with the cluster's object; False (and the row in Conflict) when it cannot."""
+def _merge(obj: KubeObject, current: dict[str, Any]) -> KubeObject | bool | None:
+    """Three-way merge with the cluster's object.
+
+    Returns the merged row (saved, still PendingApply) to retry with, False when the row is now in
+    Conflict, or None when the row is no longer PendingApply (another intent, such as a delete,
+    took over and its own task handles it).
+    """
     theirs = cluster_document(current)
     portal = obj.desired_document()
     result = three_way_merge(obj.base_document(), portal, theirs)
@@ -144,28 +153,31 @@ def _merge(obj: KubeObject, current: dict[str, Any]) -> bool:
         _conflict(obj, current, [], f"both sides' changes together are invalid: {invalid}")
         return False
     with transaction.atomic():
-        locked = type(obj).objects.select_for_update().get(pk=obj.pk)
+        locked = type(obj).objects.select_for_update().select_related("cluster").get(pk=obj.pk)
+        if locked.sync_state != SyncState.PENDING_APPLY:
+            return None
         if locked.desired_document() != portal:
-            obj.set_desired(locked.desired_document())  # edited again meanwhile: merge that next round
-            return True
-        obj.set_desired(result.merged)
-        obj.set_base(theirs)
-        _take_bookkeeping(obj, current)
-        obj.status = current.get("status") or {}
-        obj.save()
+            return locked  # edited again meanwhile: merge that edit next round
+        locked.set_desired(result.merged)
+        locked.set_base(theirs)
+        _take_bookkeeping(locked, current)
+        locked.status = current.get("status") or {}
+        locked.save()
         record(
-            obj,
+            locked,
             AuditEntry.Action.MERGED,
             SYNC_ENGINE,
             json_diff(portal, result.merged),
-            message=f"merged with the cluster's resourceVersion {obj.resource_version}",
+            message=f"merged with the cluster's resourceVersion {locked.resource_version}",
         )
-    return True
+    return locked
 
 
 def _conflict(obj: KubeObject, current: dict[str, Any] | None, fields: list[dict[str, Any]], message: str) -> Outcome:
     with transaction.atomic():
         locked = type(obj).objects.select_for_update().get(pk=obj.pk)
+        if locked.sync_state == SyncState.DELETING:
+            return Outcome.NOTHING_TO_DO  # a delete was asked meanwhile: it wins over the edit
         locked.sync_state = SyncState.CONFLICT
         locked.conflict = {
             "resourceVersion": (current or {}).get("metadata", {}).get("resourceVersion", ""),

@@ -9,6 +9,7 @@ and the rest go through :func:`clusters.inbound.upsert_from_cluster` one by one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -71,21 +72,31 @@ def resync_namespace(
     page_size: int = PAGE_SIZE,
 ) -> str:
     """Resync one namespace (None: all); returns the list's resourceVersion, where a watch starts."""
+    started = timezone.now()
     items, resource_version = list_all(gateway, model, namespace, page_size)
     report.resource_versions[namespace] = resource_version
     report.listed += len(items)
     report.written += ingest_items(model, gateway.cluster, items)
-    report.deleted += _tombstone_missing(model, gateway.cluster, namespace, items)
+    report.deleted += _tombstone_missing(model, gateway.cluster, namespace, items, started)
     return resource_version
 
 
 def ingest_items(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]]) -> int:
-    """Upsert listed objects that are new or changed; returns how many rows were written."""
+    """Upsert listed objects that are new or changed; returns how many rows were written.
+
+    The rows' states are read under row locks in the same transaction as the writes, so a portal
+    edit saved meanwhile waits and is never overwritten by the cluster's older spec.
+    """
+    with transaction.atomic():
+        return _ingest_locked(model, cluster, items)
+
+
+def _ingest_locked(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]]) -> int:
     known = {
         (namespace, name): (uid, resource_version, state)
-        for namespace, name, uid, resource_version, state in model.objects.filter(cluster=cluster).values_list(
-            "namespace", "name", "uid", "resource_version", "sync_state"
-        )
+        for namespace, name, uid, resource_version, state in model.objects.select_for_update()
+        .filter(cluster=cluster)
+        .values_list("namespace", "name", "uid", "resource_version", "sync_state")
     }
     bulk: list[dict[str, Any]] = []
     written = 0
@@ -181,11 +192,16 @@ def _audit_entries(model, cluster, items, keys, pks, before):
 
 
 def _tombstone_missing(
-    model: type[KubeObject], cluster: Cluster, namespace: str | None, items: list[dict[str, Any]]
+    model: type[KubeObject], cluster: Cluster, namespace: str | None, items: list[dict[str, Any]], started: datetime
 ) -> int:
     """A relist never reports deletions: rows the cluster had but no longer lists are tombstoned."""
     listed = {(item["metadata"].get("namespace") or "default", item["metadata"]["name"]) for item in items}
-    rows = model.objects.filter(cluster=cluster).exclude(uid="").exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
+    # Rows written after the list began (by the watcher) may hold objects the list could not see yet.
+    rows = (
+        model.objects.filter(cluster=cluster, updated_at__lt=started)
+        .exclude(uid="")
+        .exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
+    )
     if namespace:
         rows = rows.filter(namespace=namespace)
     gone = [

@@ -97,9 +97,16 @@ class KindWatcher:
                 except GoneError:
                     logger.info("%s: resourceVersion %s expired; relisting", self.name, self.resource_version)
                     self.resource_version = None
-                except GatewayError as error:
+                except Exception as error:
                     delay = backoff.next_delay()
-                    logger.warning("%s: %s; reconnecting in %.1f s", self.name, error, delay)
+                    logger.warning(
+                        "%s: %s; reconnecting in %.1f s",
+                        self.name,
+                        error,
+                        delay,
+                        exc_info=not isinstance(error, GatewayError),
+                    )
+                    connection.close()
                     self.stop.wait(delay)
         finally:
             connection.close()

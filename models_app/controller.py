@@ -217,7 +217,9 @@ def _deployment(cr: dict[str, Any], replicas: int, now: datetime) -> dict[str, A
     metadata, spec = cr["metadata"], cr["spec"]
     labels = deployment_labels(cr)
     requested = last_request_time(cr) or now
-    selector = {"app.kubernetes.io/name": metadata["name"], "inference.eh-ops.io/model": spec["modelName"]}
+    # Selectors cannot change after creation: select on the object's name only, so editing
+    # modelName relabels the pods instead of breaking every later update with a 422.
+    selector = {"app.kubernetes.io/name": metadata["name"]}
     port = urlsplit(spec["backendUrl"]).port or 8000
     return {
         "apiVersion": "apps/v1",

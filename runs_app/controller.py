@@ -12,6 +12,7 @@ finished run is never started again when its Job disappears: the phase is checke
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import datetime
@@ -28,6 +29,7 @@ TERMINAL = ("Succeeded", "Failed")
 CONTRACT_KEY = "contract.json"
 CONTRACT_DIR = "/etc/inference"
 MAX_NAME = 63
+TEMPLATE_DIGEST = "ai.krateo.io/template-digest"
 
 
 def job_name(run_name: str, uid: str) -> str:
@@ -118,20 +120,7 @@ def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: dat
         else:
             contract = build_contract(run, config, name)
             status["contract"] = json.dumps(contract, sort_keys=True)
-            if configmaps.get(row.namespace, f"{name}-contract") is None:
-                configmaps.create(
-                    row.namespace,
-                    {
-                        "apiVersion": "v1",
-                        "kind": "ConfigMap",
-                        "metadata": {
-                            "name": f"{name}-contract",
-                            "namespace": row.namespace,
-                            "ownerReferences": _owner(run),
-                        },
-                        "data": {CONTRACT_KEY: json.dumps(contract, indent=2)},
-                    },
-                )
+            _ensure_contract(configmaps, run, name, contract)
             if run["spec"].get("schedule"):
                 outcome = _ensure_cronjob(cronjobs, run, config, name, status, now)
             else:
@@ -140,6 +129,24 @@ def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: dat
         run = gateway.patch_status(KIND, row.namespace, row.name, status)
         upsert_from_cluster(InferenceRun, row.cluster, run)
     return outcome
+
+
+def _ensure_contract(configmaps, run: dict[str, Any], name: str, contract: dict[str, Any]) -> None:
+    """The contract ConfigMap, kept equal to the run and its config (edits reach the next Job)."""
+    namespace, data = run["metadata"]["namespace"], {CONTRACT_KEY: json.dumps(contract, indent=2)}
+    current = configmaps.get(namespace, f"{name}-contract")
+    if current is None:
+        configmaps.create(
+            namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "data": data,
+                "metadata": {"name": f"{name}-contract", "namespace": namespace, "ownerReferences": _owner(run)},
+            },
+        )
+    elif current.get("data") != data:
+        configmaps.patch(namespace, f"{name}-contract", {"data": data})
 
 
 def _phase(status: dict[str, Any], phase: str, message: str, now: datetime, run: dict[str, Any]) -> dict[str, Any]:
@@ -204,11 +211,16 @@ def _ensure_cronjob(cronjobs, run, config, name, status, now) -> str:
             "jobTemplate": {"spec": _job_spec(run, config, name)},
         },
     }
+    # The API server adds defaults to the job template, so compare a digest of what we asked for.
+    digest = hashlib.sha256(json.dumps(body["spec"], sort_keys=True).encode()).hexdigest()[:16]
+    body["metadata"]["annotations"] = {TEMPLATE_DIGEST: digest}
     cronjob = cronjobs.get(namespace, name)
     if cronjob is None:
         cronjob = cronjobs.create(namespace, body)
-    elif cronjob["spec"].get("schedule") != run["spec"]["schedule"]:
-        cronjob = cronjobs.patch(namespace, name, {"spec": {"schedule": run["spec"]["schedule"]}})
+    elif (cronjob["metadata"].get("annotations") or {}).get(TEMPLATE_DIGEST) != digest:
+        cronjob = cronjobs.patch(
+            namespace, name, {"metadata": {"annotations": {TEMPLATE_DIGEST: digest}}, "spec": body["spec"]}
+        )
     status["jobRef"] = {"name": name, "namespace": namespace, "uid": cronjob["metadata"].get("uid", "")}
     last = (cronjob.get("status") or {}).get("lastScheduleTime")
     message = f"scheduled '{run['spec']['schedule']}'" + (f"; last run {last}" if last else "; not run yet")

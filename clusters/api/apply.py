@@ -18,7 +18,7 @@ from clusters.api.parsers import PlainTextYAMLParser, TextYAMLParser, YAMLParser
 from clusters.api.views import CLUSTER_PARAMETER
 from clusters.audit import Actor
 from clusters.manifests import resolve_kind, validate_manifest
-from clusters.models import AuditEntry, Cluster, KubeObject
+from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.services import assign_manifest, resolve_cluster, save_portal_edit
 from clusters.validation import ManifestInvalid
 
@@ -112,7 +112,7 @@ class ApplyView(APIView):
             obj = model(cluster=cluster)
         before = obj.to_manifest() if obj.pk else None
         assign_manifest(obj, manifest)
-        if before is not None and before == obj.to_manifest():
+        if before is not None and before == obj.to_manifest() and obj.sync_state == SyncState.SYNCED:
             action = "unchanged"
         else:
             save_portal_edit(obj, actor)

@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 from django.conf import settings
 
+from clusters.models import Cluster
 from models_app.models import InferenceModel, KubeAIModel
 from runs_app.models import InferenceRun
 
@@ -17,7 +18,8 @@ def post_yaml(client, text: str, query: str = ""):
     return client.post(f"/api/apply/{query}", data=text, content_type="application/yaml")
 
 
-def test_all_samples_in_one_yaml_file_create_then_are_unchanged(editor, cluster) -> None:
+def test_all_samples_in_one_yaml_file_create_then_are_unchanged(editor, db) -> None:
+    Cluster.objects.create(name="demo", auth_method=Cluster.AuthMethod.SNAPSHOT)  # saved rows are Synced at once
     first = post_yaml(editor, ALL_SAMPLES_YAML)
     assert first.status_code == 200, first.json()
     assert {row["action"] for row in first.json()} == {"created"}
@@ -25,6 +27,13 @@ def test_all_samples_in_one_yaml_file_create_then_are_unchanged(editor, cluster)
     again = post_yaml(editor, ALL_SAMPLES_YAML)
     assert {row["action"] for row in again.json()} == {"unchanged"}
     assert InferenceModel.objects.count() == 5 and InferenceRun.objects.count() == 1
+
+
+def test_applying_again_retries_rows_that_are_not_synced(editor, cluster) -> None:
+    post_yaml(editor, ALL_SAMPLES_YAML)
+    InferenceModel.objects.filter(name="mistral-7b").update(sync_state="Error", last_error="422 from the cluster")
+    again = {(row["name"], row["action"]) for row in post_yaml(editor, ALL_SAMPLES_YAML).json()}
+    assert ("mistral-7b", "updated") in again and ("llama-2-70b", "updated") in again  # never applied yet
 
 
 def test_update_and_create_in_one_request(editor, cluster) -> None:

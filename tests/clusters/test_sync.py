@@ -263,6 +263,37 @@ class TestFaults:
         resync_all_clusters()
         assert row().sync_state == SyncState.SYNCED
 
+    def _pending_edit(self, editor, kube) -> InferenceModel:
+        """A synced object with a portal edit that could not be applied yet (transient 500)."""
+        obj = create_through_api(editor, kube)
+        kube.server.inject("patch", "inferencemodels", status=500, times=1)
+        editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "12Gi"}}, format="json")
+        assert row().sync_state == SyncState.PENDING_APPLY
+        return obj
+
+    def test_resync_never_overwrites_a_pending_edit(self, live_cluster, kube, editor) -> None:
+        self._pending_edit(editor, kube)
+        theirs = kube.read(KIND, "mistral-7b")
+        theirs["status"] = {"ready": True}
+        kube.write(theirs)
+        resync_cluster(live_cluster)
+        assert (row().sync_state, row().spec["memory"], row().status) == (
+            SyncState.PENDING_APPLY,
+            "12Gi",
+            {"ready": True},
+        )
+        apply_object(InferenceModel, row().pk)
+        assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "12Gi"
+
+    def test_object_recreated_in_the_cluster_while_edited_becomes_a_conflict(self, live_cluster, kube, editor):
+        self._pending_edit(editor, kube)
+        kube.remove(KIND, "mistral-7b")
+        kube.write(sample_manifest("inferencemodel-mistral-7b.yaml", kube.namespace))  # same name, new uid
+        resync_cluster(live_cluster)
+        conflicted = row()
+        assert conflicted.sync_state == SyncState.CONFLICT and conflicted.spec["memory"] == "12Gi"
+        assert conflicted.conflict["message"] == "re-created in the cluster while edited in the portal"
+
     def test_watch_410_relists_and_misses_nothing(self, live_cluster, kube, watcher) -> None:
         kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml"))
         wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b").exists())
@@ -380,7 +411,9 @@ def test_admin_shows_conflicts_and_resolves_them(live_cluster, kube, editor, cli
     page = client.get(reverse("admin:models_app_inferencemodel_change", args=[obj.pk])).content.decode()
     assert "<code>spec.memory</code></td><td>&quot;8Gi&quot;</td><td>&quot;12Gi&quot;</td><td>&quot;16Gi&quot;" in page
     assert "conflict" in page.lower() and "applied" in page.lower()  # audit history
-    response = client.post(reverse("admin:models_app_inferencemodel_changelist"),
-                           {"action": "resolve_take_cluster", "_selected_action": [obj.pk]})
+    response = client.post(
+        reverse("admin:models_app_inferencemodel_changelist"),
+        {"action": "resolve_take_cluster", "_selected_action": [obj.pk]},
+    )
     assert response.status_code == 302
     assert row().sync_state == SyncState.SYNCED and row().spec["memory"] == "16Gi"

@@ -197,3 +197,15 @@ def test_missing_config_keeps_the_run_pending_naming_it(managed) -> None:
     status = run_status(kube)
     assert status["phase"] == "Pending"
     assert status["message"] == f"InferenceConfig {NS}/example-inference-config not found"
+
+
+def test_contract_follows_edits_of_the_run(managed, run) -> None:
+    kube, _ = managed
+    kube.sync()
+    name = run_status(kube)["jobRef"]["name"]
+    edited = kube.read(KIND, "iris-run-january", NS)
+    edited["spec"]["parameters"] = {"input_table_name": "february"}
+    kube.write(edited)
+    kube.sync()
+    configmap = kube.server.get_object("", "v1", "configmaps", NS, f"{name}-contract")
+    assert json.loads(configmap["data"]["contract.json"])["parameters"] == {"input_table_name": "february"}

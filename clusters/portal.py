@@ -16,7 +16,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views import View
@@ -29,6 +29,16 @@ from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.services import assign_manifest, resolve_conflict, save_portal_edit
 
 PORTAL = AuditEntry.Source.PORTAL
+
+
+def non_empty(params: QueryDict) -> QueryDict:
+    """The query without empty values: a filter form submits every field, and an empty choice is "any"."""
+    cleaned = QueryDict(mutable=True)
+    for key, values in params.lists():
+        kept = [value for value in values if value != ""]
+        if kept:
+            cleaned.setlist(key, kept)
+    return cleaned
 
 
 def dig(data: Any, path: tuple[str, ...]) -> Any:
@@ -88,6 +98,8 @@ class KubeObjectPageForm(forms.Form):
             initial["more_spec"] = spec
             kwargs["initial"] = {**initial, **kwargs.get("initial", {})}
         super().__init__(*args, **kwargs)
+        # identity first, then the kind's own fields, the free-form YAML last
+        self.order_fields(["cluster", "namespace", "name", *self.spec_fields, "labels", "more_spec"])
         if instance is not None:
             for field in ("cluster", "namespace", "name"):
                 self.fields[field].disabled = True

@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.permissions import IsAuthenticated
 
 from clusters.views import HomeView
 
@@ -15,8 +16,13 @@ api_patterns = [
     path("", include("scheduler.api.urls")),
     path("", include("scheduler.rightsizing.api.urls")),
     path("token/", obtain_auth_token, name="api-token"),
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # anonymous users see nothing but the login page: the schema and its docs need a login too
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]), name="api-schema"),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[IsAuthenticated]),
+        name="api-docs",
+    ),
 ]
 
 urlpatterns = [

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django.db.models import CharField, F, IntegerField, QuerySet, Value
+from django.db.models import CharField, F, PositiveSmallIntegerField, QuerySet, Value
+from django.db.models.functions import Cast
 
 from accounts.access import VIEW, restrict
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet
@@ -56,7 +57,9 @@ def catalog(params: Mapping[str, str], user: Any) -> QuerySet:
         if not filterset.is_valid():
             field, errors = next(iter(filterset.errors.items()))
             raise CatalogError(f"{field}: {params.get(field)!r} {errors[0]}")
-        utilization = F("utilization_percent") if model is InferenceModel else Value(None, output_field=IntegerField())
+        # a typed NULL: PostgreSQL refuses a UNION of smallint and an untyped (text) NULL
+        no_utilization = Cast(Value(None), output_field=PositiveSmallIntegerField())
+        utilization = F("utilization_percent") if model is InferenceModel else no_utilization
         parts.append(
             filterset.qs.order_by()
             .annotate(

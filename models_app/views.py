@@ -20,7 +20,15 @@ from django.utils.safestring import mark_safe
 from accounts.access import CHANGE, VIEW, restrict
 from clusters.audit import Actor
 from clusters.models import Cluster, KubeObject, SyncState
-from clusters.portal import PORTAL, ManifestForm, ResolveConflictView, obj_url, object_context, visible_object
+from clusters.portal import (
+    PORTAL,
+    ManifestForm,
+    ResolveConflictView,
+    non_empty,
+    obj_url,
+    object_context,
+    visible_object,
+)
 from models_app.catalog import COLUMN_LABELS, CatalogError, catalog, filter_choices
 from models_app.charts import memory_chart
 from models_app.forms import FORMS, crd_enum
@@ -44,7 +52,7 @@ def _model(kind: str) -> type[KubeObject]:
 @login_required
 def catalog_page(request: HttpRequest) -> HttpResponse:
     try:
-        rows = catalog(request.GET, request.user)
+        rows = catalog(non_empty(request.GET), request.user)
     except CatalogError as error:
         return HttpResponse(str(error), status=400, content_type="text/plain")
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))

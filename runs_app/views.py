@@ -15,8 +15,9 @@ from django.shortcuts import redirect, render
 
 from accounts.access import VIEW, restrict
 from clusters.audit import Actor
+from clusters.forms import to_yaml
 from clusters.models import Cluster
-from clusters.portal import PORTAL, object_context, visible_object
+from clusters.portal import PORTAL, non_empty, object_context, visible_object
 from clusters.services import assign_manifest, save_portal_edit
 from runs_app.filtersets import InferenceRunFilterSet
 from runs_app.forms import RunForm
@@ -29,7 +30,7 @@ PAGE_SIZE = 25
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
     runs = restrict(InferenceRun.objects.select_related("cluster"), request.user, VIEW).order_by("-created_at")
-    filterset = InferenceRunFilterSet(request.GET, queryset=runs)
+    filterset = InferenceRunFilterSet(non_empty(request.GET), queryset=runs)
     if not filterset.is_valid():
         field, errors = next(iter(filterset.errors.items()))
         return HttpResponse(f"{field}: {request.GET.get(field)!r} {errors[0]}", status=400, content_type="text/plain")
@@ -92,6 +93,8 @@ def _status_context(run: InferenceRun) -> dict[str, Any]:
         "contract": json.dumps(contract, indent=2, sort_keys=True) if contract is not None else None,
         "contract_configmap": f"{job['name']}-contract" if job.get("name") else None,
         "finished": status.get("phase") in TERMINAL,
+        "conditions": status.get("conditions") if isinstance(status.get("conditions"), list) else [],
+        "status_yaml": to_yaml({k: v for k, v in status.items() if k not in ("conditions", "contract")}),
     }
 
 

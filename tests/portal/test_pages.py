@@ -34,7 +34,7 @@ def test_catalog_filters_sorts_and_paginates(world):
     browser = world.browser("staff")
     every = text(browser.get("/models/"))
     assert "6 models" in every  # 3 serving kinds x 2 namespaces
-    only = text(browser.get("/models/", {"kind": "Model", "namespace": "vision"}))
+    only = text(browser.get("/models/", {"kind": "Model", "namespace": "vision", "sync_state": "", "ready": ""}))
     assert "1 model." in only and "gemma2-2b-cpu" in only and "llama-2-70b" not in only
     featured = text(browser.get("/models/", {"feature": "TextGeneration"}))
     assert "2 models" in featured and "qwen3-8b" not in featured  # only KubeAI models have features

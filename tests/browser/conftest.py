@@ -1,0 +1,58 @@
+"""One headless Chromium per session (Debian's ``chromium``, driven by Playwright; never downloaded)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests.accounts.conftest import world  # noqa: F401 - a fixture
+
+SCREENSHOTS = Path(settings.BASE_DIR) / "test-artifacts" / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.fail("Debian's chromium is not installed (.ci/setup.d/chromium.sh installs it)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop on this thread; the test's own ORM calls are still
+    # synchronous, so Django's async-safety guard is lifted for the browser tests only.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, live_server, transactional_db):
+    """A fresh browser context per test (its own cookies), with ``page.goto("/path")`` on the live server."""
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+@pytest.fixture
+def shoot():
+    """``shoot(page, "catalog")`` saves test-artifacts/screenshots/catalog.png (full page)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def save(tab, name: str) -> Path:
+        path = SCREENSHOTS / f"{name}.png"
+        tab.screenshot(path=str(path), full_page=True)
+        return path
+
+    return save

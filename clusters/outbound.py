@@ -135,6 +135,7 @@ def _merge(obj: KubeObject, current: dict[str, Any]) -> KubeObject | bool | None
             current,
             [conflict.as_dict() for conflict in result.conflicts],
             f"{len(result.conflicts)} field(s) changed differently in the portal and the cluster",
+            merged=(portal, result.merged),
         )
         return False
     merged_manifest = {
@@ -173,11 +174,22 @@ def _merge(obj: KubeObject, current: dict[str, Any]) -> KubeObject | bool | None
     return locked
 
 
-def _conflict(obj: KubeObject, current: dict[str, Any] | None, fields: list[dict[str, Any]], message: str) -> Outcome:
+def _conflict(
+    obj: KubeObject,
+    current: dict[str, Any] | None,
+    fields: list[dict[str, Any]],
+    message: str,
+    merged: tuple[dict[str, Any], dict[str, Any]] | None = None,
+) -> Outcome:
+    """Hold the row in Conflict. With ``merged`` = (portal document merged from, merge result), the
+    row takes the result: the cluster's disjoint changes, the portal's values where they conflict,
+    so resolving by keeping the portal or by editing never undoes a cluster change nobody disputed."""
     with transaction.atomic():
         locked = type(obj).objects.select_for_update().get(pk=obj.pk)
         if locked.sync_state == SyncState.DELETING:
             return Outcome.NOTHING_TO_DO  # a delete was asked meanwhile: it wins over the edit
+        if merged and locked.desired_document() == merged[0]:
+            locked.set_desired(merged[1])
         locked.sync_state = SyncState.CONFLICT
         locked.conflict = {
             "resourceVersion": (current or {}).get("metadata", {}).get("resourceVersion", ""),

@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.permissions import IsAuthenticated
 
-from clusters.views import HomeView
+from config.dashboard import HomeView
 
 api_patterns = [
     path("", include("clusters.api.urls")),

@@ -1,5 +1,8 @@
 """The portal's dashboard: clusters and their sync health, objects by kind and sync state, pool
-usage, the largest right-sizing savings and recent runs, all within the user's teams' namespaces."""
+usage, the largest right-sizing savings and recent runs, all within the user's teams' namespaces.
+
+It composes every app, so it lives in ``config/`` (which depends on the apps), not in ``clusters/``
+(which knows no concrete kind)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,13 @@ from django.views.generic import TemplateView
 from accounts.access import VIEW, grants_of, is_unrestricted, namespace_predicate, restrict
 from clusters.kinds import all_models
 from clusters.models import Cluster, SyncState
+from models_app.models import InferenceModel
+from runs_app.models import InferenceRun
+from scheduler.accounting import pool_accounts
+from scheduler.charts import pool_usage_chart
+from scheduler.rightsizing.conf import default_policy
+from scheduler.rightsizing.report import build_report
+from scheduler.visibility import team_accounts
 
 RECENT = 8
 
@@ -30,14 +40,6 @@ class HomeView(LoginRequiredMixin, TemplateView):
     template_name = "home.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        from models_app.models import InferenceModel
-        from runs_app.models import InferenceRun
-        from scheduler.accounting import pool_accounts
-        from scheduler.charts import pool_usage_chart
-        from scheduler.rightsizing.conf import default_policy
-        from scheduler.rightsizing.report import build_report
-        from scheduler.visibility import team_accounts
-
         user = self.request.user
         context = super().get_context_data(**kwargs)
         context["clusters"] = visible_clusters(user)

@@ -28,11 +28,27 @@ logger = logging.getLogger(__name__)
 
 Reconciler = Callable[[ClusterGateway, KubeObject, datetime], str]
 _reconcilers: dict[str, Reconciler] = {}
+_children: dict[str, tuple[ChildKind, ...]] = {}
 
 
-def register_controller(kind: str, reconcile: Reconciler) -> None:
-    """Called from an app's ``ready()``: ``reconcile(gateway, row, now) -> outcome text``."""
+@dataclass(frozen=True)
+class ChildKind:
+    """A built-in kind a controller creates and owns; the watcher follows it (by label) to reconcile the owner."""
+
+    api_version: str
+    kind: str
+    selector: str
+
+
+def register_controller(kind: str, reconcile: Reconciler, children: tuple[ChildKind, ...] = ()) -> None:
+    """Called from an app's ``ready()``: ``reconcile(gateway, row, now) -> outcome text``; ``children``
+    are the owned kinds whose changes should wake the owner's reconcile at once."""
     _reconcilers[kind] = reconcile
+    _children[kind] = children
+
+
+def controller_children(kind: str) -> tuple[ChildKind, ...]:
+    return _children.get(kind, ())
 
 
 def controllable_kinds() -> list[str]:

@@ -90,6 +90,18 @@ def _translated() -> Iterator[None]:
         raise TransientError(f"connection failed: {type(error).__name__}") from None
 
 
+def _stream_events(response: Any) -> Iterator[dict[str, Any]]:
+    """Decode a watch response line by line (JSON per line), always releasing the connection."""
+    try:
+        with _translated():
+            for line in iter_resp_lines(response):
+                if line.strip():
+                    yield json.loads(line)
+    finally:
+        response.close()
+        response.release_conn()
+
+
 @dataclass
 class ListPage:
     items: list[dict[str, Any]]
@@ -270,14 +282,7 @@ class ClusterGateway:
                 )
             else:
                 response = self.custom.list_cluster_custom_object(kind.group, kind.version, kind.plural, **kwargs)
-        try:
-            with _translated():
-                for line in iter_resp_lines(response):
-                    if line.strip():
-                        yield json.loads(line)
-        finally:
-            response.close()
-            response.release_conn()
+        yield from _stream_events(response)
 
 
 _BUILTIN_APIS = {
@@ -303,6 +308,29 @@ class BuiltinResource:
         with _translated():
             result = method(*args, _request_timeout=self.gateway.timeout, **kwargs)
         return None if result is None else self.gateway.api_client.sanitize_for_serialization(result)
+
+    def list(self, label_selector: str) -> tuple[list[dict[str, Any]], str]:
+        """Every object with the labels in all namespaces, and the list's resourceVersion."""
+        method = getattr(self.api, f"list_{self.snake}_for_all_namespaces")
+        with _translated():
+            result = method(label_selector=label_selector, _request_timeout=self.gateway.timeout * 3)
+        body = self.gateway.api_client.sanitize_for_serialization(result)
+        return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
+
+    def watch(self, label_selector: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        """Raw watch events of the labelled objects in all namespaces (see ClusterGateway.watch)."""
+        method = getattr(self.api, f"list_{self.snake}_for_all_namespaces")
+        with _translated():
+            response = method(
+                label_selector=label_selector,
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_seconds,
+                _preload_content=False,
+                _request_timeout=(self.gateway.timeout, timeout_seconds + self.gateway.timeout),
+            )
+        yield from _stream_events(response)
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""

@@ -15,16 +15,17 @@ import random
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import close_old_connections, connection, connections
 
+from clusters.controllers import ChildKind, controller_children
 from clusters.gateway import ClusterGateway, GatewayError, GoneError, TransientError
 from clusters.inbound import mark_deleted_in_cluster, upsert_from_cluster
 from clusters.kinds import all_models
-from clusters.models import Cluster, KubeObject
+from clusters.models import Cluster, KubeObject, SyncState
 from clusters.resync import ResyncReport, resync_namespace
 
 logger = logging.getLogger(__name__)
@@ -54,28 +55,37 @@ class WatchSettings:
     backoff: Callable[[], Backoff] = Backoff
 
 
-class KindWatcher:
-    """Keeps the rows of one (cluster, kind, namespace) current until ``stop`` is set."""
+class WatchLoop:
+    """One list-then-watch loop until ``stop``: relist on 410, reconnect with backoff on any error.
+
+    Subclasses say how to relist (returning the resourceVersion to watch from), how to open the
+    stream, and what an event does.
+    """
 
     def __init__(
         self,
         cluster: Cluster,
-        model: type[KubeObject],
-        namespace: str | None,
         stop: threading.Event,
         settings: WatchSettings | None = None,
         gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
     ):
-        self.cluster, self.model, self.namespace, self.stop = cluster, model, namespace, stop
+        self.cluster, self.stop = cluster, stop
         self.settings = settings or WatchSettings()
         self.gateway_factory = gateway_factory
         self.resource_version: str | None = None
         self.events_handled = 0
         self.relists = 0
 
-    @property
-    def name(self) -> str:
-        return f"{self.cluster.name}/{self.model.kube.plural}/{self.namespace or '*'}"
+    name = "watch"
+
+    def relist(self, gateway: ClusterGateway) -> str:
+        raise NotImplementedError
+
+    def stream(self, gateway: ClusterGateway, timeout: int) -> Iterator[dict[str, Any]]:
+        raise NotImplementedError
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
 
     def run(self) -> None:
         backoff = self.settings.backoff()
@@ -87,10 +97,11 @@ class KindWatcher:
                     try:
                         if self.resource_version is None:
                             self.relists += 1
-                            self.resource_version = resync_namespace(
-                                gateway, self.model, self.namespace, ResyncReport(self.model.kube.kind)
-                            )
-                        self._watch(gateway)
+                            self.resource_version = self.relist(gateway)
+                        for event in self.stream(gateway, random.randint(*self.settings.timeout_range)):
+                            if self.stop.is_set():
+                                return
+                            self.handle(event)
                     finally:
                         gateway.close()
                     backoff.stream_lasted(time.monotonic() - started)
@@ -111,34 +122,111 @@ class KindWatcher:
         finally:
             connection.close()
 
-    def _watch(self, gateway: ClusterGateway) -> None:
-        timeout = random.randint(*self.settings.timeout_range)
-        for event in gateway.watch(self.model.kube, self.namespace, self.resource_version or "", timeout):
-            if self.stop.is_set():
-                return
-            self.handle(event)
-
     def handle(self, event: dict[str, Any]) -> None:
-        """Apply one watch event to the database and advance the tracked resourceVersion."""
-        kind, obj = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
+        """Act on one watch event and advance the tracked resourceVersion (bookmarks included)."""
+        event_type, obj = event.get("type"), event.get("object") or {}
+        if event_type == "ERROR":
             code = obj.get("code")
             message = obj.get("message", "watch error")
             raise GoneError(message, 410) if code == 410 else TransientError(message, code or 0)
-        metadata = obj.get("metadata") or {}
         close_old_connections()
-        if kind in ("ADDED", "MODIFIED"):
+        if event_type != "BOOKMARK":
+            self.apply(event_type, obj)
+            self.events_handled += 1
+        self.resource_version = (obj.get("metadata") or {}).get("resourceVersion") or self.resource_version
+
+
+class KindWatcher(WatchLoop):
+    """Keeps the rows of one (cluster, kind, namespace) current; queues reconciles for managed kinds."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        model: type[KubeObject],
+        namespace: str | None,
+        stop: threading.Event,
+        settings: WatchSettings | None = None,
+        gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
+    ):
+        super().__init__(cluster, stop, settings, gateway_factory)
+        self.model, self.namespace = model, namespace
+
+    @property
+    def name(self) -> str:
+        return f"{self.cluster.name}/{self.model.kube.plural}/{self.namespace or '*'}"
+
+    def relist(self, gateway: ClusterGateway) -> str:
+        """Resync, and (like a controller's initial list) reconcile every object of a managed kind."""
+        resource_version = resync_namespace(gateway, self.model, self.namespace, ResyncReport(self.model.kube.kind))
+        if self.cluster.manages(self.model.kube.kind):
+            from clusters.tasks import enqueue_reconcile
+
+            rows = self.model.objects.filter(cluster=self.cluster).exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
+            for row in (rows.filter(namespace=self.namespace) if self.namespace else rows).select_related("cluster"):
+                enqueue_reconcile(row)
+        return resource_version
+
+    def stream(self, gateway: ClusterGateway, timeout: int) -> Iterator[dict[str, Any]]:
+        return gateway.watch(self.model.kube, self.namespace, self.resource_version or "", timeout)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        if event_type in ("ADDED", "MODIFIED"):
             row = upsert_from_cluster(self.model, self.cluster, obj)
             if row is not None and self.cluster.manages(self.model.kube.kind):
                 from clusters.tasks import enqueue_reconcile
 
                 enqueue_reconcile(row)
-        elif kind == "DELETED":
+        elif event_type == "DELETED":
             mark_deleted_in_cluster(
                 self.model, self.cluster, metadata.get("namespace") or "default", metadata["name"], metadata.get("uid")
             )
-        self.resource_version = metadata.get("resourceVersion") or self.resource_version
-        self.events_handled += kind != "BOOKMARK"
+
+
+class ChildWatcher(WatchLoop):
+    """Watches the objects a managed kind owns (Deployments, Jobs) and reconciles their owner at once,
+    so a pod becoming ready reaches the model's status within a second, not a polling interval."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        owner: type[KubeObject],
+        child: ChildKind,
+        stop: threading.Event,
+        settings: WatchSettings | None = None,
+        gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
+    ):
+        super().__init__(cluster, stop, settings, gateway_factory)
+        self.owner, self.child = owner, child
+
+    @property
+    def name(self) -> str:
+        return f"{self.cluster.name}/{self.child.kind}s of {self.owner.kube.plural}"
+
+    def relist(self, gateway: ClusterGateway) -> str:
+        items, resource_version = gateway.builtin(self.child.api_version, self.child.kind).list(self.child.selector)
+        for item in items:
+            self.apply("ADDED", item)
+        return resource_version
+
+    def stream(self, gateway: ClusterGateway, timeout: int) -> Iterator[dict[str, Any]]:
+        resource = gateway.builtin(self.child.api_version, self.child.kind)
+        return resource.watch(self.child.selector, self.resource_version or "", timeout)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        for reference in metadata.get("ownerReferences") or []:
+            if reference.get("kind") != self.owner.kube.kind:
+                continue
+            row = (
+                self.owner.objects.select_related("cluster")
+                .filter(cluster=self.cluster, namespace=metadata.get("namespace"), name=reference.get("name"))
+                .first()
+            )
+            if row is not None:
+                from clusters.tasks import enqueue_reconcile
+
+                enqueue_reconcile(row)
 
 
 def advisory_lock_key(cluster: Cluster) -> int:
@@ -174,10 +262,16 @@ class ClusterWatch:
         gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
     ):
         self.cluster, self.stop = cluster, stop
-        self.watchers = [
+        self.watchers: list[WatchLoop] = [
             KindWatcher(cluster, model, namespace, stop, settings, gateway_factory)
             for model in all_models()
             for namespace in cluster.namespaces or [None]
+        ]
+        self.watchers += [
+            ChildWatcher(cluster, model, child, stop, settings, gateway_factory)
+            for model in all_models()
+            if cluster.manages(model.kube.kind)
+            for child in controller_children(model.kube.kind)
         ]
         self.threads: list[threading.Thread] = []
 

@@ -8,7 +8,11 @@ class ModelsAppConfig(AppConfig):
     verbose_name = "Serving models"
 
     def ready(self) -> None:
-        from clusters.controllers import register_controller
+        from clusters.controllers import ChildKind, register_controller
         from models_app.controller import reconcile_inference_model
 
-        register_controller("InferenceModel", reconcile_inference_model)
+        register_controller(
+            "InferenceModel",
+            reconcile_inference_model,
+            children=(ChildKind("apps/v1", "Deployment", "inference.eh-ops.io/managed=true"),),
+        )

@@ -8,7 +8,9 @@ class RunsAppConfig(AppConfig):
     verbose_name = "Inference runs"
 
     def ready(self) -> None:
-        from clusters.controllers import register_controller
-        from runs_app.controller import reconcile_inference_run
+        from clusters.controllers import ChildKind, register_controller
+        from runs_app.controller import JOB_LABEL, reconcile_inference_run
 
-        register_controller("InferenceRun", reconcile_inference_run)
+        register_controller(
+            "InferenceRun", reconcile_inference_run, children=(ChildKind("batch/v1", "Job", JOB_LABEL),)
+        )

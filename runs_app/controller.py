@@ -30,6 +30,7 @@ CONTRACT_KEY = "contract.json"
 CONTRACT_DIR = "/etc/inference"
 MAX_NAME = 63
 TEMPLATE_DIGEST = "ai.krateo.io/template-digest"
+JOB_LABEL = "ai.krateo.io/inference-run"
 
 
 def job_name(run_name: str, uid: str) -> str:
@@ -66,7 +67,7 @@ def _owner(run: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _job_spec(run: dict[str, Any], config: dict[str, Any], name: str) -> dict[str, Any]:
-    labels = {"ai.krateo.io/inference-run": run["metadata"]["name"], "ai.krateo.io/job": name}
+    labels = {JOB_LABEL: run["metadata"]["name"], "ai.krateo.io/job": name}
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [
@@ -168,7 +169,12 @@ def _ensure_job(jobs, run, config, name, status, now) -> str:
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
-                "metadata": {"name": name, "namespace": namespace, "ownerReferences": _owner(run)},
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "ownerReferences": _owner(run),
+                    "labels": {JOB_LABEL: run["metadata"]["name"]},
+                },
                 "spec": _job_spec(run, config, name),
             },
         )
@@ -208,7 +214,10 @@ def _ensure_cronjob(cronjobs, run, config, name, status, now) -> str:
         "spec": {
             "schedule": run["spec"]["schedule"],
             "concurrencyPolicy": "Forbid",
-            "jobTemplate": {"spec": _job_spec(run, config, name)},
+            "jobTemplate": {
+                "metadata": {"labels": {JOB_LABEL: run["metadata"]["name"]}},
+                "spec": _job_spec(run, config, name),
+            },
         },
     }
     # The API server adds defaults to the job template, so compare a digest of what we asked for.

@@ -209,3 +209,22 @@ def test_contract_follows_edits_of_the_run(managed, run) -> None:
     kube.sync()
     configmap = kube.server.get_object("", "v1", "configmaps", NS, f"{name}-contract")
     assert json.loads(configmap["data"]["contract.json"])["parameters"] == {"input_table_name": "february"}
+
+
+def test_job_changes_reach_the_run_through_the_watch(managed, run) -> None:
+    from tests.clusters.conftest import RunningWatch, wait_for
+
+    kube, cluster = managed
+    watch = RunningWatch(cluster).start()
+    try:
+        wait_for(watch.ready, message="watchers ready")
+        wait_for(
+            lambda: (kube.read(KIND, "iris-run-january", NS).get("status") or {}).get("jobRef"),
+            message="the Job from the run's watch event",
+        )
+        name = run_status(kube)["jobRef"]["name"]
+        assert job(kube, name)["metadata"]["labels"] == {"ai.krateo.io/inference-run": "iris-run-january"}
+        set_job_status(kube, name, {"active": 1, "startTime": "2026-11-22T10:00:00Z"})
+        wait_for(lambda: run_status(kube).get("phase") == "Running", message="Running from the Job's event")
+    finally:
+        watch.stop()

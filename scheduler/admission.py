@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from clusters.quantities import format_bytes, quantity_to_int
 from scheduler.accounting import account
-from scheduler.holdings import Holding, ModelKey, load_holdings
+from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import MemoryReservation, NodePool
 
 DEFAULT_MAX_MODEL_MEMORY = "96Gi"
@@ -40,7 +40,7 @@ def max_model_memory_bytes() -> int | None:
 
 
 @dataclass
-class Demand:
+class Demand(Identified):
     """What a model asks of a pool. ``dependencies`` are the demands of models that must run first."""
 
     cluster_id: int
@@ -50,14 +50,6 @@ class Demand:
     name: str
     memory_bytes: int
     dependencies: list[Demand] = field(default_factory=list)
-
-    @property
-    def key(self) -> ModelKey:
-        return (self.kind, self.cluster_id, self.namespace, self.name)
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
 
     def closure(self) -> list[Demand]:
         """This demand and every dependency's, dependencies first, each model once."""
@@ -106,11 +98,20 @@ def _pool_decision(
     requested = sum(demand.memory_bytes for demand in demands)
     names = ", ".join(demand.label for demand in demands)
     # Models starting up hold the pool through their reservation before they report replicas.
-    starting = [(key[2], key[3], amount) for key, amount in other_reservations.items()
-                if key not in {holder.key for holder in others}]
-    holder_text = ", ".join([*(f"{h.namespace}/{h.name} ({format_bytes(h.memory_bytes)})" for h in others),
-                             *(f"{ns}/{name} ({format_bytes(amount)}, starting)" for ns, name, amount in starting)]
-                            ) or "none"
+    starting = [
+        (key[2], key[3], amount)
+        for key, amount in other_reservations.items()
+        if key not in {holder.key for holder in others}
+    ]
+    holder_text = (
+        ", ".join(
+            [
+                *(f"{h.namespace}/{h.name} ({format_bytes(h.memory_bytes)})" for h in others),
+                *(f"{ns}/{name} ({format_bytes(amount)}, starting)" for ns, name, amount in starting),
+            ]
+        )
+        or "none"
+    )
     if budget is None:
         return AdmissionDecision(
             True, pool_name, requested, None, None, others, [],

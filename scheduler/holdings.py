@@ -26,11 +26,30 @@ DEFAULT_COOLDOWN = timedelta(minutes=10)
 _RECOMMENDATION = re.compile(r"\bto ([0-9]+(?:Ki|Mi|Gi|Ti))\b")
 
 ModelKey = tuple[str, int, str, str]
+
+
+class Identified:
+    """``key`` and ``label`` of anything naming one model (holdings, demands, proposals)."""
+
+    kind: str
+    cluster_id: int
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> ModelKey:
+        return (self.kind, self.cluster_id, self.namespace, self.name)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
 """(kind, cluster id, namespace, name): one model, whatever its row id."""
 
 
 @dataclass
-class Holding:
+class Holding(Identified):
     """One serving model with what budgets and placement need, detached from the ORM."""
 
     kind: str
@@ -48,14 +67,6 @@ class Holding:
     cooldown: timedelta | None = None
     dependencies: list[str] = field(default_factory=list)
     model_name: str = ""
-
-    @property
-    def key(self) -> ModelKey:
-        return (self.kind, self.cluster_id, self.namespace, self.name)
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
 
     @property
     def running(self) -> bool:

@@ -14,11 +14,11 @@ from clusters.manifests import resolve_kind, validate_manifest
 from clusters.merge import apply_merge_patch
 from clusters.models import Cluster, KubeObject
 from clusters.validation import FieldError, ManifestInvalid
-from scheduler.holdings import ModelKey, serving_model_for, serving_models
+from scheduler.holdings import Identified, serving_model_for, serving_models
 
 
 @dataclass
-class Proposal:
+class Proposal(Identified):
     """A model the plan should run, with the figures placement needs."""
 
     kind: str
@@ -31,14 +31,6 @@ class Proposal:
     dependencies: list[str] = field(default_factory=list)
     origin: str = "new"  # existing | edited | new | dependency
     path: str = ""  # where in the request it came from, for error messages
-
-    @property
-    def key(self) -> ModelKey:
-        return (self.kind, self.cluster_id, self.namespace, self.name)
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
 
 
 def _prefixed(errors: list[FieldError], prefix: str) -> list[FieldError]:

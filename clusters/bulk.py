@@ -67,7 +67,7 @@ def _copy_into(model, table: str, rows: Iterable[models.Model], key_attnames: Se
         cursor.cursor.copy(f"COPY {connection.ops.quote_name(table)} ({_quoted_columns(fields)}) FROM STDIN") as stream,
     ):
         for row in rows:
-            stream.write_row([_db_value(field, row) for field in fields])
+            stream.write_row(_row_values(fields, row))
             if key_attnames:
                 keys.add(tuple(getattr(row, attname) for attname in key_attnames))
     return keys
@@ -104,12 +104,21 @@ def _pks_of(model, attnames: Sequence[str], wanted: set[tuple]) -> dict[tuple, i
     return {tuple(found): pk for pk, *found in rows if tuple(found) in wanted}
 
 
-def _db_value(field: models.Field, row: models.Model):
-    """The value COPY writes for a field: JSON wrapped for jsonb, auto_now fields stamped."""
-    if getattr(field, "auto_now", False) or (getattr(field, "auto_now_add", False) and not getattr(row, field.attname)):
-        field.pre_save(row, add=True)
-    value = getattr(row, field.attname)
-    if isinstance(field, models.JSONField):
-        # COPY's text format takes JSON text for jsonb columns; json.dumps (C) beats Jsonb's dumper.
-        return None if value is None else json.dumps(value)
-    return value
+def _row_values(fields: Sequence[models.Field], row: models.Model) -> list:
+    """The values COPY writes for one row: JSON as text, auto_now fields stamped.
+
+    COPY's text format takes JSON text for jsonb columns (json.dumps beats psycopg's Jsonb dumper),
+    and a value shared by two columns (a synced row's spec and merge base) is encoded once.
+    """
+    encoded: dict[int, str] = {}
+    values = []
+    for field in fields:
+        if getattr(field, "auto_now", False) or (
+            getattr(field, "auto_now_add", False) and not getattr(row, field.attname)
+        ):
+            field.pre_save(row, add=True)
+        value = getattr(row, field.attname)
+        if value is not None and isinstance(field, models.JSONField):
+            value = encoded.get(id(value)) or encoded.setdefault(id(value), json.dumps(value))
+        values.append(value)
+    return values

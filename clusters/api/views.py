@@ -33,7 +33,13 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
 
     def get_queryset(self):
         """Only the user's teams' namespaces; writes (by HTTP method) only where their teams may edit."""
-        return restrict(super().get_queryset(), self.request.user, ACTION_BY_METHOD.get(self.request.method, "change"))
+        queryset = restrict(
+            super().get_queryset(), self.request.user, ACTION_BY_METHOD.get(self.request.method, "change")
+        )
+        if self.action == "list":
+            # The merge base is never shown in lists; skipping its two JSON columns saves their decoding.
+            queryset = queryset.defer("last_synced_spec", "last_synced_metadata")
+        return queryset
 
     def perform_create(self, serializer) -> None:
         """The validated (defaulted) namespace is checked again: it is the one actually written."""

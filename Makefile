@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench lint install migrate worker watcher clean
+.PHONY: run test test-deps bench lint install migrate worker clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,12 @@ run: migrate
 	$(BIN)/python manage.py ensure_demo_admin
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
+## test-deps: the real parts the tests start (Debian's prometheus and chromium), installed when missing
+test-deps:
+	@for script in .ci/setup.d/*.sh; do bash "$$script"; done
+
 ## test: the whole suite (SQLite by default; DATABASE_URL=postgres://... for PostgreSQL)
-test: install
+test: install test-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 ## bench: benchmarks, printed as a table and written to bench/results.json

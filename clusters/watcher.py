@@ -140,15 +140,9 @@ class KindWatcher(WatchLoop):
     """Keeps the rows of one (cluster, kind, namespace) current; queues reconciles for managed kinds."""
 
     def __init__(
-        self,
-        cluster: Cluster,
-        model: type[KubeObject],
-        namespace: str | None,
-        stop: threading.Event,
-        settings: WatchSettings | None = None,
-        gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
+        self, cluster: Cluster, model: type[KubeObject], namespace: str | None, stop: threading.Event, **options: Any
     ):
-        super().__init__(cluster, stop, settings, gateway_factory)
+        super().__init__(cluster, stop, **options)
         self.model, self.namespace = model, namespace
 
     @property
@@ -188,15 +182,9 @@ class ChildWatcher(WatchLoop):
     so a pod becoming ready reaches the model's status within a second, not a polling interval."""
 
     def __init__(
-        self,
-        cluster: Cluster,
-        owner: type[KubeObject],
-        child: ChildKind,
-        stop: threading.Event,
-        settings: WatchSettings | None = None,
-        gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
+        self, cluster: Cluster, owner: type[KubeObject], child: ChildKind, stop: threading.Event, **options: Any
     ):
-        super().__init__(cluster, stop, settings, gateway_factory)
+        super().__init__(cluster, stop, **options)
         self.owner, self.child = owner, child
 
     @property
@@ -263,12 +251,12 @@ class ClusterWatch:
     ):
         self.cluster, self.stop = cluster, stop
         self.watchers: list[WatchLoop] = [
-            KindWatcher(cluster, model, namespace, stop, settings, gateway_factory)
+            KindWatcher(cluster, model, namespace, stop, settings=settings, gateway_factory=gateway_factory)
             for model in all_models()
             for namespace in cluster.namespaces or [None]
         ]
         self.watchers += [
-            ChildWatcher(cluster, model, child, stop, settings, gateway_factory)
+            ChildWatcher(cluster, model, child, stop, settings=settings, gateway_factory=gateway_factory)
             for model in all_models()
             if cluster.manages(model.kube.kind)
             for child in controller_children(model.kube.kind)

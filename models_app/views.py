@@ -14,7 +14,7 @@ from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from accounts.access import CHANGE, VIEW, restrict
@@ -94,13 +94,10 @@ def runs_using(model: KubeObject, user: Any) -> list[InferenceRun]:
 
 
 def wake_url(model: KubeObject) -> str | None:
-    """The wake endpoint, when the InferenceModel controller provides one (another part of the portal)."""
-    if not isinstance(model, InferenceModel):
-        return None
-    try:
+    """The wake endpoint, for InferenceModels of clusters where the portal is the controller."""
+    if isinstance(model, InferenceModel) and model.cluster.manages("InferenceModel"):
         return reverse("inferencemodel-wake", args=[model.pk])
-    except NoReverseMatch:
-        return None
+    return None
 
 
 @login_required

@@ -101,3 +101,22 @@ def namespace_predicate(user: Any, action: str = VIEW) -> Callable[[int, str], b
 def known_namespaces(user: Any, action: str = ADD) -> list[str]:
     """Namespace names the user's teams name explicitly (for form suggestions; ``*`` left out)."""
     return sorted({ns for _, ns in grants_of(user, action) if ns != ALL_NAMESPACES})
+
+
+def unreadable_references(user: Any, cluster_id: int, model: Any, manifest: dict[str, Any]) -> dict[str, list[str]]:
+    """Field errors for namespaces a manifest points at (e.g. a run's configRef) that the user may not read."""
+    return {
+        path: [f"{path}: {namespace!r} is not a namespace your teams may read"]
+        for path, namespace in model.referenced_namespaces(manifest).items()
+        if not can_act_in(user, cluster_id, namespace, VIEW)
+    }
+
+
+def visible_cluster_ids(user: Any, action: str = VIEW) -> set[int] | None:
+    """Clusters where the user's teams hold a grant for ``action``; None means every cluster."""
+    if is_unrestricted(user):
+        return None
+    scopes = grants_of(user, action)
+    if any(cluster_id is None for cluster_id, _ in scopes):
+        return None
+    return {cluster_id for cluster_id, _ in scopes}

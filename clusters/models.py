@@ -179,6 +179,11 @@ class KubeObject(models.Model):
         """Rules the CRD schema cannot express; concrete kinds override. Returns FieldErrors."""
         return []
 
+    @classmethod
+    def referenced_namespaces(cls, manifest: dict[str, Any]) -> dict[str, str]:
+        """Other namespaces the object makes the cluster read from, by field path (access checks)."""
+        return {}
+
     def project(self) -> None:
         """Set the indexed columns derived from spec and status; concrete kinds override."""
 

@@ -65,6 +65,12 @@ class InferenceRun(KubeObject):
             ]
         return []
 
+    @classmethod
+    def referenced_namespaces(cls, manifest: dict[str, Any]) -> dict[str, str]:
+        """The config's namespace: its image runs and its storage is copied into this run's contract."""
+        namespace = (manifest["spec"].get("configRef") or {}).get("namespace")
+        return {"spec.configRef.namespace": namespace} if namespace else {}
+
     def project(self) -> None:
         spec, status = self.spec or {}, self.status or {}
         config_ref = spec.get("configRef") or {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -39,6 +40,11 @@ class PlanForm(forms.Form):
     models = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "cols": 100}), initial=PLAN_EXAMPLE)
     include_running = forms.BooleanField(required=False, initial=True, label="Place the models running now too")
 
+    def __init__(self, *args: Any, visible: Callable[[int, str], bool] | None = None, **kwargs: Any) -> None:
+        """``visible(cluster_id, namespace)``: which existing models the user may plan by id."""
+        super().__init__(*args, **kwargs)
+        self.visible = visible
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if self.errors:
@@ -49,7 +55,8 @@ class PlanForm(forms.Form):
             self.add_error("models", f"models: not YAML/JSON ({error})")
             return data
         serializer = PlanRequestSerializer(
-            data={"cluster": data["cluster"].name, "models": models, "include_running": data["include_running"]}
+            data={"cluster": data["cluster"].name, "models": models, "include_running": data["include_running"]},
+            context={"visible": self.visible},
         )
         if not serializer.is_valid():
             _errors_into(self, serializer.errors)

@@ -7,6 +7,7 @@ spec.memory``), so the API answers 400 naming the field, the value and the rule.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,8 +68,14 @@ def _validated_row(model: type[KubeObject], manifest: dict[str, Any], cluster: C
     return model(cluster=cluster, namespace=metadata["namespace"], name=metadata["name"], spec=valid["spec"])
 
 
-def proposal_from_request(item: dict[str, Any], index: int, cluster: Cluster) -> Proposal:
-    """One entry of the request's ``models``: ``{"kind", "id"[, "spec"]}`` or ``{"manifest"}``."""
+def proposal_from_request(
+    item: dict[str, Any], index: int, cluster: Cluster, visible: Callable[[int, str], bool] | None = None
+) -> Proposal:
+    """One entry of the request's ``models``: ``{"kind", "id"[, "spec"]}`` or ``{"manifest"}``.
+
+    ``visible(cluster_id, namespace)`` hides rows of other teams: their ids answer exactly like ids
+    that do not exist, before anything about the row is validated or reported.
+    """
     path = f"models[{index}]"
     if "manifest" in item:
         manifest = item["manifest"]
@@ -87,7 +94,7 @@ def proposal_from_request(item: dict[str, Any], index: int, cluster: Cluster) ->
         known = ", ".join(m.kube.kind for m in serving_models())
         raise ManifestInvalid([FieldError(f"{path}.kind", kind, f"is not a serving kind; one of {known}")])
     row = model.objects.filter(cluster=cluster, pk=item.get("id")).first()
-    if row is None:
+    if row is None or (visible is not None and not visible(row.cluster_id, row.namespace)):
         raise ManifestInvalid(
             [FieldError(f"{path}.id", item.get("id"), f"is not the id of a {kind} in cluster {cluster.name}")]
         )

@@ -22,6 +22,9 @@ class PlanningView(LoginRequiredMixin, FormView):
     template_name = "scheduler/planning.html"
     form_class = PlanForm
 
+    def get_form_kwargs(self) -> dict[str, Any]:
+        return {**super().get_form_kwargs(), "visible": namespace_predicate(self.request.user)}
+
     def get_initial(self) -> dict[str, Any]:
         first = Cluster.objects.order_by("name").first()
         return {**super().get_initial(), "cluster": first.name if first else None}

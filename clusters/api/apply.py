@@ -12,7 +12,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import ADD, CHANGE, can_act_in
+from accounts.access import ADD, CHANGE, can_act_in, unreadable_references
 from clusters.api.exceptions import field_error_detail
 from clusters.api.parsers import PlainTextYAMLParser, TextYAMLParser, YAMLParser
 from clusters.api.views import CLUSTER_PARAMETER
@@ -96,6 +96,10 @@ class ApplyView(APIView):
             if not all(can_act_in(request.user, cluster.pk, namespace, action) for action in (ADD, CHANGE)):
                 rule = f"{namespace!r} in cluster {cluster.name} is not a namespace your teams may write in"
                 failures.append(_failure(index, document, {"metadata.namespace": [f"metadata.namespace: {rule}"]}, 403))
+                continue
+            refused = unreadable_references(request.user, cluster.pk, model, manifest)
+            if refused:
+                failures.append(_failure(index, document, refused, 403))
                 continue
             planned.append((index, model, manifest))
         return planned, failures

@@ -19,3 +19,10 @@ class StaffOnly(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return bool(request.user and request.user.is_authenticated and request.user.is_staff)
+
+
+class ChangeModelPermission(DjangoModelPermissions):
+    """For POST actions that change an existing object (resolve a conflict, wake a model): they need
+    ``app.change_model``, not the ``add`` permission DRF maps POST to."""
+
+    perms_map = {**DjangoModelPermissions.perms_map, "POST": ["%(app_label)s.change_%(model_name)s"]}

@@ -8,8 +8,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from accounts.access import ACTION_BY_METHOD, ADD, can_act_in, restrict
-from clusters.api.permissions import StaffOnly
+from accounts.access import ACTION_BY_METHOD, ADD, can_act_in, restrict, unreadable_references
+from clusters.api.permissions import ChangeModelPermission, StaffOnly
 from clusters.api.serializers import AuditEntrySerializer, ClusterSerializer, ResolveSerializer
 from clusters.audit import Actor
 from clusters.filtersets import ClusterFilterSet
@@ -49,7 +49,18 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
                 f"metadata.namespace: {namespace['namespace']!r} in cluster {cluster.name} "
                 "is not a namespace your teams may create in"
             )
+        self._refuse_unreadable_references(serializer)
         serializer.save()
+
+    def perform_update(self, serializer) -> None:
+        self._refuse_unreadable_references(serializer)
+        serializer.save()
+
+    def _refuse_unreadable_references(self, serializer) -> None:
+        data = serializer.validated_data
+        refused = unreadable_references(self.request.user, data["cluster"].pk, serializer.model, data["manifest"])
+        if refused:
+            raise PermissionDenied(refused)
 
     @extend_schema(parameters=[CLUSTER_PARAMETER])
     def create(self, request, *args, **kwargs):
@@ -57,7 +68,7 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
         return super().create(request, *args, **kwargs)
 
     @extend_schema(request=ResolveSerializer)
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], permission_classes=[ChangeModelPermission])
     def resolve(self, request, pk=None):
         """Settle a Conflict by taking the portal's or the cluster's values (needs change permission)."""
         obj = self.get_object()

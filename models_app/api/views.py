@@ -3,9 +3,9 @@
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from clusters.api.permissions import ChangeModelPermission
 from clusters.api.views import KubeObjectViewSet
 from clusters.audit import Actor
 from clusters.models import AuditEntry
@@ -34,12 +34,10 @@ class InferenceModelViewSet(KubeObjectViewSet):
             ),
         },
     )
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], permission_classes=[ChangeModelPermission])
     def wake(self, request, pk=None):
         """Scale a model back up now (its dependencies first); needs the change permission."""
         model = self.get_object()
-        if not request.user.has_perm("models_app.change_inferencemodel"):
-            raise PermissionDenied("waking needs models_app.change_inferencemodel")
         try:
             outcomes = wake(model, Actor.from_request(request, AuditEntry.Source.API))
         except WakeRefused as refused:

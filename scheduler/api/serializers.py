@@ -57,7 +57,7 @@ class PlanRequestSerializer(serializers.Serializer):
         proposals: list[Proposal] = []
         try:
             for index, item in enumerate(attrs["models"]):
-                proposals.append(proposal_from_request(item, index, cluster))
+                proposals.append(proposal_from_request(item, index, cluster, self.context.get("visible")))
         except ManifestInvalid as invalid:
             raise serializers.ValidationError(field_error_detail(invalid.errors)) from None
         attrs["proposals"] = proposals

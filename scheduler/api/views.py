@@ -28,7 +28,7 @@ class PlanView(APIView):
 
     @extend_schema(request=PlanRequestSerializer, responses={200: OpenApiTypes.OBJECT}, summary="What-if placement")
     def post(self, request: Request) -> Response:
-        serializer = PlanRequestSerializer(data=request.data)
+        serializer = PlanRequestSerializer(data=request.data, context={"visible": namespace_predicate(request.user)})
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         visible = namespace_predicate(request.user)

@@ -175,7 +175,9 @@ def _failed(refresh: Refresh, message: str) -> Refresh:
     return refresh
 
 
-def refresh_clusters(name: str | None = None) -> list[Refresh]:
-    """Refresh the named cluster, or every cluster with a Prometheus URL."""
+def refresh_clusters(name: str | None = None, cluster_ids: set[int] | None = None) -> list[Refresh]:
+    """Refresh the named cluster, or every cluster with a Prometheus URL; only ``cluster_ids`` when given."""
     clusters = Cluster.objects.filter(name=name) if name else Cluster.objects.exclude(prometheus_url="")
+    if cluster_ids is not None:
+        clusters = clusters.filter(pk__in=cluster_ids)
     return [refresh_cluster(cluster) for cluster in clusters]

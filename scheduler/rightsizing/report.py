@@ -160,9 +160,13 @@ def pool_totals(rows: list[ReportRow]) -> list[PoolTotal]:
     return sorted(totals.values(), key=lambda total: (-total.freed_bytes, total.node_pool))
 
 
-def last_refreshes() -> list[Refresh]:
-    """The newest refresh of each cluster, so the page can say when data is old or a refresh failed."""
+def last_refreshes(cluster_ids: set[int] | None = None) -> list[Refresh]:
+    """The newest refresh of each cluster (of ``cluster_ids`` when given), so the page can say when
+    data is old or a refresh failed."""
     newest: dict[int, Refresh] = {}
-    for refresh in Refresh.objects.select_related("cluster").order_by("cluster_id", "-started_at", "-id"):
+    refreshes = Refresh.objects.select_related("cluster").order_by("cluster_id", "-started_at", "-id")
+    if cluster_ids is not None:
+        refreshes = refreshes.filter(cluster_id__in=cluster_ids)
+    for refresh in refreshes:
         newest.setdefault(refresh.cluster_id, refresh)
     return list(newest.values())

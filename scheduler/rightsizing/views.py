@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from accounts.access import CHANGE, VIEW, restrict
+from accounts.access import CHANGE, VIEW, restrict, visible_cluster_ids
 from clusters.audit import Actor
 from clusters.models import Cluster
 from clusters.validation import ManifestInvalid
@@ -56,7 +56,7 @@ def report_page(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "pools": totals,
             "pool_chart": pool_chart(totals) if totals else "",
-            "refreshes": last_refreshes(),
+            "refreshes": last_refreshes(visible_cluster_ids(request.user)),
             "filters": filters,
             "clusters": Cluster.objects.values_list("name", flat=True),
             "query_without_ordering": query.urlencode(),
@@ -106,7 +106,7 @@ def export(request: HttpRequest, fmt: str) -> HttpResponse:
 @login_required
 @permission_required(CHANGE_PERMISSION, raise_exception=True)
 def refresh(request: HttpRequest) -> HttpResponse:
-    for done in refresh_clusters(request.POST.get("cluster") or None):
+    for done in refresh_clusters(request.POST.get("cluster") or None, visible_cluster_ids(request.user, CHANGE)):
         if done.ok:
             messages.success(
                 request, f"{done.cluster.name}: {done.models_with_data}/{done.models_seen} models with data"

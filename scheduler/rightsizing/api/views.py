@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import CHANGE, VIEW, restrict
+from accounts.access import CHANGE, VIEW, restrict, visible_cluster_ids
 from clusters.audit import Actor
 from clusters.quantities import format_bytes
 from models_app.api.serializers import InferenceModelSerializer
@@ -72,7 +72,11 @@ class ReportView(APIView):
         """Per model and per pool, filtered and sorted; also the newest refresh of each cluster."""
         visible = restrict(InferenceModel.objects.all(), request.user, VIEW)
         rows = build_report(default_policy(), **report_filters(request.query_params), models=visible)
-        report = {"models": rows, "pools": pool_totals(rows), "refreshes": last_refreshes()}
+        report = {
+            "models": rows,
+            "pools": pool_totals(rows),
+            "refreshes": last_refreshes(visible_cluster_ids(request.user)),
+        }
         return Response(ReportSerializer(report).data)
 
 
@@ -94,7 +98,9 @@ class RefreshView(APIView):
         """Refresh one cluster (or every cluster with a Prometheus URL) now; failures are in the answer."""
         serializer = RefreshRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        refreshes = refresh_clusters(serializer.validated_data.get("cluster"))
+        refreshes = refresh_clusters(
+            serializer.validated_data.get("cluster"), visible_cluster_ids(request.user, CHANGE)
+        )
         return Response(RefreshSerializer(refreshes, many=True).data)
 
 

@@ -33,7 +33,7 @@ test: install test-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 ## bench: benchmarks, printed as a table and written to bench/results.json
-bench: install
+bench: install test-deps
 	$(BIN)/python -m bench
 
 lint: install

@@ -163,7 +163,7 @@ class ClusterGateway:
         metadata = body.get("metadata") or {}
         return ListPage(body.get("items") or [], metadata.get("resourceVersion", ""), metadata.get("continue") or None)
 
-    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+    def list_nodes(self) -> list[dict[str, Any]]:
         """Every Node (paged), as plain dicts, for node-pool capacity."""
         nodes: list[dict[str, Any]] = []
         token: str | None = None
@@ -171,8 +171,6 @@ class ClusterGateway:
             kwargs: dict[str, Any] = {"limit": 500, "_request_timeout": self.timeout * 3}
             if token:
                 kwargs["_continue"] = token
-            if label_selector:
-                kwargs["label_selector"] = label_selector
             with _translated():
                 page = self.core.list_node(**kwargs)
             nodes += [self.api_client.sanitize_for_serialization(node) for node in page.items]
@@ -231,21 +229,6 @@ class ClusterGateway:
                 _request_timeout=self.timeout,
             )
         return patched or self.get(kind, namespace, name)
-
-    def replace_status(self, kind: KindInfo, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Write portal-owned status fields through ``/status`` only (never the main resource)."""
-        with _translated():
-            replaced = self.custom.replace_namespaced_custom_object_status(
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                name,
-                body,
-                field_manager=FIELD_MANAGER,
-                _request_timeout=self.timeout,
-            )
-        return replaced or self.get(kind, namespace, name)
 
     def delete(self, kind: KindInfo, namespace: str, name: str, uid: str | None) -> dict[str, Any] | None:
         """DELETE guarded by the uid, so a newer object of the same name is never removed."""

@@ -47,10 +47,6 @@ class NodePool(models.Model):
     def effective_budget_bytes(self) -> int:
         return self.budget_bytes if self.budget_bytes is not None else self.allocatable_bytes
 
-    @property
-    def budget_display(self) -> str:
-        return format_bytes(self.effective_budget_bytes)
-
 
 class Node(models.Model):
     """One Kubernetes Node of a pool, with its own allocatable memory and GPUs.

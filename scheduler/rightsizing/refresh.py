@@ -14,7 +14,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.gateway import GatewayError
+from clusters.gateway import ClusterGateway, GatewayError
 from clusters.models import Cluster, SyncState
 from models_app.models import InferenceModel
 from scheduler.rightsizing.conf import MetricsConvention, default_policy, format_duration, option
@@ -24,7 +24,6 @@ from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError, 
 from scheduler.rightsizing.queries import ModelKey, QueryBuilder
 from scheduler.rightsizing.writeback import (
     RIGHTSIZING_STATUS_FIELDS,
-    manages_inference_models,
     status_fields,
     write_back,
 )
@@ -155,14 +154,23 @@ def refresh_cluster(
 
 def _write_back_all(rows: list[InferenceModel], observations: list[Observation]) -> list[str]:
     """Write status to the cluster where the portal is the controller; one failure does not stop the rest."""
-    errors = []
-    for row, observation in zip(rows, observations, strict=True):
-        if not manages_inference_models(row):
-            continue
-        try:
-            write_back(row, observation)
-        except GatewayError as error:
-            errors.append(f"{row}: {error}")
+    errors: list[str] = []
+    managed = [
+        (row, observation)
+        for row, observation in zip(rows, observations, strict=True)
+        if row.cluster.manages("InferenceModel")
+    ]
+    if not managed:
+        return errors
+    gateway = ClusterGateway(managed[0][0].cluster)  # one client for the cluster's whole refresh
+    try:
+        for row, observation in managed:
+            try:
+                write_back(gateway, row, observation)
+            except GatewayError as error:
+                errors.append(f"{row}: {error}")
+    finally:
+        gateway.close()
     return errors
 
 

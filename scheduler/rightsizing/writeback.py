@@ -1,15 +1,15 @@
 """Writing right-sizing fields to an InferenceModel's status in the cluster, through ``/status`` only.
 
 Status belongs to the cluster except the fields the portal computes as controller (DESIGN.md,
-"Sync"), so only the four right-sizing fields are changed; everything else in the cluster's
-status is kept as read. A stale resourceVersion is retried once with a fresh read.
+"Sync"), so only the four right-sizing fields are changed, by a merge patch: everything else in the
+cluster's status is kept.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from clusters.gateway import ClusterGateway, ConflictError
+from clusters.gateway import ClusterGateway
 from models_app.models import InferenceModel
 from scheduler.rightsizing.models import Observation
 
@@ -32,32 +32,13 @@ def status_fields(observation: Observation) -> dict[str, Any]:
     return fields
 
 
-def manages_inference_models(obj: InferenceModel) -> bool:
-    """True when the portal is the InferenceModel controller of the object's cluster.
+def write_back(gateway: ClusterGateway, obj: InferenceModel, observation: Observation) -> dict[str, Any]:
+    """Merge-patch the right-sizing fields into the object's status through /status.
 
-    The per-cluster ``manages(kind)`` switch is added with the controller work; until then this is
-    False and status is only updated in the portal's own rows.
+    The other status fields are not sent, so whatever the cluster holds there stays; a right-sizing
+    field this observation has no value for is sent as null, which removes a stale one.
     """
-    return bool(getattr(obj.cluster, "manages", lambda kind: False)("InferenceModel"))
-
-
-def write_back(obj: InferenceModel, observation: Observation) -> dict[str, Any]:
-    """PUT the object's status with the observation's fields through the /status subresource."""
-    gateway = ClusterGateway(obj.cluster)
-    try:
-        for attempt in range(2):
-            current = gateway.get(obj.kube, obj.namespace, obj.name)
-            status = {
-                key: value
-                for key, value in (current.get("status") or {}).items()
-                if key not in RIGHTSIZING_STATUS_FIELDS
-            }
-            current["status"] = {**status, **status_fields(observation)}
-            try:
-                return gateway.replace_status(obj.kube, obj.namespace, obj.name, current)
-            except ConflictError:
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
-    finally:
-        gateway.close()
+    fields = status_fields(observation)
+    return gateway.patch_status(
+        obj.kube, obj.namespace, obj.name, {field: fields.get(field) for field in RIGHTSIZING_STATUS_FIELDS}
+    )

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from clusters.models import Cluster
 from models_app.models import InferenceModel
 from scheduler.rightsizing.refresh import refresh_cluster
 from tests.rightsizing.factories import make_model
@@ -28,16 +27,17 @@ def _in_cluster(kube: EmulatedCluster, row: InferenceModel) -> None:
     kube.write(manifest)
 
 
-def test_refresh_writes_status_only_where_the_portal_manages_the_kind(kube, prometheus, end, monkeypatch):
+def test_refresh_writes_status_only_where_the_portal_manages_the_kind(kube, prometheus, end):
     cluster = kube.register(prometheus_url=prometheus.url)
     row = make_model(cluster, "llama-2-70b", "80Gi")
     _in_cluster(kube, row)
     spec_before = kube.read(InferenceModel.kube, "llama-2-70b")["spec"]
 
-    assert refresh_cluster(cluster, at=end).ok  # not managed (no switch yet): the cluster is untouched
+    assert refresh_cluster(cluster, at=end).ok  # not managed: mirror mode: the cluster is untouched
     assert kube.read(InferenceModel.kube, "llama-2-70b")["status"]["recommendation"] == "stale text from before"
 
-    monkeypatch.setattr(Cluster, "manages", lambda self, kind: kind == "InferenceModel", raising=False)
+    cluster.managed_kinds = ["InferenceModel"]
+    cluster.save()
     refresh = refresh_cluster(cluster, at=end)
     assert refresh.ok and refresh.error == ""
     written = kube.read(InferenceModel.kube, "llama-2-70b")
@@ -52,10 +52,11 @@ def test_refresh_writes_status_only_where_the_portal_manages_the_kind(kube, prom
     assert written["spec"] == spec_before  # /status only
 
 
-def test_a_failed_write_back_is_reported_and_the_observation_kept(kube, prometheus, end, monkeypatch):
+def test_a_failed_write_back_is_reported_and_the_observation_kept(kube, prometheus, end):
     cluster = kube.register(prometheus_url=prometheus.url)
     make_model(cluster, "llama-2-70b", "80Gi")  # never created in the cluster: 404 on write-back
-    monkeypatch.setattr(Cluster, "manages", lambda self, kind: True, raising=False)
+    cluster.managed_kinds = ["InferenceModel"]
+    cluster.save()
     refresh = refresh_cluster(cluster, at=end)
     assert refresh.ok
     assert refresh.error.startswith("status write-back failed for default/llama-2-70b: 404")

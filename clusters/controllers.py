@@ -80,8 +80,9 @@ def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: Cluster
 def reconcile_cluster(cluster: Cluster, now: datetime | None = None) -> list[ReconcileResult]:
     """One pass over every object of the kinds this cluster lets the portal manage.
 
-    Runs ``MAX_RECONCILE_RATE`` reconciles at a time (the reference controller's setting); each
-    thread has its own gateway and database connection.
+    Runs ``MAX_RECONCILE_RATE`` reconciles at a time (the reference controller's setting): the
+    objects are shared out among that many workers, each with one gateway and one database
+    connection for all of its objects. Results come back in the objects' order.
     """
     now = now or timezone.now()
     rows = [
@@ -93,22 +94,38 @@ def reconcile_cluster(cluster: Cluster, now: datetime | None = None) -> list[Rec
         .select_related("cluster")
     ]
 
-    def in_thread(row: KubeObject) -> ReconcileResult:
+    # SQLite serializes writers anyway (and tests on it stay in one connection): no threads there.
+    workers = 1 if connection.vendor == "sqlite" else max(1, min(settings.MAX_RECONCILE_RATE, len(rows)))
+    if workers == 1:
+        return _reconcile_share(cluster, rows, now)
+    shares = [rows[start::workers] for start in range(workers)]
+
+    def in_thread(share: list[KubeObject]) -> list[ReconcileResult]:
         try:
-            return _reconcile_safely(row, now)
+            return _reconcile_share(cluster, share, now)
         finally:
             connection.close()  # each pool thread opened its own
 
-    if settings.MAX_RECONCILE_RATE <= 1 or len(rows) <= 1 or connection.vendor == "sqlite":
-        return [_reconcile_safely(row, now) for row in rows]  # SQLite serializes writers anyway
-    with ThreadPoolExecutor(max_workers=settings.MAX_RECONCILE_RATE) as pool:
-        return list(pool.map(in_thread, rows))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        done = list(pool.map(in_thread, shares))
+    return [done[index % workers][index // workers] for index in range(len(rows))]
 
 
-def _reconcile_safely(row: KubeObject, now: datetime) -> ReconcileResult:
+def _reconcile_share(cluster: Cluster, rows: list[KubeObject], now: datetime) -> list[ReconcileResult]:
+    """Reconcile rows in turn over one gateway (one API client per worker, not per object)."""
+    if not rows:
+        return []
+    gateway = ClusterGateway(cluster)
+    try:
+        return [_reconcile_safely(row, now, gateway) for row in rows]
+    finally:
+        gateway.close()
+
+
+def _reconcile_safely(row: KubeObject, now: datetime, gateway: ClusterGateway) -> ReconcileResult:
     """One reconcile whose cluster errors are logged and reported, so one object never stops a pass."""
     try:
-        outcome = reconcile_row(row, now)
+        outcome = reconcile_row(row, now, gateway)
     except Exception as error:
         logger.warning(
             "reconcile %s %s/%s: %s",

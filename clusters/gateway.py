@@ -242,6 +242,18 @@ class ClusterGateway:
         """Verbs on a built-in kind the controllers manage (Deployment, Job, CronJob, ConfigMap)."""
         return BuiltinResource(self, api_version, kind)
 
+    def watch_options(self, resource_version: str, timeout_seconds: int) -> dict[str, Any]:
+        """Arguments of every watch: from ``resource_version``, bookmarks on, a server timeout and a
+        client read timeout a little longer, so a stream that stalls silently is noticed."""
+        return {
+            "watch": True,
+            "resource_version": resource_version,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": timeout_seconds,
+            "_preload_content": False,
+            "_request_timeout": (self.timeout, timeout_seconds + self.timeout),
+        }
+
     def watch(
         self, kind: KindInfo, namespace: str | None, resource_version: str, timeout_seconds: int
     ) -> Iterator[dict[str, Any]]:
@@ -250,14 +262,7 @@ class ClusterGateway:
         The server ends the stream after ``timeout_seconds``; the client's read timeout is a
         little longer, so a stream that stalls silently is noticed.
         """
-        kwargs: dict[str, Any] = {
-            "watch": True,
-            "resource_version": resource_version,
-            "allow_watch_bookmarks": True,
-            "timeout_seconds": timeout_seconds,
-            "_preload_content": False,
-            "_request_timeout": (self.timeout, timeout_seconds + self.timeout),
-        }
+        kwargs = self.watch_options(resource_version, timeout_seconds)
         with _translated():
             if namespace:
                 response = self.custom.list_namespaced_custom_object(
@@ -305,13 +310,7 @@ class BuiltinResource:
         method = getattr(self.api, f"list_{self.snake}_for_all_namespaces")
         with _translated():
             response = method(
-                label_selector=label_selector,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout_seconds,
-                _preload_content=False,
-                _request_timeout=(self.gateway.timeout, timeout_seconds + self.gateway.timeout),
+                label_selector=label_selector, **self.gateway.watch_options(resource_version, timeout_seconds)
             )
         yield from _stream_events(response)
 

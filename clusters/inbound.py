@@ -18,7 +18,7 @@ from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_
 PORTAL_AHEAD = (SyncState.PENDING_APPLY, SyncState.CONFLICT, SyncState.ERROR, SyncState.DELETING)
 
 
-def _take_bookkeeping(obj: KubeObject, manifest: dict[str, Any]) -> None:
+def take_cluster_bookkeeping(obj: KubeObject, manifest: dict[str, Any]) -> None:
     metadata = manifest["metadata"]
     obj.uid = metadata.get("uid", "")
     obj.resource_version = metadata.get("resourceVersion", "")
@@ -57,7 +57,7 @@ def upsert_from_cluster(
             return obj
         if recreated and obj.sync_state in (SyncState.PENDING_APPLY, SyncState.ERROR, SyncState.CONFLICT):
             # Deleted and created anew in the cluster while edited in the portal: a person decides.
-            _take_bookkeeping(obj, manifest)
+            take_cluster_bookkeeping(obj, manifest)
             obj.sync_state = SyncState.CONFLICT
             obj.conflict = {
                 "resourceVersion": metadata.get("resourceVersion", ""),
@@ -71,7 +71,7 @@ def upsert_from_cluster(
             record(obj, AuditEntry.Action.CONFLICT, actor or Actor.cluster(manifest), message=obj.last_error)
             return obj
         before = {} if created else obj.desired_document()
-        _take_bookkeeping(obj, manifest)
+        take_cluster_bookkeeping(obj, manifest)
         document = cluster_document(manifest)
         obj.set_desired(document)
         obj.set_base(document)

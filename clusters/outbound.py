@@ -16,7 +16,7 @@ from django.db import transaction
 
 from clusters.audit import SYNC_ENGINE, json_diff, record
 from clusters.gateway import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
-from clusters.inbound import _take_bookkeeping
+from clusters.inbound import take_cluster_bookkeeping
 from clusters.manifests import validate_manifest
 from clusters.merge import merge_patch_between, three_way_merge
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
@@ -161,7 +161,7 @@ def _merge(obj: KubeObject, current: dict[str, Any]) -> KubeObject | bool | None
             return locked  # edited again meanwhile: merge that edit next round
         locked.set_desired(result.merged)
         locked.set_base(theirs)
-        _take_bookkeeping(locked, current)
+        take_cluster_bookkeeping(locked, current)
         locked.status = current.get("status") or {}
         locked.save()
         record(
@@ -209,7 +209,7 @@ def _record_applied(obj: KubeObject, result: dict[str, Any], sent: dict[str, Any
         locked = type(obj).objects.select_for_update().get(pk=obj.pk)
         applied = cluster_document(result)
         changes = json_diff(locked.base_document() or {}, sent)
-        _take_bookkeeping(locked, result)
+        take_cluster_bookkeeping(locked, result)
         locked.status = result.get("status") or locked.status
         locked.set_base(applied)
         if locked.desired_document() == sent and locked.sync_state == SyncState.PENDING_APPLY:

@@ -18,7 +18,7 @@ from django.utils import timezone
 from clusters import bulk
 from clusters.audit import Actor, json_diff
 from clusters.gateway import ClusterGateway, GoneError
-from clusters.inbound import PORTAL_AHEAD, _take_bookkeeping, mark_deleted_in_cluster, upsert_from_cluster
+from clusters.inbound import PORTAL_AHEAD, mark_deleted_in_cluster, take_cluster_bookkeeping, upsert_from_cluster
 from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 
@@ -154,7 +154,7 @@ def _bulk_upsert(model: type[KubeObject], cluster: Cluster, items: list[dict[str
     def rows():
         for item, (namespace, name) in zip(items, keys, strict=True):
             scratch.namespace, scratch.name = namespace, name
-            _take_bookkeeping(scratch, item)
+            take_cluster_bookkeeping(scratch, item)
             document = cluster_document(item)
             scratch.set_desired(document)
             scratch.set_base(document)

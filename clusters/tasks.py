@@ -39,10 +39,7 @@ def apply_object_task(self, model_label: str, pk: int) -> str:
         return str(apply_object(model, pk))
     except TransientError as error:
         model.objects.filter(pk=pk).update(last_error=f"will retry: {error}")
-        if self.request.is_eager:
-            return "transient error; the periodic sweep retries"
-        countdown = min(RETRY_BACKOFF_MAX, 2 ** min(self.request.retries, 9))
-        raise self.retry(exc=error, countdown=countdown) from None
+        return _retry_later(self, error)
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None)
@@ -55,9 +52,15 @@ def reconcile_object_task(self, model_label: str, pk: int) -> str:
     try:
         return reconcile_row(obj)
     except TransientError as error:
-        if self.request.is_eager:
-            return f"transient error; the periodic pass retries: {error}"
-        raise self.retry(exc=error, countdown=min(RETRY_BACKOFF_MAX, 2 ** min(self.request.retries, 9))) from None
+        return _retry_later(self, error)
+
+
+def _retry_later(task, error: TransientError) -> str:
+    """Retry with exponential backoff (capped) on a worker; in eager mode leave it to the periodic
+    pass, since an eager retry would run again at once, in the caller's request."""
+    if task.request.is_eager:
+        return f"transient error; the periodic pass retries: {error}"
+    raise task.retry(exc=error, countdown=min(RETRY_BACKOFF_MAX, 2 ** min(task.request.retries, 9))) from None
 
 
 @shared_task

@@ -14,7 +14,7 @@ from clusters.metadata_rules import metadata_errors
 from clusters.models import KubeObject
 from clusters.validation import FieldError, ManifestInvalid, default_manifest, schema_errors
 
-__all__ = ["FieldError", "ManifestInvalid", "resolve_kind", "validate_manifest"]
+__all__ = ["FieldError", "ManifestInvalid", "identity_errors", "resolve_kind", "validate_manifest"]
 
 
 def resolve_kind(manifest: Any) -> type[KubeObject]:
@@ -61,3 +61,23 @@ def validate_manifest(model: type[KubeObject], manifest: dict[str, Any]) -> dict
         if not errors:
             return defaulted
     raise ManifestInvalid(errors)
+
+
+def identity_errors(
+    model: type[KubeObject], cluster: Any, metadata: dict[str, Any], instance: KubeObject | None = None
+) -> list[FieldError]:
+    """Name and namespace are an object's identity in its cluster: fixed once created, unique.
+
+    Every write path (API, forms, YAML mode) checks them here, after :func:`validate_manifest`.
+    """
+    if instance is not None:
+        return [
+            FieldError(f"metadata.{key}", metadata.get(key), f"cannot change (is {current}); delete and create instead")
+            for key, current in (("name", instance.name), ("namespace", instance.namespace))
+            if metadata.get(key, current) != current
+        ]
+    if model.objects.filter(cluster=cluster, namespace=metadata["namespace"], name=metadata["name"]).exists():
+        return [
+            FieldError("metadata.name", metadata["name"], f"already exists in {cluster.name}/{metadata['namespace']}")
+        ]
+    return []

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 from typing import Any, ClassVar
 
-import yaml
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
@@ -24,7 +23,7 @@ from django.views import View
 from accounts.access import ADD, CHANGE, VIEW, can_act_in, restrict
 from clusters.audit import Actor
 from clusters.forms import YAMLField, to_yaml
-from clusters.manifests import ManifestInvalid, validate_manifest
+from clusters.manifests import ManifestInvalid, identity_errors, validate_manifest
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.services import assign_manifest, resolve_conflict, save_portal_edit
 
@@ -115,12 +114,11 @@ class KubeObjectPageForm(forms.Form):
                 "namespace", f"{namespace!r} in cluster {cluster.name} is not a namespace your teams may edit"
             )
             return data
-        if (
-            self.instance is None
-            and self.model.objects.filter(cluster=cluster, namespace=namespace, name=name).exists()
-        ):
-            self.add_error("name", f"{name!r} already exists in {cluster.name}/{namespace}")
-            return data
+        if self.instance is None:
+            taken = identity_errors(self.model, cluster, {"name": name, "namespace": namespace})
+            if taken:
+                self.add_error("name", taken[0].message)
+                return data
         spec = copy.deepcopy(data.get("more_spec") or {})
         for field, path in self.spec_fields.items():
             value = data.get(field)
@@ -161,7 +159,7 @@ class ManifestForm(forms.Form):
     """YAML mode: one manifest pasted as ``kubectl get -o yaml`` prints it; errors listed with their paths."""
 
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
-    manifest = forms.CharField(widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "class": "code"}))
+    manifest = YAMLField(required=True, widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "class": "code"}))
 
     def __init__(self, *args: Any, user: Any, model: type[KubeObject], instance: KubeObject | None = None, **kw):
         self.user, self.model, self.instance = user, model, instance
@@ -178,42 +176,23 @@ class ManifestForm(forms.Form):
         if self.errors:
             return data
         try:
-            document = yaml.safe_load(data["manifest"])
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            self.add_error("manifest", f"manifest: is not valid YAML{where}: {getattr(error, 'problem', error)}")
-            return data
-        if not isinstance(document, dict):
-            self.add_error("manifest", "manifest: must be one Kubernetes object (a mapping), not a list or scalar")
-            return data
-        try:
-            manifest = validate_manifest(self.model, document)
+            manifest = validate_manifest(self.model, data["manifest"])
         except ManifestInvalid as invalid:
             for error in invalid.errors:
                 self.add_error(None, error.message)
             return data
         metadata, cluster = manifest["metadata"], data["cluster"]
-        if self.instance is not None:
-            for key in ("name", "namespace"):
-                if metadata[key] != getattr(self.instance, key):
-                    self.add_error(
-                        None, f"metadata.{key}: {metadata[key]!r} cannot change (is {getattr(self.instance, key)!r})"
-                    )
-                    return data
-        elif not can_act_in(self.user, cluster.pk, metadata["namespace"], ADD):
+        if self.instance is None and not can_act_in(self.user, cluster.pk, metadata["namespace"], ADD):
             self.add_error(
                 None,
                 f"metadata.namespace: {metadata['namespace']!r} in cluster {cluster.name} "
                 "is not a namespace your teams may create in",
             )
             return data
-        elif self.model.objects.filter(
-            cluster=cluster, namespace=metadata["namespace"], name=metadata["name"]
-        ).exists():
-            self.add_error(
-                None, f"metadata.name: {metadata['name']!r} already exists in {cluster.name}/{metadata['namespace']}"
-            )
+        taken = identity_errors(self.model, cluster, metadata, self.instance)
+        for error in taken:
+            self.add_error(None, error.message)
+        if taken:
             return data
         self.validated = manifest
         return data

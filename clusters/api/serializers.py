@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from clusters.api.exceptions import field_error_detail
 from clusters.audit import Actor
-from clusters.manifests import validate_manifest
+from clusters.manifests import identity_errors, validate_manifest
 from clusters.merge import apply_merge_patch
 from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.services import Resolution, assign_manifest, resolve_cluster, save_portal_edit
@@ -132,7 +132,9 @@ class KubeObjectSerializer(serializers.Serializer):
         try:
             cluster = self._target_cluster(attrs.get("cluster"))
             manifest = validate_manifest(self.model, manifest)
-            self._check_identity(cluster, manifest["metadata"])
+            errors = identity_errors(self.model, cluster, manifest["metadata"], self.instance)
+            if errors:
+                raise ManifestInvalid(errors)
         except ManifestInvalid as invalid:
             raise serializers.ValidationError(field_error_detail(invalid.errors)) from None
         return {"cluster": cluster, "manifest": manifest}
@@ -144,30 +146,6 @@ class KubeObjectSerializer(serializers.Serializer):
             return self.instance.cluster
         request = self.context.get("request")
         return resolve_cluster(name or (request.query_params.get("cluster") if request else None))
-
-    def _check_identity(self, cluster, metadata: dict[str, Any]) -> None:
-        """Name and namespace are the object's identity in the cluster: fixed once created, unique."""
-        if self.instance is not None:
-            for key, current in (("name", self.instance.name), ("namespace", self.instance.namespace)):
-                if metadata.get(key, current) != current:
-                    raise ManifestInvalid(
-                        [
-                            FieldError(
-                                f"metadata.{key}",
-                                metadata.get(key),
-                                f"cannot change (is {current}); delete and create instead",
-                            )
-                        ]
-                    )
-            return
-        if self.model.objects.filter(cluster=cluster, namespace=metadata["namespace"], name=metadata["name"]).exists():
-            raise ManifestInvalid(
-                [
-                    FieldError(
-                        "metadata.name", metadata["name"], f"already exists in {cluster.name}/{metadata['namespace']}"
-                    )
-                ]
-            )
 
     def _actor(self) -> Actor:
         return Actor.from_request(self.context.get("request"), AuditEntry.Source.API)

@@ -70,6 +70,16 @@ def api_as(make_user):
     return make
 
 
+# The API endpoint of each mirrored kind, by kind.
+ENDPOINTS = {
+    "InferenceModel": "/api/inferencemodels/",
+    "Model": "/api/kubeai-models/",
+    "ModelService": "/api/modelservices/",
+    "InferenceConfig": "/api/inferenceconfigs/",
+    "InferenceRun": "/api/inferenceruns/",
+}
+
+
 ALL_KIND_PERMS = [
     f"{app}.{action}_{model}"
     for app, model in [

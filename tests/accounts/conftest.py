@@ -16,15 +16,8 @@ from clusters.kinds import model_for
 from clusters.manifests import validate_manifest
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.services import assign_manifest
-from tests.conftest import ALL_KIND_PERMS, load_samples
+from tests.conftest import ALL_KIND_PERMS, ENDPOINTS, load_samples
 
-ENDPOINTS = {
-    "InferenceModel": "/api/inferencemodels/",
-    "Model": "/api/kubeai-models/",
-    "ModelService": "/api/modelservices/",
-    "InferenceConfig": "/api/inferenceconfigs/",
-    "InferenceRun": "/api/inferenceruns/",
-}
 SAMPLE_FILES = {
     "InferenceModel": "inferencemodel-llama-2-70b.yaml",
     "Model": "model-gemma2-2b-cpu.yaml",

@@ -9,15 +9,8 @@ import pytest
 
 from clusters.models import Cluster, SyncState
 from models_app.models import InferenceModel
-from tests.conftest import load_samples
+from tests.conftest import ENDPOINTS, load_samples
 
-ENDPOINTS = {
-    "InferenceModel": "/api/inferencemodels/",
-    "Model": "/api/kubeai-models/",
-    "ModelService": "/api/modelservices/",
-    "InferenceConfig": "/api/inferenceconfigs/",
-    "InferenceRun": "/api/inferenceruns/",
-}
 SAMPLES = load_samples()
 SAMPLE = dict(SAMPLES)["inferencemodel-llama-2-70b.yaml"]
 

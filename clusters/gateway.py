@@ -200,30 +200,23 @@ class ClusterGateway:
 
     def patch(self, kind: KindInfo, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """JSON merge patch; with ``metadata.resourceVersion`` in it, ConflictError when stale."""
-        with _translated():
-            patched = self.custom.patch_namespaced_custom_object(
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                name,
-                patch,
-                field_manager=FIELD_MANAGER,
-                _content_type="application/merge-patch+json",
-                _request_timeout=self.timeout,
-            )
-        return patched or self.get(kind, namespace, name)
+        return self._merge_patch(self.custom.patch_namespaced_custom_object, kind, namespace, name, patch)
 
     def patch_status(self, kind: KindInfo, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch only ``status`` through the ``/status`` subresource (controller-owned fields)."""
+        return self._merge_patch(
+            self.custom.patch_namespaced_custom_object_status, kind, namespace, name, {"status": status}
+        )
+
+    def _merge_patch(self, method: Any, kind: KindInfo, namespace: str, name: str, body: dict[str, Any]) -> dict:
         with _translated():
-            patched = self.custom.patch_namespaced_custom_object_status(
+            patched = method(
                 kind.group,
                 kind.version,
                 namespace,
                 kind.plural,
                 name,
-                {"status": status},
+                body,
                 field_manager=FIELD_MANAGER,
                 _content_type="application/merge-patch+json",
                 _request_timeout=self.timeout,

@@ -98,11 +98,6 @@ def namespace_predicate(user: Any, action: str = VIEW) -> Callable[[int, str], b
     )
 
 
-def known_namespaces(user: Any, action: str = ADD) -> list[str]:
-    """Namespace names the user's teams name explicitly (for form suggestions; ``*`` left out)."""
-    return sorted({ns for _, ns in grants_of(user, action) if ns != ALL_NAMESPACES})
-
-
 def unreadable_references(user: Any, cluster_id: int, model: Any, manifest: dict[str, Any]) -> dict[str, list[str]]:
     """Field errors for namespaces a manifest points at (e.g. a run's configRef) that the user may not read."""
     return {

@@ -8,7 +8,7 @@ and the rest go through :func:`clusters.inbound.upsert_from_cluster` one by one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -34,7 +34,6 @@ class ResyncReport:
     listed: int = 0
     written: int = 0
     deleted: int = 0
-    resource_versions: dict[str | None, str] = field(default_factory=dict)
 
 
 def list_all(
@@ -74,7 +73,6 @@ def resync_namespace(
     """Resync one namespace (None: all); returns the list's resourceVersion, where a watch starts."""
     started = timezone.now()
     items, resource_version = list_all(gateway, model, namespace, page_size)
-    report.resource_versions[namespace] = resource_version
     report.listed += len(items)
     report.written += ingest_items(model, gateway.cluster, items)
     report.deleted += _tombstone_missing(model, gateway.cluster, namespace, items, started)

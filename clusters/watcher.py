@@ -73,7 +73,6 @@ class WatchLoop:
         self.settings = settings or WatchSettings()
         self.gateway_factory = gateway_factory
         self.resource_version: str | None = None
-        self.events_handled = 0
         self.relists = 0
 
     name = "watch"
@@ -132,7 +131,6 @@ class WatchLoop:
         close_old_connections()
         if event_type != "BOOKMARK":
             self.apply(event_type, obj)
-            self.events_handled += 1
         self.resource_version = (obj.get("metadata") or {}).get("resourceVersion") or self.resource_version
 
 

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-deps bench lint install migrate worker clean
+.PHONY: run test test-deps control-plane bench lint install migrate worker clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,17 +24,28 @@ run: migrate
 	$(BIN)/python manage.py ensure_demo_admin
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
-## test-deps: the real parts the tests start (Debian's prometheus and chromium), installed when missing
+## test-deps: the real parts the tests start, installed and started when missing: PostgreSQL and
+## Redis (started on loopback), Prometheus, Chromium (Debian packages), and the Kubernetes control
+## plane built from the pinned Go modules in tools/kube-control-plane (cached by go.sum hash)
 test-deps:
-	@for script in .ci/setup.d/*.sh; do bash "$$script"; done
+	bash .ci/install-packages.sh
+	bash .ci/start-services.sh
+	bash tools/kube-control-plane/build.sh >/dev/null
 
-## test: the whole suite (SQLite by default; DATABASE_URL=postgres://... for PostgreSQL)
+## test: the whole suite on PostgreSQL (DATABASE_URL overrides; sqlite:///... works without the server)
+test: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
+test: export REDIS_URL ?= redis://127.0.0.1:6379/15
 test: install test-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 ## bench: benchmarks, printed as a table and written to bench/results.json
+bench: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 bench: install test-deps
 	$(BIN)/python -m bench
+
+## control-plane: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
+control-plane:
+	bash tools/kube-control-plane/build.sh
 
 lint: install
 	$(BIN)/ruff check .
@@ -43,4 +54,4 @@ worker: install
 	$(BIN)/celery -A config worker -Q default,sync --loglevel=INFO
 
 clean:
-	rm -rf $(VENV) db.sqlite3 staticfiles
+	rm -rf $(VENV) db.sqlite3 staticfiles .cache/kube-control-plane

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, the real parts the tests start when any is missing:
+# PostgreSQL and Redis servers, Prometheus (and promtool), Chromium. One `apt-get update` at most.
+# Idempotent: does nothing when everything is there.
+set -euo pipefail
+missing=()
+compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing+=(postgresql)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+{ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || missing+=(prometheus)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if (( ${#missing[@]} )); then
+  echo "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

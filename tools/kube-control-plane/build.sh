@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the tests' control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# kwok) from the pinned Go modules beside this script, once: binaries go to
+# .cache/kube-control-plane/<hash of both go.sum files>/ at the repository root and are reused
+# until a go.sum changes. Prints that folder. Idempotent.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+if ! command -v go >/dev/null 2>&1; then
+  echo "go not found: install the Go toolchain (https://go.dev/doc/install, or Debian's golang-go)" >&2
+  exit 2
+fi
+key="$(cat "$here/kubernetes/go.sum" "$here/kwok/go.sum" | sha256sum | cut -c1-16)"
+out="$root/.cache/kube-control-plane/$key"
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+missing=0
+for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || missing=1; done
+if [[ $missing == 1 ]]; then
+  mkdir -p "$out.partial"
+  start=$(date +%s)
+  echo "building the control plane into $out (first build: about 15 minutes on 2 cores)" >&2
+  export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -trimpath"
+  (cd "$here/kubernetes" && go build -ldflags="-s -w" -o "$out.partial/etcd" go.etcd.io/etcd/server/v3)
+  (cd "$here/kubernetes" && go build -ldflags="-s -w" -o "$out.partial/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler)
+  (cd "$here/kwok" && go build -ldflags="-s -w" -o "$out.partial/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  rm -rf "$out" && mv "$out.partial" "$out"
+  echo "built in $(( $(date +%s) - start )) s" >&2
+fi
+echo "$out"

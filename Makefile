@@ -54,4 +54,4 @@ worker: install
 	$(BIN)/celery -A config worker -Q default,sync --loglevel=INFO
 
 clean:
-	rm -rf $(VENV) db.sqlite3 staticfiles .cache/kube-control-plane
+	rm -rf $(VENV) db.sqlite3 staticfiles

@@ -322,12 +322,14 @@ class BuiltinResource:
             created = None
         return created or self.get(namespace, body["metadata"]["name"])
 
-    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        """JSON merge patch (lists are replaced whole, as the controllers mean them)."""
-        patched = self._call(
-            "patch", name, namespace, patch, field_manager=FIELD_MANAGER, _content_type="application/merge-patch+json"
+    def apply(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply of the whole intent as the field manager ``inference-portal``; forced,
+        as the portal is the controller of what it applies (see clusters/owned.py)."""
+        applied = self._call(
+            "patch", body["metadata"]["name"], namespace, body, field_manager=FIELD_MANAGER, force=True,
+            _content_type="application/apply-patch+yaml",
         )
-        return patched or self.get(namespace, name)
+        return applied or self.get(namespace, body["metadata"]["name"])
 
     def delete(self, namespace: str, name: str) -> None:
         """Delete with background propagation (a Job's pods go too); a missing object is fine."""

@@ -22,6 +22,7 @@ from django.utils.dateparse import parse_datetime
 from clusters.conditions import rfc3339, set_condition
 from clusters.gateway import ClusterGateway, NotFoundError
 from clusters.inbound import upsert_from_cluster
+from clusters.owned import NotOwnedError, ensure, label_value
 from clusters.quantities import quantity_to_int
 from models_app import metrics
 from models_app.models import InferenceModel
@@ -55,11 +56,14 @@ class Plan:
 
 
 def deployment_labels(cr: dict[str, Any]) -> dict[str, str]:
-    """Exactly the reference's labels on managed Deployments."""
+    """Exactly the reference's labels on managed Deployments. Label values are at most 63
+    characters of ``[A-Za-z0-9._-]``, so the object name and ``modelName`` (a Hugging Face id such
+    as ``meta-llama/Llama-2-7b-chat-hf``) go through ``label_value``; the full ``modelName`` is in
+    the container's ``MODEL_NAME``."""
     return {
-        "app.kubernetes.io/name": cr["metadata"]["name"],
+        "app.kubernetes.io/name": label_value(cr["metadata"]["name"]),
         "app.kubernetes.io/component": "inference-server",
-        "inference.eh-ops.io/model": cr["spec"]["modelName"],
+        "inference.eh-ops.io/model": label_value(cr["spec"]["modelName"]),
         "inference.eh-ops.io/managed": "true",
     }
 
@@ -97,7 +101,10 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
     deployments = gateway.builtin("apps/v1", "Deployment")
     deployment = deployments.get(row.namespace, row.name)
     if plan.reason != Reason.FAILED or deployment is not None:
-        deployment = _ensure_deployment(deployments, cr, deployment, plan.replicas, now)
+        try:
+            deployment = ensure(deployments, _deployment(cr, plan.replicas, now))
+        except NotOwnedError as error:
+            plan, deployment = Plan(0, Reason.FAILED, str(error)), None
     if plan.replicas == 0:
         release(row.cluster_id, KIND.kind, row.namespace, row.name)
     status = _status(cr, deployment, plan, now)
@@ -188,14 +195,25 @@ def _dependencies_not_ready(
     deployments = gateway.builtin("apps/v1", "Deployment")
     for dependency in closure[:-1]:
         # The dependency's Deployment is the live truth; its status may not be reconciled yet.
-        observed = (deployments.get(dependency.namespace, dependency.name) or {}).get("status") or {}
-        if (observed.get("readyReplicas") or 0) >= 1:
+        if ready_replicas(deployments.get(dependency.namespace, dependency.name)) >= 1:
             continue
         waiting.append(dependency.name)
         wake_in_cluster(gateway, dependency, now)
     if waiting:
         return Plan(0, Reason.PENDING, f"waiting for dependencies to be ready: {', '.join(waiting)}")
     return None
+
+
+def ready_replicas(deployment: dict[str, Any] | None) -> int:
+    """Ready replicas of the Deployment's current spec. The Deployment controller reports a
+    generation late: right after a scale to zero its status still counts the old pods as ready,
+    so a status older than the spec (``observedGeneration`` behind ``generation``) counts none."""
+    if not deployment:
+        return 0
+    status = deployment.get("status") or {}
+    if (status.get("observedGeneration") or 0) < (deployment["metadata"].get("generation") or 0):
+        return 0
+    return min(status.get("readyReplicas") or 0, deployment["spec"].get("replicas") or 0)
 
 
 def wake_in_cluster(gateway: ClusterGateway, model: InferenceModel, now: datetime) -> None:
@@ -214,12 +232,15 @@ def _container_resources(resources: dict[str, Any]) -> dict[str, Any]:
 
 
 def _deployment(cr: dict[str, Any], replicas: int, now: datetime) -> dict[str, Any]:
+    """The Deployment the portal wants for the model (applied by clusters.owned.ensure)."""
     metadata, spec = cr["metadata"], cr["spec"]
     labels = deployment_labels(cr)
     requested = last_request_time(cr) or now
+    if not spec.get("containerImage"):
+        replicas = 0
     # Selectors cannot change after creation: select on the object's name only, so editing
     # modelName relabels the pods instead of breaking every later update with a 422.
-    selector = {"app.kubernetes.io/name": metadata["name"]}
+    selector = {"app.kubernetes.io/name": labels["app.kubernetes.io/name"]}
     port = urlsplit(spec["backendUrl"]).port or 8000
     return {
         "apiVersion": "apps/v1",
@@ -262,23 +283,6 @@ def _deployment(cr: dict[str, Any], replicas: int, now: datetime) -> dict[str, A
     }
 
 
-def _ensure_deployment(
-    deployments, cr: dict[str, Any], current: dict[str, Any] | None, replicas: int, now: datetime
-) -> dict[str, Any]:
-    desired = _deployment(cr, replicas if cr["spec"].get("containerImage") else 0, now)
-    if current is None:
-        return deployments.create(cr["metadata"]["namespace"], desired)
-    patch = {
-        "metadata": {key: desired["metadata"][key] for key in ("labels", "annotations", "ownerReferences")},
-        "spec": desired["spec"],
-    }
-    if all(current["metadata"].get(k) == v for k, v in patch["metadata"].items()) and all(
-        current["spec"].get(k) == v for k, v in patch["spec"].items()
-    ):
-        return current
-    return deployments.patch(cr["metadata"]["namespace"], cr["metadata"]["name"], patch)
-
-
 def _deployment_failure(deployment: dict[str, Any]) -> str | None:
     for condition in (deployment.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Progressing" and condition.get("status") == "False":
@@ -290,15 +294,15 @@ def _deployment_failure(deployment: dict[str, Any]) -> str | None:
 
 def _status(cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, now: datetime) -> dict[str, Any]:
     observed = (deployment or {}).get("status") or {}
-    ready_replicas = observed.get("readyReplicas") or 0
+    ready = ready_replicas(deployment)
     if plan.replicas == 0:
         reason, message = plan.reason, plan.message
     elif failure := _deployment_failure(deployment or {}):
         reason, message = Reason.FAILED, failure
-    elif ready_replicas >= 1:
+    elif ready >= 1:
         reason, message = Reason.DEPLOYED, "Deployment is ready and serving traffic"
     else:
-        reason, message = Reason.DEPLOYING, f"waiting for pods to become ready ({ready_replicas}/{plan.replicas})"
+        reason, message = Reason.DEPLOYING, f"waiting for pods to become ready ({ready}/{plan.replicas})"
     generation = cr["metadata"].get("generation")
     conditions = (cr.get("status") or {}).get("conditions")
     conditions = set_condition(conditions, "Ready", reason == Reason.DEPLOYED, reason, message, now, generation)

@@ -3,7 +3,11 @@
 A run becomes a JSON *contract* in a ConfigMap (key ``contract.json``) and a runner Job named
 ``inf-<run>-<first 8 of uid>`` (at most 63 characters, DNS-safe) owned by the run, with
 ``restartPolicy: Never``, the contract mounted and ``activeDeadlineSeconds`` = ``timeoutSeconds``;
-with a cron ``schedule`` it becomes a CronJob instead. The run's status follows the Job (phase
+with a cron ``schedule`` it becomes a CronJob instead (at most 52 characters: the CronJob
+controller appends an 11-character suffix to name its Jobs). ``status.contract`` is declared
+``format: byte`` by the CRD, so it holds the contract's JSON base64-encoded, as the API server
+requires. Owned objects are written with server-side apply, only when they differ
+(``clusters.owned``). The run's status follows the Job (phase
 Pending / Running / Succeeded / Failed, start and completion times, message, conditions, a
 reference to the Job). ``autoDeletePolicy`` removes the Job and its contract after success
 (``DeleteOnSuccess``) or after any end (``DeleteOnCompletion``). Unlike the public controller, a
@@ -12,7 +16,7 @@ finished run is never started again when its Job disappears: the phase is checke
 
 from __future__ import annotations
 
-import hashlib
+import base64
 import json
 import re
 from datetime import datetime
@@ -21,6 +25,7 @@ from typing import Any
 from clusters.conditions import as_rfc3339, rfc3339, set_condition
 from clusters.gateway import ClusterGateway, NotFoundError
 from clusters.inbound import upsert_from_cluster
+from clusters.owned import ensure, label_value
 from runs_app.models import InferenceConfig, InferenceRun
 
 KIND = InferenceRun.kube
@@ -28,16 +33,22 @@ CONFIG_KIND = InferenceConfig.kube
 TERMINAL = ("Succeeded", "Failed")
 CONTRACT_KEY = "contract.json"
 CONTRACT_DIR = "/etc/inference"
-MAX_NAME = 63
-TEMPLATE_DIGEST = "ai.krateo.io/template-digest"
+MAX_JOB_NAME = 63
+MAX_CRONJOB_NAME = 52
 JOB_LABEL = "ai.krateo.io/inference-run"
 
 
-def job_name(run_name: str, uid: str) -> str:
-    """``inf-<run>-<uid[:8]>``, the run part shortened so the whole is a valid 63-character DNS label."""
+def job_name(run_name: str, uid: str, limit: int = MAX_JOB_NAME) -> str:
+    """``inf-<run>-<uid[:8]>``, the run part shortened so the whole is a DNS label of at most
+    ``limit`` characters (63 for a Job, ``MAX_CRONJOB_NAME`` for a CronJob)."""
     suffix = f"-{uid.replace('-', '')[:8]}"
-    middle = re.sub(r"[^a-z0-9-]", "-", run_name.lower())[: MAX_NAME - len("inf-") - len(suffix)].strip("-")
+    middle = re.sub(r"[^a-z0-9-]", "-", run_name.lower())[: limit - len("inf-") - len(suffix)].strip("-")
     return f"inf-{middle}{suffix}"
+
+
+def encode_contract(contract: dict[str, Any]) -> str:
+    """``status.contract`` (``format: byte``): the contract's JSON, base64-encoded."""
+    return base64.b64encode(json.dumps(contract, sort_keys=True).encode()).decode()
 
 
 def build_contract(run: dict[str, Any], config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -51,6 +62,10 @@ def build_contract(run: dict[str, Any], config: dict[str, Any], name: str) -> di
         "output": (spec.get("storage") or {}).get("output"),
         "parameters": run["spec"].get("parameters") or {},
     }
+
+
+def _labels(run: dict[str, Any]) -> dict[str, str]:
+    return {JOB_LABEL: label_value(run["metadata"]["name"])}
 
 
 def _owner(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -67,7 +82,7 @@ def _owner(run: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _job_spec(run: dict[str, Any], config: dict[str, Any], name: str) -> dict[str, Any]:
-    labels = {JOB_LABEL: run["metadata"]["name"], "ai.krateo.io/job": name}
+    labels = {**_labels(run), "ai.krateo.io/job": name}
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [
@@ -83,7 +98,17 @@ def _job_spec(run: dict[str, Any], config: dict[str, Any], name: str) -> dict[st
     credentials = (config["spec"].get("credentialsRef") or {}).get("name")
     if credentials:
         pod["imagePullSecrets"] = [{"name": credentials}]
-    spec: dict[str, Any] = {"template": {"metadata": {"labels": labels}, "spec": pod}}
+    spec: dict[str, Any] = {
+        "template": {"metadata": {"labels": labels}, "spec": pod},
+        # A runner that exits non-zero has failed: fail the run at once instead of retrying it six
+        # times with growing back-off; a pod lost to a disruption (eviction, node drain) is retried.
+        "podFailurePolicy": {
+            "rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": "runner", "operator": "NotIn", "values": [0]}},
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            ]
+        },
+    }
     if run["spec"].get("timeoutSeconds"):
         spec["activeDeadlineSeconds"] = run["spec"]["timeoutSeconds"]
     return spec
@@ -95,7 +120,8 @@ def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: dat
     except NotFoundError:
         return "gone"
     status = dict(run.get("status") or {})
-    name = job_name(run["metadata"]["name"], run["metadata"]["uid"])
+    scheduled = bool(run["spec"].get("schedule"))
+    name = job_name(run["metadata"]["name"], run["metadata"]["uid"], MAX_CRONJOB_NAME if scheduled else MAX_JOB_NAME)
     jobs, cronjobs = gateway.builtin("batch/v1", "Job"), gateway.builtin("batch/v1", "CronJob")
     configmaps = gateway.builtin("v1", "ConfigMap")
     if status.get("phase") in TERMINAL:
@@ -120,9 +146,9 @@ def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: dat
             outcome = "waiting for config"
         else:
             contract = build_contract(run, config, name)
-            status["contract"] = json.dumps(contract, sort_keys=True)
-            _ensure_contract(configmaps, run, name, contract)
-            if run["spec"].get("schedule"):
+            status["contract"] = encode_contract(contract)
+            ensure(configmaps, _contract_configmap(run, name, contract))
+            if scheduled:
                 outcome = _ensure_cronjob(cronjobs, run, config, name, status, now)
             else:
                 outcome = _ensure_job(jobs, run, config, name, status, now)
@@ -132,22 +158,15 @@ def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: dat
     return outcome
 
 
-def _ensure_contract(configmaps, run: dict[str, Any], name: str, contract: dict[str, Any]) -> None:
+def _contract_configmap(run: dict[str, Any], name: str, contract: dict[str, Any]) -> dict[str, Any]:
     """The contract ConfigMap, kept equal to the run and its config (edits reach the next Job)."""
-    namespace, data = run["metadata"]["namespace"], {CONTRACT_KEY: json.dumps(contract, indent=2)}
-    current = configmaps.get(namespace, f"{name}-contract")
-    if current is None:
-        configmaps.create(
-            namespace,
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "data": data,
-                "metadata": {"name": f"{name}-contract", "namespace": namespace, "ownerReferences": _owner(run)},
-            },
-        )
-    elif current.get("data") != data:
-        configmaps.patch(namespace, f"{name}-contract", {"data": data})
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-contract", "namespace": run["metadata"]["namespace"],
+                     "ownerReferences": _owner(run)},
+        "data": {CONTRACT_KEY: json.dumps(contract, indent=2)},
+    }
 
 
 def _phase(status: dict[str, Any], phase: str, message: str, now: datetime, run: dict[str, Any]) -> dict[str, Any]:
@@ -164,17 +183,13 @@ def _ensure_job(jobs, run, config, name, status, now) -> str:
             status.update(_phase(status, "Failed", f"Job {name} was deleted before it finished", now, run))
             status.setdefault("completionTime", rfc3339(now))
             return "job lost"
-        job = jobs.create(
-            namespace,
+        job = ensure(
+            jobs,
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
-                "metadata": {
-                    "name": name,
-                    "namespace": namespace,
-                    "ownerReferences": _owner(run),
-                    "labels": {JOB_LABEL: run["metadata"]["name"]},
-                },
+                "metadata": {"name": name, "namespace": namespace, "ownerReferences": _owner(run),
+                             "labels": _labels(run)},
                 "spec": _job_spec(run, config, name),
             },
         )
@@ -210,26 +225,17 @@ def _ensure_cronjob(cronjobs, run, config, name, status, now) -> str:
     body = {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": {"name": name, "namespace": namespace, "ownerReferences": _owner(run)},
+        "metadata": {"name": name, "namespace": namespace, "ownerReferences": _owner(run), "labels": _labels(run)},
         "spec": {
             "schedule": run["spec"]["schedule"],
             "concurrencyPolicy": "Forbid",
             "jobTemplate": {
-                "metadata": {"labels": {JOB_LABEL: run["metadata"]["name"]}},
+                "metadata": {"labels": _labels(run)},
                 "spec": _job_spec(run, config, name),
             },
         },
     }
-    # The API server adds defaults to the job template, so compare a digest of what we asked for.
-    digest = hashlib.sha256(json.dumps(body["spec"], sort_keys=True).encode()).hexdigest()[:16]
-    body["metadata"]["annotations"] = {TEMPLATE_DIGEST: digest}
-    cronjob = cronjobs.get(namespace, name)
-    if cronjob is None:
-        cronjob = cronjobs.create(namespace, body)
-    elif (cronjob["metadata"].get("annotations") or {}).get(TEMPLATE_DIGEST) != digest:
-        cronjob = cronjobs.patch(
-            namespace, name, {"metadata": {"annotations": {TEMPLATE_DIGEST: digest}}, "spec": body["spec"]}
-        )
+    cronjob = ensure(cronjobs, body)
     status["jobRef"] = {"name": name, "namespace": namespace, "uid": cronjob["metadata"].get("uid", "")}
     last = (cronjob.get("status") or {}).get("lastScheduleTime")
     message = f"scheduled '{run['spec']['schedule']}'" + (f"; last run {last}" if last else "; not run yet")

@@ -59,17 +59,15 @@ def submit_run(request: HttpRequest) -> HttpResponse:
 
 
 def decode_contract(value: Any) -> Any:
-    """status.contract as JSON: the portal's controller stores it as JSON text, the public one base64."""
+    """status.contract as JSON: the CRD declares it ``format: byte``, so it is base64 of the JSON
+    (the raw text is shown when it is not)."""
     if not isinstance(value, str) or not value:
         return None
-    for text in (value, _b64(value)):
-        if text is None:
-            continue
-        try:
-            return json.loads(text)
-        except ValueError:
-            continue
-    return value
+    text = _b64(value)
+    try:
+        return json.loads(text) if text is not None else value
+    except ValueError:
+        return value
 
 
 def _b64(value: str) -> str | None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import logging
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 from django.conf import settings
@@ -14,6 +16,9 @@ from rest_framework.test import APIClient
 
 from accounts.models import ALL_NAMESPACES, NamespaceGrant, Team
 from clusters.models import Cluster
+from tests.support.clusters import KubeCluster, apply_crds, external_kubeconfig
+from tests.support.control_plane import ControlPlane, ControlPlaneUnavailable, running_control_plane
+from tests.support.fault_proxy import FaultProxy
 
 
 def load_samples() -> list[tuple[str, dict[str, Any]]]:
@@ -99,4 +104,65 @@ def editor(api_as) -> APIClient:
     return api_as(perms=ALL_KIND_PERMS)
 
 
-logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # one line per test-server request drowns failures
+
+
+# -- the real control plane ---------------------------------------------------------------------------
+
+REAL_CLUSTER_FIXTURES = {"control_plane", "kube", "managed", "live_cluster"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that talks to a Kubernetes API server carries the ``realcluster`` marker."""
+    for item in items:
+        if REAL_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.realcluster)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane | None]:
+    """etcd, kube-apiserver, controller manager, scheduler and kwok for the whole session, with the
+    CRDs of platform/crds applied; None when ``KUBECONFIG`` names a cluster to use instead."""
+    if external_kubeconfig():
+        yield None
+        return
+    try:
+        with running_control_plane() as plane:
+            with plane.api_client() as client:
+                apply_crds(client)
+            yield plane
+    except ControlPlaneUnavailable as reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the real control plane: {reason}")
+        pytest.skip(str(reason))
+
+
+@pytest.fixture(scope="session")
+def fault_proxy(control_plane: ControlPlane | None) -> Iterator[FaultProxy | None]:
+    """The fault-injecting proxy in front of the session's kube-apiserver (none for KUBECONFIG)."""
+    if control_plane is None:
+        yield None
+        return
+    workdir = control_plane.workdir
+    proxy = FaultProxy(control_plane.url, str(workdir / "ca.crt"), str(workdir / "apiserver.crt"),
+                       str(workdir / "apiserver.key")).start()
+    yield proxy
+    proxy.stop()
+
+
+@pytest.fixture
+def kube(control_plane: ControlPlane | None, fault_proxy: FaultProxy | None) -> Iterator[KubeCluster]:
+    """This test's namespace on the real API server; ``kube.register()`` makes its Cluster row."""
+    if control_plane is None:
+        config = external_kubeconfig()
+        api_client = kubernetes.config.new_client_from_config(config_file=config)
+        with api_client:
+            apply_crds(api_client)
+            cluster = KubeCluster(api_client, kubeconfig=config)
+            yield cluster
+            cluster.close()
+        return
+    control_plane.check_alive()
+    with control_plane.api_client() as api_client:
+        cluster = KubeCluster(api_client, plane=control_plane, proxy=fault_proxy)
+        yield cluster
+        cluster.close()

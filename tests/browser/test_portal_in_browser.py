@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 
 import pytest
@@ -78,7 +79,8 @@ def test_member_submits_a_run_and_watches_it_finish(page, shoot, world):
     shoot(page, "run-pending")
 
     run = InferenceRun.objects.get(name="browser-run")
-    succeeded = {"jobStatus": {"succeeded": 1}, "contract": '{"jobName": "inf-browser-run"}'}
+    contract = base64.b64encode(b'{"jobName": "inf-browser-run"}').decode()  # status.contract is format: byte
+    succeeded = {"jobStatus": {"succeeded": 1}, "contract": contract}
     for phase, extra in (("Running", {"jobStatus": {"active": 1}}), ("Succeeded", succeeded)):
         manifest = run.to_manifest()
         manifest["metadata"]["uid"] = "uid-browser-run"

@@ -1,4 +1,4 @@
-"""Fixtures for sync tests: a cluster to talk to over real HTTP, its registration, and a running watcher."""
+"""Fixtures for sync tests: the registered cluster row and a running watcher (``kube`` is in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from django.conf import settings
 
 from clusters.models import Cluster
 from clusters.watcher import Backoff, ClusterWatch, WatchSettings
-from tests.support.clusters import EmulatedCluster, RealCluster, open_cluster
 
 
 def sample_manifest(file_name: str, namespace: str = "default") -> dict[str, Any]:
@@ -36,16 +35,9 @@ def wait_for(condition: Callable[[], Any], timeout: float = 10.0, message: str =
 
 
 @pytest.fixture
-def kube() -> Iterator[EmulatedCluster | RealCluster]:
-    cluster = open_cluster()
-    yield cluster
-    cluster.close()
-
-
-@pytest.fixture
 def needs_faults(kube) -> None:
     if not kube.supports_faults:
-        pytest.skip("fault injection needs the test API server")
+        pytest.skip("fault injection needs the session's control plane (its fault proxy), not KUBECONFIG's cluster")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""Two-way sync over real HTTP with the official client: the test API server, or a real cluster
-when KUBECONFIG is set (tests that inject faults are then skipped)."""
+"""Two-way sync over real HTTP with the official client, against the session's real control plane
+(faults from the proxy in front of it, 409 from real concurrent writes, 410 from a real etcd
+compaction), or the cluster KUBECONFIG names (tests that inject faults are then skipped)."""
 
 from __future__ import annotations
 
@@ -122,8 +123,9 @@ class TestClusterToPortal:
         current["spec"]["memory"] = "20Gi"
         current["status"] = {"ready": True, "replicas": 1}
         kube.write(current)
-        wait_for(lambda: row("llama-2-7b").memory_bytes == 20 * 1024**3, message="memory 20Gi")
-        assert row("llama-2-7b").ready is True
+        # Two writes (spec, then /status): two events, both must arrive.
+        wait_for(lambda: row("llama-2-7b").memory_bytes == 20 * 1024**3 and row("llama-2-7b").ready is True,
+                 message="memory 20Gi and ready")
         change = AuditEntry.objects.filter(object_id=created.pk, action="updated").get()
         assert change.changes == [{"path": "spec.memory", "old": "16Gi", "new": "20Gi"}]
 
@@ -220,7 +222,7 @@ class TestConcurrentEdits:
 class TestFaults:
     @pytest.mark.parametrize("status", [429, 500, 503])
     def test_transient_errors_on_apply_keep_the_edit_and_converge(self, live_cluster, kube, editor, status) -> None:
-        kube.server.inject("create", "inferencemodels", status=status, times=1)
+        kube.proxy.inject("create", "inferencemodels", status=status, times=1)
         obj = create_through_api(editor, kube)
         obj.refresh_from_db()
         assert obj.sync_state == SyncState.PENDING_APPLY and "will retry" in obj.last_error
@@ -228,15 +230,8 @@ class TestFaults:
         assert str(apply_object(InferenceModel, obj.pk)) == "applied"
         assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "8Gi"
 
-    def test_injected_409_on_update_merges_and_retries(self, live_cluster, kube, editor) -> None:
-        obj = create_through_api(editor, kube)
-        kube.server.inject("patch", "inferencemodels", status=409, times=2)
-        editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "9Gi"}}, format="json")
-        assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "9Gi"
-        assert row().sync_state == SyncState.SYNCED
-
     def test_permanent_error_is_shown_and_the_spec_kept(self, live_cluster, kube, editor) -> None:
-        kube.server.inject(
+        kube.proxy.inject(
             "create",
             "inferencemodels",
             status=422,
@@ -251,13 +246,17 @@ class TestFaults:
         assert row().sync_state == SyncState.SYNCED and kube.read(KIND, "mistral-7b")["spec"]["memory"] == "7Gi"
 
     def test_missing_namespace_is_a_permanent_error(self, live_cluster, kube, editor) -> None:
-        kube.server.inject("create", "inferencemodels", status=404, message='namespaces "default" not found')
-        obj = create_through_api(editor, kube)
-        obj.refresh_from_db()
-        assert obj.sync_state == SyncState.ERROR and 'namespaces "default" not found' in obj.last_error
+        ghost = f"{kube.namespace}-ghost"
+        live_cluster.namespaces = [kube.namespace, ghost]
+        live_cluster.save()
+        manifest = sample_manifest("inferencemodel-mistral-7b.yaml", ghost)
+        response = editor.post(URL, manifest, format="json")
+        assert response.status_code == 201, response.json()
+        obj = InferenceModel.objects.get(pk=response.json()["id"])
+        assert obj.sync_state == SyncState.ERROR and f'namespaces "{ghost}" not found' in obj.last_error
 
     def test_sweep_requeues_stale_pending_rows(self, live_cluster, kube, editor) -> None:
-        kube.server.inject("create", "inferencemodels", status=500, times=1)
+        kube.proxy.inject("create", "inferencemodels", status=500, times=1)
         obj = create_through_api(editor, kube)
         InferenceModel.objects.filter(pk=obj.pk).update(updated_at=obj.updated_at.replace(year=2020))
         resync_all_clusters()
@@ -266,7 +265,7 @@ class TestFaults:
     def _pending_edit(self, editor, kube) -> InferenceModel:
         """A synced object with a portal edit that could not be applied yet (transient 500)."""
         obj = create_through_api(editor, kube)
-        kube.server.inject("patch", "inferencemodels", status=500, times=1)
+        kube.proxy.inject("patch", "inferencemodels", status=500, times=1)
         editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "12Gi"}}, format="json")
         assert row().sync_state == SyncState.PENDING_APPLY
         return obj
@@ -294,30 +293,59 @@ class TestFaults:
         assert conflicted.sync_state == SyncState.CONFLICT and conflicted.spec["memory"] == "12Gi"
         assert conflicted.conflict["message"] == "re-created in the cluster while edited in the portal"
 
-    def test_watch_410_relists_and_misses_nothing(self, live_cluster, kube, watcher) -> None:
+    def test_watch_410_after_compaction_relists_and_misses_nothing(self, live_cluster, kube, watcher) -> None:
         kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml"))
         wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b").exists())
         relists = sum(w.relists for w in watcher.watch.watchers)
-        kube.server.compact()
-        kube.server.inject("watch", "inferencemodels", status=410, times=1)
-        kube.server.disconnect_watches()
+        # Keep the watcher away while the cluster moves on and etcd compacts past its resourceVersion.
+        kube.proxy.inject("watch", "inferencemodels", status=503, times=None)
+        kube.proxy.disconnect_watches()
         kube.write(sample_manifest("inferencemodel-mistral-7b.yaml"))
+        kube.remove(KIND, "llama-2-7b")
+        kube.plane.compact()
+        kube.proxy.clear_faults()
         wait_for(lambda: InferenceModel.objects.filter(name="mistral-7b").exists(), message="row after 410")
+        wait_for(lambda: row("llama-2-7b").sync_state == SyncState.DELETED_IN_CLUSTER, message="delete seen by relist")
         assert sum(w.relists for w in watcher.watch.watchers) > relists
 
     def test_expired_continue_token_restarts_the_list(self, live_cluster, kube) -> None:
         from clusters.gateway import ClusterGateway
         from clusters.resync import list_all
 
-        for index in range(7):
+        def write(index: int) -> None:
             manifest = sample_manifest("inferencemodel-mistral-7b.yaml")
             manifest["metadata"]["name"] = f"m{index}"
             kube.write(manifest)
-        kube.server.inject("list", "inferencemodels", status=410, times=1)
+
+        for index in range(7):
+            write(index)
+
+        def another_write_then_compact() -> None:
+            """Between the first and second page: the cluster moves on and etcd compacts past the list."""
+            write(7)
+            kube.plane.compact()
+
+        hook = kube.proxy.before("list", "inferencemodels", another_write_then_compact, query_key="continue")
         gateway = ClusterGateway(live_cluster)
-        items, _ = list_all(gateway, InferenceModel, None, page_size=3)
+        items, _ = list_all(gateway, InferenceModel, kube.namespace, page_size=3)
         gateway.close()
-        assert sorted(item["metadata"]["name"] for item in items) == [f"m{i}" for i in range(7)]
+        assert hook.times == 0
+        # m7 was written after the first page: only a list restarted after the 410 can hold it.
+        assert sorted(item["metadata"]["name"] for item in items) == [f"m{i}" for i in range(8)]
+
+    def test_a_silently_stalled_watch_is_noticed_and_reconnected(self, transactional_db, kube) -> None:
+        from tests.clusters.conftest import RunningWatch
+
+        cluster = kube.register(request_timeout_seconds=1)  # the watch's read timeout: its own timeout + 1 s
+        running = RunningWatch(cluster).start()
+        try:
+            wait_for(running.ready, message="watchers ready")
+            assert kube.proxy.stall_watches() >= 1  # connected, but nothing more arrives
+            kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml"))
+            wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b").exists(), timeout=15,
+                     message="the row after the client noticed the stall and watched anew")
+        finally:
+            running.stop()
 
     def test_watcher_killed_mid_stream_and_restarted_converges_without_duplicates(
         self, live_cluster, kube, watcher
@@ -337,7 +365,7 @@ class TestFaults:
             ),
             message="catch-up",
         )
-        kube.server.disconnect_watches()
+        kube.proxy.disconnect_watches()
         current = kube.read(KIND, "llama-2-7b")
         current["spec"]["memory"] = "19Gi"
         kube.write(current)
@@ -347,10 +375,13 @@ class TestFaults:
         assert InferenceModel.objects.count() == 2
 
 
-def test_two_clusters_holding_the_same_name_stay_apart(live_cluster, kube, editor) -> None:
-    from tests.support.clusters import EmulatedCluster
+def test_two_clusters_holding_the_same_name_stay_apart(live_cluster, kube, editor, control_plane,
+                                                     fault_proxy) -> None:
+    if control_plane is None:
+        pytest.skip("needs the session's control plane for a second namespace-limited cluster")
+    from tests.support.clusters import KubeCluster
 
-    other = EmulatedCluster("other")
+    other = KubeCluster(kube.api_client, name="other", plane=control_plane, proxy=fault_proxy)
     try:
         other_row = other.register()
         kube.write(sample_manifest("inferencemodel-mistral-7b.yaml", kube.namespace))

@@ -62,11 +62,11 @@ def test_random_interleavings_converge_or_surface_conflicts(live_cluster, kube, 
             kube.write(current)
             last_write[step[1]] = ("cluster", value)
         elif step[0] == "fault":
-            kube.server.inject(step[1], "inferencemodels", name=name, status=step[2], times=1)
+            kube.proxy.inject(step[1], "inferencemodels", name=name, status=step[2], times=1)
         else:
             resync_cluster(live_cluster)
 
-    kube.server.clear_faults()
+    kube.proxy.clear_faults()
     for _ in range(4):  # what the retries and the periodic sweep do
         obj = InferenceModel.objects.get(cluster=live_cluster, name=name)
         if obj.sync_state == SyncState.PENDING_APPLY:

@@ -89,6 +89,7 @@ def test_only_one_replica_leads_a_cluster(live_cluster) -> None:
         host=settings["HOST"] or "127.0.0.1",
         port=settings["PORT"] or 5432,
         user=settings["USER"] or "postgres",
+        password=settings["PASSWORD"] or None,
         dbname=settings["NAME"],
         autocommit=True,
     )

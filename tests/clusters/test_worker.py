@@ -63,7 +63,7 @@ def test_worker_applies_creates_and_edits(live_cluster, kube, editor, worker) ->
 
 @pytest.mark.usefixtures("needs_faults")
 def test_worker_retries_transient_errors_with_backoff(live_cluster, kube, editor, worker) -> None:
-    kube.server.inject("create", "inferencemodels", status=503, times=2)
+    kube.proxy.inject("create", "inferencemodels", status=503, times=2)
     response = editor.post("/api/inferencemodels/", sample_manifest("inferencemodel-mistral-7b.yaml"), format="json")
     pk = response.json()["id"]
     wait_for(

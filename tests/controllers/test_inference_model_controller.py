@@ -1,4 +1,5 @@
-"""The portal as InferenceModel controller, against the test API server (reference 000)."""
+"""The portal as InferenceModel controller (reference 000), on the real control plane: the
+Deployment controller and kwok make Deployments ready, the garbage collector removes them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from clusters.quantities import quantity_to_int
 from models_app.controller import FINALIZER
 from models_app.models import InferenceModel
 from scheduler.models import MemoryReservation, NodePool
-from tests.clusters.conftest import sample_manifest
+from tests.clusters.conftest import RunningWatch, sample_manifest, wait_for
 
 KIND = InferenceModel.kube
 GIB = 1024**3
@@ -26,7 +27,7 @@ def write_model(kube, file_name: str, **spec_changes) -> dict:
 
 
 def deployment(kube, name: str) -> dict | None:
-    return kube.builtin("apps", "deployments", name)
+    return kube.get("apps/v1", "Deployment", name)
 
 
 def cr(kube, name: str) -> dict:
@@ -34,8 +35,11 @@ def cr(kube, name: str) -> dict:
 
 
 def ready(kube, name: str, replicas: int = 1) -> None:
-    kube.set_status(
-        "apps", "deployments", name, {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas}
+    """Wait until the Deployment controller reports the pods kwok runs as ready."""
+    wait_for(
+        lambda: ((deployment(kube, name) or {}).get("status") or {}).get("readyReplicas") == replicas,
+        timeout=30,
+        message=f"{name} to have {replicas} ready replicas",
     )
 
 
@@ -104,26 +108,91 @@ def test_status_follows_the_deployment_as_its_controller_reports(managed, pool) 
     assert condition(model, "Available")["status"] == "True"
     row = InferenceModel.objects.get(name="llama-2-7b")
     assert row.ready is True
-    kube.set_status(
-        "apps",
-        "deployments",
-        "llama-2-7b",
-        {
-            "replicas": 1,
-            "readyReplicas": 0,
-            "conditions": [
-                {
-                    "type": "Progressing",
-                    "status": "False",
-                    "reason": "ProgressDeadlineExceeded",
-                    "message": 'ReplicaSet "llama-2-7b-5d9" has timed out progressing.',
-                }
-            ],
-        },
+    # A rollout that cannot progress: its new pods fit no node, and someone (kubectl patch) gave the
+    # Deployment a 1 s progress deadline; the Deployment controller reports ProgressDeadlineExceeded.
+    kube.patch("apps/v1", "Deployment", "llama-2-7b", {"spec": {"progressDeadlineSeconds": 1}})
+    edited = cr(kube, "llama-2-7b")
+    edited["spec"]["nodeSelector"]["accelerator"] = "nvidia-h100"
+    kube.write(edited)
+    kube.sync()
+    wait_for(
+        lambda: any(c["reason"] == "ProgressDeadlineExceeded"
+                    for c in deployment(kube, "llama-2-7b")["status"].get("conditions") or []),
+        timeout=30,
+        message="ProgressDeadlineExceeded",
     )
     kube.sync()
     failed = condition(cr(kube, "llama-2-7b"), "Ready")
-    assert (failed["reason"], failed["message"]) == ("Failed", 'ReplicaSet "llama-2-7b-5d9" has timed out progressing.')
+    assert failed["reason"] == "Failed"
+    assert failed["message"].startswith('ReplicaSet "llama-2-7b-') and "has timed out progressing" in failed["message"]
+
+
+def test_labels_are_valid_for_any_model_name(managed, pool) -> None:
+    kube, _ = managed
+    long_name = "m-" + "x" * 90
+    write_model(kube, "inferencemodel-llama-2-7b.yaml", modelName="meta-llama/Llama-2-7b-chat-hf")
+    manifest = sample_manifest("inferencemodel-mistral-7b.yaml")
+    manifest["metadata"]["name"] = long_name
+    manifest["spec"]["modelName"] = "org/" + "y" * 100
+    kube.write(manifest)
+    kube.sync()
+    labels = deployment(kube, "llama-2-7b")["metadata"]["labels"]
+    assert labels["inference.eh-ops.io/model"] == "meta-llama-Llama-2-7b-chat-hf"
+    env = deployment(kube, "llama-2-7b")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "MODEL_NAME", "value": "meta-llama/Llama-2-7b-chat-hf"} in env
+    long_labels = deployment(kube, long_name)["metadata"]["labels"]
+    assert all(len(value) <= 63 for value in long_labels.values())
+    ready(kube, long_name)
+
+
+def test_steady_state_sends_no_writes(managed, pool) -> None:
+    kube, _ = managed
+    write_model(kube, "inferencemodel-llama-2-7b.yaml")
+    kube.sync()
+    ready(kube, "llama-2-7b")
+    kube.sync()
+    seen = len(kube.proxy.requests_seen)
+    kube.sync()
+    kube.sync()
+    writes = [r for r in kube.proxy.requests_seen[seen:] if r.verb in ("create", "update", "patch", "delete")]
+    assert writes == []
+
+
+def test_an_edit_of_the_model_reaches_the_deployment_and_drops_removed_keys(managed, pool) -> None:
+    kube, _ = managed
+    write_model(kube, "inferencemodel-codellama-34b.yaml", dependencies=[])
+    kube.sync()
+    assert deployment(kube, "codellama-34b")["spec"]["template"]["spec"]["nodeSelector"]["accelerator"]
+    edited = cr(kube, "codellama-34b")
+    del edited["spec"]["nodeSelector"]["accelerator"]
+    edited["spec"]["containerImage"] = "vllm/vllm-openai:v0.6.0"
+    kube.write(edited)
+    kube.sync()
+    template = deployment(kube, "codellama-34b")["spec"]["template"]["spec"]
+    assert template["nodeSelector"] == {"inference-pool": "gpu-a100"}
+    assert template["containers"][0]["image"] == "vllm/vllm-openai:v0.6.0"
+
+
+def test_a_deployment_it_does_not_own_is_never_taken_over(managed, pool) -> None:
+    kube, _ = managed
+    theirs = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "llama-2-7b", "namespace": kube.namespace, "labels": {"team": "theirs"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "theirs"}},
+            "template": {"metadata": {"labels": {"app": "theirs"}},
+                         "spec": {"containers": [{"name": "c", "image": "nginx"}]}},
+        },
+    }
+    kube.dynamic.resources.get(api_version="apps/v1", kind="Deployment").create(body=theirs, namespace=kube.namespace)
+    write_model(kube, "inferencemodel-llama-2-7b.yaml")
+    kube.sync()
+    after = deployment(kube, "llama-2-7b")
+    assert after["metadata"]["labels"] == {"team": "theirs"} and "ownerReferences" not in after["metadata"]
+    failed = condition(cr(kube, "llama-2-7b"), "Ready")
+    assert failed["reason"] == "Failed" and "is not controlled by this object" in failed["message"]
 
 
 def test_scale_to_zero_after_cooldown_and_wake_on_request(managed, pool, editor) -> None:
@@ -158,6 +227,7 @@ def test_dependencies_start_first(managed, pool, editor) -> None:
     later = timezone.now() + timedelta(hours=1)
     reconcile_cluster(cluster, now=later)  # both idle: scaled to zero
     assert deployment(kube, "tokenizer-service")["spec"]["replicas"] == 0
+    wait_for(lambda: not (deployment(kube, "tokenizer-service")["status"].get("replicas")), message="pods gone")
 
     response = editor.post(f"/api/inferencemodels/{InferenceModel.objects.get(name='codellama-34b').pk}/wake/")
     assert list(response.json()["woken"]) == ["tokenizer-service", "codellama-34b"]
@@ -206,9 +276,9 @@ def test_budget_denial_names_requested_available_and_holders(managed) -> None:
     denied = condition(cr(kube, "codellama-34b"), "Ready")
     assert denied["reason"] == "InsufficientMemory"
     assert "requested 48Gi, available 44Gi of 60Gi" in denied["message"]
-    assert "held by default/llama-2-7b (16Gi, starting)" in denied["message"]
+    assert f"held by {kube.namespace}/llama-2-7b (16Gi, starting)" in denied["message"]
     assert deployment(kube, "codellama-34b")["spec"]["replicas"] == 0
-    assert condition(cr(kube, "llama-2-7b"), "Ready")["reason"] == "Deploying"
+    assert condition(cr(kube, "llama-2-7b"), "Ready")["reason"] in ("Deploying", "Deployed")  # unaffected
 
 
 def test_finalizer_releases_budget_cleans_metrics_and_lets_the_object_go(managed, pool, client) -> None:
@@ -223,8 +293,9 @@ def test_finalizer_releases_budget_cleans_metrics_and_lets_the_object_go(managed
     assert cr(kube, "llama-2-7b")["metadata"]["deletionTimestamp"]
     kube.sync()
     assert cr(kube, "llama-2-7b") is None
+    wait_for(lambda: deployment(kube, "llama-2-7b") is None, timeout=30, message="garbage collection")
     assert not MemoryReservation.objects.filter(name="llama-2-7b").exists()
-    assert 'name="llama-2-7b"' not in client.get("/metrics").content.decode()
+    assert f'name="llama-2-7b",namespace="{kube.namespace}"' not in client.get("/metrics").content.decode()
     assert quantity_to_int("16Gi") == 16 * GIB
 
 
@@ -240,16 +311,16 @@ def test_mirror_mode_never_acts(managed, pool) -> None:
 
 
 def test_watch_events_trigger_reconciles(managed, pool) -> None:
-    from tests.clusters.conftest import RunningWatch, wait_for
-
     kube, cluster = managed
     watch = RunningWatch(cluster).start()
     try:
         wait_for(watch.ready, message="watchers ready")
         write_model(kube, "inferencemodel-mistral-7b.yaml", containerImage="vllm/vllm-openai:v0.6.0")
         wait_for(lambda: deployment(kube, "mistral-7b") is not None, message="a Deployment from the watch event")
-        ready(kube, "mistral-7b")  # only the Deployment changes: its watcher reconciles the owner
-        wait_for(lambda: (cr(kube, "mistral-7b").get("status") or {}).get("ready") is True, message="Deployed")
+        # kwok runs the pod and the Deployment controller reports it: only the Deployment's events
+        # reach the portal, and its watcher reconciles the owner.
+        wait_for(lambda: (cr(kube, "mistral-7b").get("status") or {}).get("ready") is True, timeout=30,
+                 message="Deployed")
     finally:
         watch.stop()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from clusters.audit import Actor
@@ -186,8 +188,9 @@ def test_submit_a_run_and_follow_its_status(world):
     assert 'hx-trigger="every 2s"' in live and "The contract has not been produced yet" in live
     manifest = run.to_manifest()
     manifest["metadata"]["uid"] = "u-1"
+    contract = base64.b64encode(b'{"jobName": "inf-nightly-u1"}').decode()  # status.contract is format: byte
     manifest["status"] = {"phase": "Succeeded", "jobRef": {"name": "inf-nightly-u1", "namespace": "vision"},
-                          "jobStatus": {"succeeded": 1}, "contract": '{"jobName": "inf-nightly-u1"}'}  # fmt: skip
+                          "jobStatus": {"succeeded": 1}, "contract": contract}  # fmt: skip
     upsert_from_cluster(InferenceRun, world.cluster, manifest, Actor.cluster(manifest))
     status = text(browser.get(f"/runs/{run.pk}/status/"))
     assert "Succeeded" in status and "hx-trigger" not in status and "inf-nightly-u1-contract" in status

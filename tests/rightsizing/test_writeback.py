@@ -1,27 +1,29 @@
-"""Status write-back through /status, against the test Kubernetes API server over real HTTP."""
+"""Status write-back through /status, against the real control plane over real HTTP."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 
 from models_app.models import InferenceModel
 from scheduler.rightsizing.refresh import refresh_cluster
 from tests.rightsizing.factories import make_model
-from tests.support.clusters import EmulatedCluster
+from tests.support.clusters import KubeCluster
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def kube() -> Iterator[EmulatedCluster]:
-    cluster = EmulatedCluster("rs")
-    yield cluster
-    cluster.close()
+def kube(control_plane, fault_proxy):
+    """The namespace ``default``: the Prometheus history of tests/rightsizing names it."""
+    if control_plane is None:
+        pytest.skip("needs the session's control plane")
+    with control_plane.api_client() as api_client:
+        cluster = KubeCluster(api_client, name="rs", plane=control_plane, proxy=fault_proxy, namespace="default")
+        yield cluster
+        cluster.close()
 
 
-def _in_cluster(kube: EmulatedCluster, row: InferenceModel) -> None:
+def _in_cluster(kube: KubeCluster, row: InferenceModel) -> None:
     manifest = row.to_manifest()
     manifest["status"] = {"ready": True, "replicas": 1, "recommendation": "stale text from before"}
     kube.write(manifest)

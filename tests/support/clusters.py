@@ -1,13 +1,18 @@
-"""The cluster a sync test talks to: the test API server, or a real cluster when KUBECONFIG is set.
+"""The cluster a test talks to: the real control plane the session started (behind the fault
+proxy), or the cluster ``KUBECONFIG`` names (kind, k3d...). Every test works in a fresh namespace
+and registers a Cluster row limited to it, so tests never see each other's objects.
 
-Both are driven the same way (``write`` as another cluster writer, ``read``, ``remove``), so the
-sync tests run unchanged against kind or k3d. Fault injection exists only on the test server;
-tests that need it are skipped on a real cluster.
+Objects are written as another writer would (``kubectl``, a controller): through the official
+client, status through the ``/status`` subresource. Nothing here writes the status of a built-in
+object: Deployments become ready because kwok runs their pods, Jobs end because kwok ends theirs.
 """
+
 from __future__ import annotations
 
 import copy
+import io
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,89 +20,99 @@ from typing import Any
 import kubernetes
 import yaml
 from django.conf import settings
+from django.core.management import call_command
 
-from clusters.kinds import KindInfo
+from clusters.kinds import KindInfo, model_for
 from clusters.models import Cluster
-from tests.support.kube_api_server import KubeApiServer
+from tests.support.control_plane import ADMIN_TOKEN, ControlPlane
+from tests.support.fault_proxy import FaultProxy
 
 
-def _kind_of(manifest: dict[str, Any]) -> tuple[str, str]:
-    group, version = manifest["apiVersion"].split("/")
-    return group, version
+def apply_crds(api_client: kubernetes.client.ApiClient) -> None:
+    """Create (or replace) the CRDs of ``platform/crds`` and wait until they are served."""
+    extensions = kubernetes.client.ApiextensionsV1Api(api_client)
+    for path in sorted(Path(settings.CRD_DIR).glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        try:
+            extensions.create_custom_resource_definition(crd)
+        except kubernetes.client.ApiException as error:
+            if error.status != 409:
+                raise
+            current = extensions.read_custom_resource_definition(crd["metadata"]["name"])
+            crd["metadata"]["resourceVersion"] = current.metadata.resource_version
+            extensions.replace_custom_resource_definition(crd["metadata"]["name"], crd)
+    for path in sorted(Path(settings.CRD_DIR).glob("*.yaml")):
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        for _ in range(200):
+            conditions = extensions.read_custom_resource_definition(name).status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conditions):
+                break
+            time.sleep(0.05)
 
 
-class EmulatedCluster:
-    """The kmock-based test API server with the CRDs of ``platform/crds`` registered."""
+class KubeCluster:
+    """One test's view of a real API server: a fresh namespace, helpers to act as other writers."""
 
-    supports_faults = True
-
-    def __init__(self, name: str = "test") -> None:
+    def __init__(self, api_client: kubernetes.client.ApiClient, *, name: str = "test",
+                 plane: ControlPlane | None = None, proxy: FaultProxy | None = None,
+                 kubeconfig: str | None = None, namespace: str | None = None) -> None:
+        """A fresh namespace, deleted by ``close()``; or an existing ``namespace`` (such as
+        ``default``), where ``close()`` deletes the custom resources written through ``write``."""
         self.name = name
-        self.server = KubeApiServer(bookmark_interval=0.2).start()
-        self.server.load_crds(settings.CRD_DIR)
-        self.namespace = "default"
+        self.api_client = api_client
+        self.plane = plane
+        self.proxy = proxy
+        self.kubeconfig = kubeconfig
+        self.custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.dynamic = kubernetes.dynamic.DynamicClient(api_client)
+        self.owns_namespace = namespace is None
+        self.namespace = namespace or f"t-{uuid.uuid4().hex[:10]}"
+        self.written: set[tuple[KindInfo, str]] = set()
+        if self.owns_namespace:
+            kubernetes.client.CoreV1Api(api_client).create_namespace({"metadata": {"name": self.namespace}})
+
+    @property
+    def supports_faults(self) -> bool:
+        return self.proxy is not None
 
     def register(self, **extra: Any) -> Cluster:
+        """The Cluster row, limited to this test's namespace; through the fault proxy when there is one."""
+        extra.setdefault("namespaces", [self.namespace])
+        if self.plane is None:
+            return Cluster.objects.create(name=self.name, auth_method=Cluster.AuthMethod.KUBECONFIG,
+                                          kubeconfig_path=self.kubeconfig, **extra)
         return Cluster.objects.create(name=self.name, auth_method=Cluster.AuthMethod.TOKEN,
-                                      server_url=self.server.url, bearer_token="test-token", **extra)
+                                      server_url=self.proxy.url, bearer_token=ADMIN_TOKEN,
+                                      ca_cert=self.plane.ca_pem, **extra)
 
+    def sync(self) -> str:
+        """``manage.py sync --once``: resync, then one reconcile pass."""
+        out = io.StringIO()
+        call_command("sync", "--once", "--cluster", self.name, stdout=out)
+        return out.getvalue()
+
+    # -- custom resources, as another writer ---------------------------------------------------------
     def write(self, manifest: dict[str, Any], field_manager: str = "kubectl-edit") -> dict[str, Any]:
-        """Create or replace as another writer (kubectl, a controller) would; status included."""
-        return self.server.put_object(copy.deepcopy(manifest), field_manager=field_manager)
-
-    def read(self, kind: KindInfo, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        return self.server.get_object(kind.group, kind.version, kind.plural, namespace or self.namespace, name)
-
-    def remove(self, kind: KindInfo, name: str, namespace: str | None = None) -> None:
-        self.server.delete_object(kind.group, kind.version, kind.plural, namespace or self.namespace, name)
-
-    def close(self) -> None:
-        self.server.stop()
-
-
-class RealCluster:
-    """A real cluster from ``KUBECONFIG`` (kind, k3d...): CRDs applied, one fresh namespace per test."""
-
-    supports_faults = False
-
-    def __init__(self, name: str = "test") -> None:
-        self.name = name
-        self.kubeconfig = os.environ["KUBECONFIG"]
-        self.api_client = kubernetes.config.new_client_from_config(config_file=self.kubeconfig)
-        self.custom = kubernetes.client.CustomObjectsApi(self.api_client)
-        extensions = kubernetes.client.ApiextensionsV1Api(self.api_client)
-        for path in sorted(Path(settings.CRD_DIR).glob("*.yaml")):
-            crd = yaml.safe_load(path.read_text())
-            try:
-                extensions.create_custom_resource_definition(crd)
-            except kubernetes.client.ApiException as error:
-                if error.status != 409:
-                    raise
-        self.namespace = f"portal-test-{uuid.uuid4().hex[:8]}"
-        kubernetes.client.CoreV1Api(self.api_client).create_namespace({"metadata": {"name": self.namespace}})
-
-    def register(self, **extra: Any) -> Cluster:
-        return Cluster.objects.create(name=self.name, auth_method=Cluster.AuthMethod.KUBECONFIG,
-                                      kubeconfig_path=self.kubeconfig, namespaces=[self.namespace], **extra)
-
-    def write(self, manifest: dict[str, Any], field_manager: str = "kubectl-edit") -> dict[str, Any]:
-        group, version = _kind_of(manifest)
-        plural = manifest["kind"].lower() + "s"
+        """Create or replace (status included, through ``/status``) as kubectl or a controller would."""
+        kind = model_for(manifest["apiVersion"], manifest["kind"]).kube
+        group, version = kind.group, kind.version
         body = copy.deepcopy(manifest)
         body["metadata"]["namespace"] = self.namespace
         status = body.pop("status", None)
-        current = self.read(KindInfo(group, version, manifest["kind"], plural), body["metadata"]["name"])
+        current = self.read(kind, body["metadata"]["name"])
+        self.written.add((kind, body["metadata"]["name"]))
         if current is None:
-            result = self.custom.create_namespaced_custom_object(group, version, self.namespace, plural, body,
-                                                                 field_manager=field_manager)
+            result = self.custom.create_namespaced_custom_object(
+                group, version, self.namespace, kind.plural, body, field_manager=field_manager)
         else:
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            result = self.custom.replace_namespaced_custom_object(group, version, self.namespace, plural,
-                                                                  body["metadata"]["name"], body,
-                                                                  field_manager=field_manager)
+            result = self.custom.replace_namespaced_custom_object(
+                group, version, self.namespace, kind.plural, body["metadata"]["name"], body,
+                field_manager=field_manager)
         if status is not None:
             result = self.custom.patch_namespaced_custom_object_status(
-                group, version, self.namespace, plural, body["metadata"]["name"], {"status": status})
+                group, version, self.namespace, kind.plural, body["metadata"]["name"], {"status": status},
+                field_manager=field_manager)
         return result
 
     def read(self, kind: KindInfo, name: str, namespace: str | None = None) -> dict[str, Any] | None:
@@ -113,10 +128,43 @@ class RealCluster:
         self.custom.delete_namespaced_custom_object(kind.group, kind.version, namespace or self.namespace,
                                                     kind.plural, name)
 
+    # -- any object ------------------------------------------------------------------------------------
+    def get(self, api_version: str, kind: str, name: str) -> dict[str, Any] | None:
+        """A built-in (or any) object of this namespace as a dict, or None."""
+        resource = self.dynamic.resources.get(api_version=api_version, kind=kind)
+        try:
+            return resource.get(name=name, namespace=self.namespace).to_dict()
+        except kubernetes.dynamic.exceptions.NotFoundError:
+            return None
+
+    def list(self, api_version: str, kind: str, **selectors: str) -> list[dict[str, Any]]:
+        resource = self.dynamic.resources.get(api_version=api_version, kind=kind)
+        return [item.to_dict() for item in resource.get(namespace=self.namespace, **selectors).items]
+
+    def patch(self, api_version: str, kind: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A merge patch, as ``kubectl patch --type merge`` by a person."""
+        resource = self.dynamic.resources.get(api_version=api_version, kind=kind)
+        return resource.patch(name=name, namespace=self.namespace, body=body,
+                              content_type="application/merge-patch+json").to_dict()
+
+    def delete(self, api_version: str, kind: str, name: str, propagation: str = "Background") -> None:
+        resource = self.dynamic.resources.get(api_version=api_version, kind=kind)
+        resource.delete(name=name, namespace=self.namespace, body={"propagationPolicy": propagation})
+
     def close(self) -> None:
-        kubernetes.client.CoreV1Api(self.api_client).delete_namespace(self.namespace)
-        self.api_client.close()
+        if self.proxy is not None:
+            self.proxy.clear_faults()
+        try:
+            if self.owns_namespace:
+                kubernetes.client.CoreV1Api(self.api_client).delete_namespace(self.namespace)
+                return
+            for kind, name in self.written:
+                self.remove(kind, name)
+        except kubernetes.client.ApiException as error:
+            if error.status != 404:
+                raise
 
 
-def open_cluster(name: str = "test") -> EmulatedCluster | RealCluster:
-    return RealCluster(name) if os.environ.get("KUBECONFIG") else EmulatedCluster(name)
+def external_kubeconfig() -> str | None:
+    """The cluster named by ``KUBECONFIG``, when the tests should use it instead of their own."""
+    return os.environ.get("KUBECONFIG") or None

@@ -11,7 +11,9 @@ choices, each for a reason:
   ``<kind>/finalizers``, a least-privilege role) is checked as a real cluster checks it; the admin
   token is in ``system:masters``.
 - The controller manager runs the controllers whose work the portal relies on and nothing else:
-  garbage collector, Deployments, ReplicaSets, Jobs, CronJobs, namespaces, service accounts.
+  garbage collector, Deployments, ReplicaSets, Jobs, CronJobs, namespaces, service accounts. With
+  no node-lifecycle controller to lift the ``not-ready`` taint that the ``TaintNodesByCondition``
+  admission plugin puts on new Nodes, that plugin is off (kwok keeps no heartbeats either).
 - kwok manages the nodes annotated ``kwok.x-k8s.io/node: fake`` with the stages of
   ``tests/support/kwok-stages.yaml``: pods become Running and Ready, Job pods complete, and a Job
   pod whose first container's image ends in ``:fail`` fails with exit code 1.
@@ -224,7 +226,7 @@ class ControlPlane:
         self.url = f"https://127.0.0.1:{port}"
         self._start("kube-apiserver", [
             f"--etcd-servers={self.etcd_url}", f"--secure-port={port}", "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1", f"--cert-dir={self.workdir}",
+            "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none", f"--cert-dir={self.workdir}",
             f"--tls-cert-file={self.workdir / 'apiserver.crt'}",
             f"--tls-private-key-file={self.workdir / 'apiserver.key'}",
             f"--client-ca-file={self.workdir / 'ca.crt'}",
@@ -234,6 +236,7 @@ class ControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc",
             "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
             "--authorization-mode=RBAC", "--watch-cache=false", "--enable-priority-and-fairness=false",
+            "--disable-admission-plugins=TaintNodesByCondition",
             "--v=1",
         ])
         self.kubeconfig = self.workdir / "admin.kubeconfig"

@@ -13,7 +13,7 @@ import asyncio
 import json
 import ssl
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -66,10 +66,13 @@ class Fault:
     message: str | None
     retry_after: int | None
     stall_seconds: float = 0.0
+    action: Callable[[], Any] | None = None
+    query_key: str | None = None
 
-    def matches(self, info: RequestInfo) -> bool:
+    def matches(self, info: RequestInfo, query: Mapping[str, str]) -> bool:
         return (
             (self.times is None or self.times > 0)
+            and (self.query_key is None or bool(query.get(self.query_key)))
             and self.verb in ("*", info.verb)
             and self.plural in (None, info.plural)
             and self.name in (None, info.name)
@@ -93,7 +96,7 @@ class FaultProxy:
         self._server_ssl.load_cert_chain(cert_file, key_file)
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
-        self._watches: set[tuple[web.Request, web.StreamResponse, asyncio.Event]] = set()
+        self._watches: dict[int, tuple[web.Request, asyncio.Event]] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
         self.requests_seen: list[RequestInfo] = []
@@ -126,6 +129,15 @@ class FaultProxy:
     def stall(self, verb: str, plural: str | None = None, *, seconds: float, times: int | None = 1) -> Fault:
         """Hold the next matching requests ``seconds`` before passing them on (a slow server)."""
         fault = Fault(verb, plural, None, None, 0, times, None, None, stall_seconds=seconds)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def before(self, verb: str, plural: str | None, action: Callable[[], Any], *, query_key: str | None = None,
+               times: int | None = 1) -> Fault:
+        """Run ``action`` (in a thread) before passing on the next matching requests, e.g. compact
+        etcd right before a list's second page (``query_key="continue"``) to get a real 410."""
+        fault = Fault(verb, plural, None, None, 0, times, None, None, action=action, query_key=query_key)
         with self._lock:
             self._faults.append(fault)
         return fault
@@ -166,8 +178,8 @@ class FaultProxy:
         await self._session.close()
 
     async def _end_watches(self, abort: bool) -> int:
-        watches = list(self._watches)
-        for request, _response, stalled in watches:
+        watches = list(self._watches.values())
+        for request, stalled in watches:
             if abort:
                 if request.transport is not None:
                     request.transport.abort()
@@ -175,10 +187,10 @@ class FaultProxy:
                 stalled.set()
         return len(watches)
 
-    def _take_fault(self, info: RequestInfo) -> Fault | None:
+    def _take_fault(self, info: RequestInfo, query: Mapping[str, str]) -> Fault | None:
         with self._lock:
             for fault in self._faults:
-                if fault.matches(info):
+                if fault.matches(info, query):
                     if fault.times is not None:
                         fault.times -= 1
                     return fault
@@ -187,8 +199,10 @@ class FaultProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         info = RequestInfo.parse(request.method, request.path, dict(request.query))
         self.requests_seen.append(info)
-        fault = self._take_fault(info)
-        if fault and fault.stall_seconds:
+        fault = self._take_fault(info, request.query)
+        if fault and fault.action:
+            await asyncio.to_thread(fault.action)
+        elif fault and fault.stall_seconds:
             await asyncio.sleep(fault.stall_seconds)
         elif fault:
             headers = {"Content-Type": "application/json"}
@@ -198,16 +212,17 @@ class FaultProxy:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         body = await request.read()
         target = f"{self.upstream}{request.rel_url}"
-        async with self._session.request(request.method, target, headers=headers, data=body or None) as upstream:
+        # Pass the body as it came: aiohttp must not add a Content-Type the client did not send.
+        async with self._session.request(request.method, target, headers=headers, data=body or None,
+                                         skip_auto_headers=("Content-Type",)) as upstream:
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_BY_HOP:
                     response.headers[key] = value
             await response.prepare(request)
             stalled = asyncio.Event()
-            entry = (request, response, stalled)
             if info.verb == "watch":
-                self._watches.add(entry)
+                self._watches[id(request)] = (request, stalled)
             try:
                 async for chunk in upstream.content.iter_any():
                     if stalled.is_set():
@@ -217,6 +232,6 @@ class FaultProxy:
             except (ConnectionResetError, aiohttp.ClientError):
                 pass
             finally:
-                self._watches.discard(entry)
+                self._watches.pop(id(request), None)
             return response
 

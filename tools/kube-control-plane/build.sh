@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Builds the tests' control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kwok) from the pinned Go modules beside this script, once: binaries go to
-# .cache/kube-control-plane/<hash of both go.sum files>/ at the repository root and are reused
-# until a go.sum changes. Prints that folder. Idempotent.
+# $KUBE_CONTROL_PLANE_CACHE/<hash of both go.sum files>/ (default ~/.cache/inference-portal/
+# kube-control-plane, outside the clone, so every clone on the machine shares them) and are
+# reused until a go.sum changes. Prints that folder. Idempotent.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
 if ! command -v go >/dev/null 2>&1; then
   echo "go not found: install the Go toolchain (https://go.dev/doc/install, or Debian's golang-go)" >&2
   exit 2
 fi
 key="$(cat "$here/kubernetes/go.sum" "$here/kwok/go.sum" | sha256sum | cut -c1-16)"
-out="$root/.cache/kube-control-plane/$key"
+cache="${KUBE_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/inference-portal/kube-control-plane}"
+out="$cache/$key"
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 missing=0
 for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || missing=1; done

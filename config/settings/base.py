@@ -154,12 +154,16 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 # (`celery -A config worker -Q default,sync`).
 CELERY_TASK_ROUTES = {"clusters.tasks.*": {"queue": "sync"}}
 CELERY_TIMEZONE = TIME_ZONE
+# Workers keep LOGGING's handlers (and so its URL-redacting filter) instead of installing their own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Credentials inside URLs (user-info, ?token=) never reach the log, whoever logs them.
+    "filters": {"redact_urls": {"()": "config.log_redaction.RedactUrlsFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_urls"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
 

@@ -255,7 +255,7 @@ def test_watch_events_trigger_reconciles(managed, pool) -> None:
 
 
 def test_mode_is_set_per_cluster_and_kind(api_as, transactional_db) -> None:
-    staff = api_as(staff=True)
+    staff = api_as(perms=["clusters.add_cluster"])
     created = staff.post(
         "/api/clusters/",
         {"name": "ctl", "server_url": "https://127.0.0.1:6443", "managed_kinds": ["InferenceModel"]},

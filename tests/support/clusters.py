@@ -38,8 +38,10 @@ class EmulatedCluster:
         self.namespace = "default"
 
     def register(self, **extra: Any) -> Cluster:
+        """The test server listens on plain http on loopback: allowed explicitly, as staff would."""
         return Cluster.objects.create(name=self.name, auth_method=Cluster.AuthMethod.TOKEN,
-                                      server_url=self.server.url, bearer_token="test-token", **extra)
+                                      server_url=self.server.url, bearer_token="test-token",
+                                      allow_insecure_http=True, **extra)
 
     def write(self, manifest: dict[str, Any], field_manager: str = "kubectl-edit") -> dict[str, Any]:
         """Create or replace as another writer (kubectl, a controller) would; status included."""

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
+from encrypted_fields.fields import EncryptedTextField
 
 from clusters.kinds import KindInfo
 from clusters.url_rules import redact_url, validate_http_url
@@ -25,7 +26,12 @@ class SyncState(models.TextChoices):
 
 
 class Cluster(models.Model):
-    """A Kubernetes API endpoint the portal syncs with. Credentials are write-only everywhere."""
+    """A Kubernetes API endpoint the portal syncs with. Credentials are write-only everywhere.
+
+    They are also encrypted at rest (Fernet, keys from ``SECRET_KEY`` and ``FIELD_ENCRYPTION_KEYS``,
+    see README "Secrets at rest"), so a database dump or backup does not reveal them; the library
+    stores an empty credential as NULL.
+    """
 
     # Each URL and the credential sent to it: a changed URL needs its credential given again.
     CREDENTIAL_FOR_URL: ClassVar[dict[str, str]] = {
@@ -50,7 +56,9 @@ class Cluster(models.Model):
     )
     kubeconfig_path = models.CharField(max_length=1024, blank=True)
     kubeconfig_context = models.CharField(max_length=253, blank=True)
-    bearer_token = models.TextField(blank=True, help_text="Never shown back once saved.")
+    bearer_token = EncryptedTextField(
+        blank=True, null=True, help_text="Never shown back once saved; encrypted at rest."
+    )
     ca_cert = models.TextField(blank=True, help_text="PEM-encoded CA bundle of the API server.")
     insecure_skip_tls_verify = models.BooleanField(default=False)
     namespaces = models.JSONField(default=list, blank=True, help_text="Namespaces to sync; empty means all namespaces.")
@@ -61,8 +69,10 @@ class Cluster(models.Model):
         help_text="Kinds the portal acts as the controller for in this cluster (e.g. InferenceModel, InferenceRun); "
         "the others are only mirrored, as another controller acts on them. Never both.",
     )
-    prometheus_auth_header = models.CharField(
-        max_length=2048, blank=True, help_text="Authorization header for Prometheus, e.g. 'Bearer ...'; never shown."
+    prometheus_auth_header = EncryptedTextField(
+        blank=True,
+        null=True,
+        help_text="Authorization header for Prometheus, e.g. 'Bearer ...'; never shown; encrypted at rest.",
     )
     prometheus_url = models.CharField(
         max_length=2048,

@@ -14,6 +14,14 @@ SAMPLES_DIR = PLATFORM_DIR / "samples"
 DEMO_DIR = PLATFORM_DIR / "demo"
 
 SECRET_KEY = env_str("SECRET_KEY", "insecure-development-key-change-me")
+# Older SECRET_KEYs still accepted (sessions, signatures, and decrypting credentials at rest) while
+# rotating: see README "Secrets at rest".
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
+# Credentials in the database (cluster bearer tokens, Prometheus auth headers) are Fernet-encrypted
+# by django-fernet-encrypted-fields with a key derived from SECRET_KEY and each of these (its
+# SALT_KEY setting): the first encrypts, all decrypt. Comma-separated, newest first; production
+# settings refuse the development default.
+SALT_KEY = env_list("FIELD_ENCRYPTION_KEYS", ["insecure-development-field-encryption-key"])
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 

@@ -48,11 +48,22 @@ def test_load_demo_twice_gives_the_same_rows() -> None:
 
 
 @pytest.mark.django_db
-def test_metrics_export_mirrored_object_gauges(client) -> None:
+def test_metrics_export_mirrored_object_gauges(metrics_client) -> None:
     call_command("load_demo", stdout=io.StringIO())
-    body = client.get("/metrics").content.decode()
+    body = metrics_client.get("/metrics").content.decode()
     assert 'inference_portal_mirrored_objects{cluster="demo",kind="InferenceModel",sync_state="Synced"} 5.0' in body
     assert "django_http_requests_total_by_method_total" in body
+
+
+@pytest.mark.django_db
+def test_metrics_need_the_bearer_token(client, settings) -> None:
+    call_command("load_demo", stdout=io.StringIO())
+    assert client.get("/metrics").status_code == 401  # no token configured: closed to everyone
+    settings.METRICS_TOKEN = "right"
+    for header in ("", "Bearer wrong", "Token right", "right"):
+        response = client.get("/metrics", HTTP_AUTHORIZATION=header)
+        assert response.status_code == 401 and b"InferenceModel" not in response.content
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer right").status_code == 200
 
 
 @pytest.mark.django_db

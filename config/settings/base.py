@@ -1,6 +1,7 @@
 """Settings shared by every environment; everything that varies is read from the environment."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -34,7 +35,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_prometheus",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
+    "axes",
     "django_filters",
     "drf_spectacular",
     "clusters",
@@ -54,8 +56,22 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last: turns a login refused by django-axes into its lockout response
+    "axes.middleware.AxesMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
+
+# django-axes counts failed logins (the login form, the admin's, POST /api/token/) per user name and
+# client address and refuses that pair for AXES_COOLOFF_TIME once LOGIN_FAILURE_LIMIT is reached;
+# its backend goes first so a locked-out pair is refused before the password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -124,7 +140,7 @@ LOGOUT_REDIRECT_URL = "login"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "knox.auth.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["clusters.api.permissions.ReadLoggedInWriteWithModelPermission"],
     "DEFAULT_FILTER_BACKENDS": [
@@ -135,7 +151,19 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "clusters.api.exceptions.exception_handler",
+    # POST /api/token/ checks passwords: a few tries a minute per client address (accounts/api.py).
+    "DEFAULT_THROTTLE_RATES": {"token": env_str("TOKEN_THROTTLE_RATE", "10/min")},
 }
+
+# API tokens (django-rest-knox): hashed at rest (SHA-512), several per person, named, expiring.
+KNOX_TOKEN_MODEL = "accounts.ApiToken"
+# knox's own migrations create its AuthToken table even when the model is swapped for ours; without
+# them Django creates no table for a swapped model, so no unused token table exists.
+MIGRATION_MODULES = {"knox": None}
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 30)
+API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365)
+API_TOKEN_LIMIT = env_int("API_TOKEN_LIMIT", 20)
+REST_KNOX = {"TOKEN_TTL": timedelta(days=API_TOKEN_DAYS), "AUTH_HEADER_PREFIX": "Token"}
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Inference Portal API",
@@ -148,6 +176,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
 }
+
+# /metrics answers only requests with "Authorization: Bearer <METRICS_TOKEN>"; empty: no one.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 # Celery: with no broker the embedded default runs tasks eagerly in-process.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")

@@ -211,20 +211,19 @@ def test_budget_denial_names_requested_available_and_holders(managed) -> None:
     assert condition(cr(kube, "llama-2-7b"), "Ready")["reason"] == "Deploying"
 
 
-def test_finalizer_releases_budget_cleans_metrics_and_lets_the_object_go(managed, pool, client) -> None:
+def test_finalizer_releases_budget_cleans_metrics_and_lets_the_object_go(managed, pool, metrics_client) -> None:
     kube, _ = managed
     write_model(kube, "inferencemodel-llama-2-7b.yaml")
     kube.sync()
     assert MemoryReservation.objects.filter(name="llama-2-7b").exists()
-    assert (
-        'inference_portal_model_replicas{cluster="managed",name="llama-2-7b"' in client.get("/metrics").content.decode()
-    )
+    replicas = 'inference_portal_model_replicas{cluster="managed",name="llama-2-7b"'
+    assert replicas in metrics_client.get("/metrics").content.decode()
     kube.remove(KIND, "llama-2-7b")
     assert cr(kube, "llama-2-7b")["metadata"]["deletionTimestamp"]
     kube.sync()
     assert cr(kube, "llama-2-7b") is None
     assert not MemoryReservation.objects.filter(name="llama-2-7b").exists()
-    assert 'name="llama-2-7b"' not in client.get("/metrics").content.decode()
+    assert 'name="llama-2-7b"' not in metrics_client.get("/metrics").content.decode()
     assert quantity_to_int("16Gi") == 16 * GIB
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
 
@@ -14,7 +16,8 @@ class NewTokenForm(forms.Form):
         coerce=int, label="Expires after", choices=[(days, f"{days} days") for days in LIFETIMES]
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Offers only lifetimes up to API_TOKEN_MAX_DAYS, API_TOKEN_DAYS first chosen."""
         super().__init__(*args, **kwargs)
         allowed = [(days, label) for days, label in self.fields["days"].choices if days <= settings.API_TOKEN_MAX_DAYS]
         self.fields["days"].choices = allowed

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 
 import pytest
 from django.apps import apps
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import reverse
@@ -117,3 +121,25 @@ class TestAdmin:
         cluster = Cluster.objects.create(name="prod", server_url="https://k8s:6443", bearer_token="t0ps3cret")
         page = staff_client.get(reverse("admin:clusters_cluster_change", args=[cluster.pk])).content.decode()
         assert "t0ps3cret" not in page
+
+
+@pytest.mark.parametrize(
+    ("environment", "refusal"),
+    [
+        ({}, "SECRET_KEY must be set"),
+        ({"SECRET_KEY": "s" * 50}, "FIELD_ENCRYPTION_KEYS must be set"),
+        ({"SECRET_KEY": "s" * 50, "FIELD_ENCRYPTION_KEYS": "k" * 40}, None),
+    ],
+)
+def test_production_settings_require_the_keys(environment: dict[str, str], refusal: str | None) -> None:
+    """Production never runs on the development keys (a fresh interpreter: settings load once)."""
+    env = {key: value for key, value in os.environ.items() if key not in ("SECRET_KEY", "FIELD_ENCRYPTION_KEYS")}
+    env.update(environment, DJANGO_SETTINGS_MODULE="config.settings.production")
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if refusal is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode != 0 and refusal in result.stderr

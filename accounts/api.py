@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import authenticate
+from django.contrib.auth.signals import user_logged_in
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -61,4 +62,6 @@ class ObtainTokenView(APIView):
             token, key = issue_token(data["user"], data["name"], data.get("days"))
         except TokenLimitReached as refused:
             return Response({"detail": str(refused)}, status=status.HTTP_403_FORBIDDEN)
+        # A password login like the form's: last_login is updated and axes forgets earlier failures.
+        user_logged_in.send(sender=type(data["user"]), request=request, user=data["user"])
         return Response({"token": key, "name": token.name, "expiry": token.expiry}, status=status.HTTP_201_CREATED)

@@ -100,6 +100,8 @@ def test_api_token_endpoint_issues_a_new_token_each_time(world):
     assert first.json()["token"] != second.json()["token"] and first.json()["expiry"]
     assert sorted(ApiToken.objects.values_list("name", flat=True)) == ["api", "ci"]
     assert api_with(first.json()["token"]).get("/api/inferencemodels/").status_code == 200
+    world.member.refresh_from_db()
+    assert world.member.last_login is not None  # a password login, recorded like the form's
 
 
 def test_wrong_passwords_lock_the_user_out_of_the_login_form_and_the_api(world, settings):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from knox.models import AbstractAuthToken
 
 from clusters.models import Cluster
 
@@ -51,3 +52,19 @@ class NamespaceGrant(models.Model):
     def __str__(self) -> str:
         where = self.cluster.name if self.cluster_id else "every cluster"
         return f"{self.team}: {where}/{self.namespace} ({self.access})"
+
+
+class ApiToken(AbstractAuthToken):
+    """An API token (django-rest-knox): only its SHA-512 digest and first characters are stored.
+
+    A person holds several, each named (what uses it) and expiring; the key is shown once, when
+    created, and can never be read back from the database.
+    """
+
+    name = models.CharField(max_length=64, help_text="What uses this token, e.g. 'ci' or 'laptop'.")
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.name}"

@@ -1,4 +1,4 @@
-"""Account pages: teams, grants and the user's API token."""
+"""Account pages: teams, grants and the user's API tokens."""
 
 from django.urls import path
 
@@ -7,5 +7,5 @@ from accounts import views
 urlpatterns = [
     path("account/", views.account_page, name="account"),
     path("account/token/create/", views.create_token, name="account-token-create"),
-    path("account/token/revoke/", views.revoke_token, name="account-token-revoke"),
+    path("account/token/<str:digest>/revoke/", views.revoke_token, name="account-token-revoke"),
 ]

@@ -1,4 +1,4 @@
-"""The account page: the user's teams and grants, and their API token (created, shown once, revoked)."""
+"""The account page: the user's teams and grants, and their API tokens (created, shown once, revoked)."""
 
 from __future__ import annotations
 
@@ -8,25 +8,30 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
-from rest_framework.authtoken.models import Token
 
-from accounts.models import NamespaceGrant
+from accounts.forms import NewTokenForm
+from accounts.models import ApiToken, NamespaceGrant
+from accounts.tokens import TokenLimitReached, active_tokens, issue_token
 
 
-def _page(request: HttpRequest, new_key: str | None = None) -> HttpResponse:
-    token = Token.objects.filter(user=request.user).first()
+def _page(
+    request: HttpRequest, form: NewTokenForm | None = None, new_key: str | None = None, status: int = 200
+) -> HttpResponse:
     grants = NamespaceGrant.objects.filter(team__members=request.user).select_related("team", "cluster")
-    return render(
-        request,
-        "accounts/account.html",
-        {"token": token, "new_key": new_key, "grants": grants, "teams": request.user.teams.all()},
-    )
+    context = {
+        "tokens": active_tokens(request.user),
+        "form": form or NewTokenForm(),
+        "new_key": new_key,
+        "grants": grants,
+        "teams": request.user.teams.all(),
+    }
+    return render(request, "accounts/account.html", context, status=status)
 
 
 @never_cache
 @login_required
 def account_page(request: HttpRequest) -> HttpResponse:
-    """Never shows a token's key: only whether one exists and since when."""
+    """Lists tokens by name, creation and expiry; never a key (only its digest is stored)."""
     return _page(request)
 
 
@@ -34,19 +39,26 @@ def account_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def create_token(request: HttpRequest) -> HttpResponse:
-    """A new key replaces any old one (the old stops working) and is shown in this response only.
+    """A new named token, its key shown in this response only.
 
     Rendered directly instead of redirecting, so the key never sits in a session or a URL, and
     ``never_cache`` keeps it out of browser and proxy caches.
     """
-    Token.objects.filter(user=request.user).delete()
-    token = Token.objects.create(user=request.user)
-    return _page(request, new_key=token.key)
+    form = NewTokenForm(request.POST)
+    if not form.is_valid():
+        return _page(request, form=form, status=400)
+    try:
+        _, key = issue_token(request.user, form.cleaned_data["name"], form.cleaned_data["days"])
+    except TokenLimitReached as refused:
+        form.add_error(None, str(refused))
+        return _page(request, form=form, status=400)
+    return _page(request, new_key=key)
 
 
 @require_POST
 @login_required
-def revoke_token(request: HttpRequest) -> HttpResponse:
-    deleted, _ = Token.objects.filter(user=request.user).delete()
-    messages.success(request, "API token revoked." if deleted else "You had no API token.")
+def revoke_token(request: HttpRequest, digest: str) -> HttpResponse:
+    """Ends one of the user's own tokens at once (another person's digest matches nothing)."""
+    deleted, _ = ApiToken.objects.filter(user=request.user, digest=digest).delete()
+    messages.success(request, "API token revoked." if deleted else "No such token of yours.")
     return redirect("account")

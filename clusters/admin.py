@@ -23,7 +23,8 @@ def _yaml_block(value) -> str:
 
 
 class ClusterForm(forms.ModelForm):
-    """The bearer token is write-only: never rendered back; an empty submit keeps the stored one."""
+    """Credentials are write-only: never rendered back; an empty submit keeps the stored one, unless
+    the URL it is sent to changed (then it must be given again)."""
 
     prometheus_auth_header = forms.CharField(
         required=False,
@@ -48,12 +49,28 @@ class ClusterForm(forms.ModelForm):
             "bearer_token",
             "ca_cert",
             "insecure_skip_tls_verify",
+            "allow_insecure_http",
             "namespaces",
             "request_timeout_seconds",
             "managed_kinds",
             "prometheus_url",
             "prometheus_auth_header",
         ]
+
+    def clean(self) -> dict:
+        """Put the stored credentials back before the model's checks run, so they see what is saved."""
+        data = super().clean()
+        if self.instance.pk is None:
+            return data
+        stored = Cluster.objects.get(pk=self.instance.pk)
+        supplied = {name for name in Cluster.CREDENTIAL_FOR_URL.values() if data.get(name)}
+        for name in Cluster.CREDENTIAL_FOR_URL.values():
+            if name not in supplied:
+                data[name] = getattr(stored, name)
+        candidate = Cluster(**{field: data.get(field, getattr(stored, field)) for field in Cluster.CREDENTIAL_FOR_URL})
+        for name, message in candidate.moved_credential_errors(stored, supplied).items():
+            self.add_error(name, message)
+        return data
 
 
 @admin.register(Cluster)
@@ -63,14 +80,6 @@ class ClusterAdmin(admin.ModelAdmin):
     list_filter = ["auth_method", "healthy"]
     search_fields = ["name", "description", "server_url"]
     readonly_fields = ["healthy", "last_error", "last_full_resync_at", "created_at", "updated_at"]
-
-    def save_model(self, request, obj, form, change):
-        if change:
-            stored = Cluster.objects.get(pk=obj.pk)
-            for secret in ("bearer_token", "prometheus_auth_header"):
-                if not form.cleaned_data.get(secret):
-                    setattr(obj, secret, getattr(stored, secret))
-        super().save_model(request, obj, form, change)
 
 
 class KubeObjectAdmin(admin.ModelAdmin):

@@ -121,6 +121,9 @@ def build_api_client(cluster: Cluster) -> client.ApiClient:
         return client.ApiClient(configuration)
     if cluster.auth_method != Cluster.AuthMethod.TOKEN:
         raise PermanentError(f"cluster {cluster.name} is a {cluster.get_auth_method_display()}: no API server")
+    refused = cluster.insecure_url_errors().get("server_url")
+    if refused:
+        raise PermanentError(f"cluster {cluster.name}: server_url {refused}")
     configuration.host = cluster.server_url.rstrip("/")
     if cluster.bearer_token:
         configuration.api_key = {"authorization": f"Bearer {cluster.bearer_token}"}

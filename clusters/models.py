@@ -8,8 +8,10 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
+from encrypted_fields.fields import EncryptedTextField
 
 from clusters.kinds import KindInfo
+from clusters.url_rules import redact_url, validate_http_url
 
 
 class SyncState(models.TextChoices):
@@ -23,20 +25,19 @@ class SyncState(models.TextChoices):
     DELETED_IN_CLUSTER = "DeletedInCluster", "Deleted in cluster"
 
 
-def validate_http_url(value: str) -> None:
-    """http(s) URL with a host; unlike Django's URLValidator, single-label hosts (``https://k8s:6443``,
-    ``http://prometheus:9090``) are fine, as they are normal inside clusters and compose networks."""
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationError(f"{value!r} is not an http(s) URL with a host, e.g. https://10.0.0.1:6443")
-    try:
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError:
-        raise ValidationError(f"{value!r} has an invalid port") from None
-
-
 class Cluster(models.Model):
-    """A Kubernetes API endpoint the portal syncs with. Credentials are write-only everywhere."""
+    """A Kubernetes API endpoint the portal syncs with. Credentials are write-only everywhere.
+
+    They are also encrypted at rest (Fernet, keys from ``SECRET_KEY`` and ``FIELD_ENCRYPTION_KEYS``,
+    see README "Secrets at rest"), so a database dump or backup does not reveal them; the library
+    stores an empty credential as NULL.
+    """
+
+    # Each URL and the credential sent to it: a changed URL needs its credential given again.
+    CREDENTIAL_FOR_URL: ClassVar[dict[str, str]] = {
+        "server_url": "bearer_token",
+        "prometheus_url": "prometheus_auth_header",
+    }
 
     class AuthMethod(models.TextChoices):
         KUBECONFIG = "kubeconfig", "Kubeconfig file and context"
@@ -55,7 +56,9 @@ class Cluster(models.Model):
     )
     kubeconfig_path = models.CharField(max_length=1024, blank=True)
     kubeconfig_context = models.CharField(max_length=253, blank=True)
-    bearer_token = models.TextField(blank=True, help_text="Never shown back once saved.")
+    bearer_token = EncryptedTextField(
+        blank=True, null=True, help_text="Never shown back once saved; encrypted at rest."
+    )
     ca_cert = models.TextField(blank=True, help_text="PEM-encoded CA bundle of the API server.")
     insecure_skip_tls_verify = models.BooleanField(default=False)
     namespaces = models.JSONField(default=list, blank=True, help_text="Namespaces to sync; empty means all namespaces.")
@@ -66,14 +69,21 @@ class Cluster(models.Model):
         help_text="Kinds the portal acts as the controller for in this cluster (e.g. InferenceModel, InferenceRun); "
         "the others are only mirrored, as another controller acts on them. Never both.",
     )
-    prometheus_auth_header = models.CharField(
-        max_length=2048, blank=True, help_text="Authorization header for Prometheus, e.g. 'Bearer ...'; never shown."
+    prometheus_auth_header = EncryptedTextField(
+        blank=True,
+        null=True,
+        help_text="Authorization header for Prometheus, e.g. 'Bearer ...'; never shown; encrypted at rest.",
     )
     prometheus_url = models.CharField(
         max_length=2048,
         blank=True,
         validators=[validate_http_url],
         help_text="Prometheus base URL for right-sizing metrics.",
+    )
+    allow_insecure_http = models.BooleanField(
+        default=False,
+        help_text="Staff only: let the API server URL (and a Prometheus URL with an auth header) be plain "
+        "http://, sending credentials unencrypted. Off: https:// is required.",
     )
     healthy = models.BooleanField(null=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
@@ -99,6 +109,9 @@ class Cluster(models.Model):
         }
         if missing:
             raise ValidationError(missing)
+        insecure = self.insecure_url_errors()
+        if insecure:
+            raise ValidationError(insecure)
         if not isinstance(self.namespaces, list) or not all(isinstance(ns, str) for ns in self.namespaces):
             raise ValidationError({"namespaces": "must be a list of namespace names"})
         from clusters.controllers import controllable_kinds
@@ -111,6 +124,37 @@ class Cluster(models.Model):
                     f"control: {', '.join(allowed)}"
                 }
             )
+
+    def insecure_url_errors(self) -> dict[str, str]:
+        """URLs that would carry credentials over plain http without staff's explicit consent.
+
+        The API server always gets the bearer token (or serves the objects the portal trusts);
+        Prometheus only matters once it gets an auth header. Checked on save and again where the
+        credentials are sent (the gateway, the right-sizing refresh), for rows stored before the rule.
+        """
+        if self.allow_insecure_http:
+            return {}
+        sends_credentials = {"server_url": True, "prometheus_url": bool(self.prometheus_auth_header)}
+        return {
+            field: f"{redact_url(getattr(self, field))!r} must be https://, as credentials are sent to it "
+            "(staff may set allow_insecure_http to allow plain http)"
+            for field, sends in sends_credentials.items()
+            if sends and urlsplit(getattr(self, field)).scheme == "http"
+        }
+
+    def moved_credential_errors(self, stored: Cluster, supplied: set[str]) -> dict[str, str]:
+        """A URL changed while its stored credential was kept (not in ``supplied``): refused.
+
+        Otherwise whoever may edit a cluster could point it at their own listener and be handed the
+        credential; giving it again shows the editor knows it already.
+        """
+        return {
+            credential: f"must be given again when {url} changes (the stored one is never sent to a new address)"
+            for url, credential in self.CREDENTIAL_FOR_URL.items()
+            if getattr(stored, credential)
+            and getattr(self, url) != getattr(stored, url)
+            and credential not in supplied
+        }
 
     def manages(self, kind: str) -> bool:
         """True when the portal acts as the controller for ``kind`` here (mode `manage`, not `mirror`)."""

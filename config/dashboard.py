@@ -13,9 +13,9 @@ from django.db.models import Count, Q
 from django.utils.safestring import mark_safe
 from django.views.generic import TemplateView
 
-from accounts.access import VIEW, grants_of, is_unrestricted, namespace_predicate, restrict
+from accounts.access import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
 from clusters.kinds import all_models
-from clusters.models import Cluster, SyncState
+from clusters.models import SyncState
 from models_app.models import InferenceModel
 from runs_app.models import InferenceRun
 from scheduler.accounting import pool_accounts
@@ -25,15 +25,6 @@ from scheduler.rightsizing.report import build_report
 from scheduler.visibility import team_accounts
 
 RECENT = 8
-
-
-def visible_clusters(user: Any):
-    """Clusters the user's teams have a namespace in (every one for staff or an every-cluster grant)."""
-    clusters = Cluster.objects.all()
-    if is_unrestricted(user):
-        return clusters
-    granted = {cluster_id for cluster_id, _ in grants_of(user, VIEW)}
-    return clusters if None in granted else clusters.filter(pk__in=granted)
 
 
 class HomeView(LoginRequiredMixin, TemplateView):
@@ -59,7 +50,7 @@ class HomeView(LoginRequiredMixin, TemplateView):
                 }
             )
         context["kinds"], context["states"] = kinds, states
-        accounts = team_accounts(pool_accounts(), namespace_predicate(user))
+        accounts = team_accounts(pool_accounts(), namespace_predicate(user), visible_cluster_ids(user))
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         context["pool_chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""
         context["accounts"] = accounts

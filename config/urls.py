@@ -4,10 +4,11 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.permissions import IsAuthenticated
 
+from accounts.api import ObtainTokenView
 from config.dashboard import HomeView
+from config.metrics_view import metrics
 
 api_patterns = [
     path("", include("clusters.api.urls")),
@@ -15,7 +16,7 @@ api_patterns = [
     path("", include("runs_app.api.urls")),
     path("", include("scheduler.api.urls")),
     path("", include("scheduler.rightsizing.api.urls")),
-    path("token/", obtain_auth_token, name="api-token"),
+    path("token/", ObtainTokenView.as_view(), name="api-token"),
     # anonymous users see nothing but the login page: the schema and its docs need a login too
     path("schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]), name="api-schema"),
     path(
@@ -36,5 +37,5 @@ urlpatterns = [
     path("", include("scheduler.urls")),
     path("", include("scheduler.rightsizing.urls")),
     path("api/", include(api_patterns)),
-    path("", include("django_prometheus.urls")),
+    path("metrics", metrics, name="prometheus-django-metrics"),
 ]

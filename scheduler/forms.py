@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 from django import forms
+from django.db.models import QuerySet
 
 from clusters.models import Cluster
 from scheduler.api.serializers import CalculatorRequestSerializer, PlanRequestSerializer
@@ -40,10 +41,20 @@ class PlanForm(forms.Form):
     models = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "cols": 100}), initial=PLAN_EXAMPLE)
     include_running = forms.BooleanField(required=False, initial=True, label="Place the models running now too")
 
-    def __init__(self, *args: Any, visible: Callable[[int, str], bool] | None = None, **kwargs: Any) -> None:
-        """``visible(cluster_id, namespace)``: which existing models the user may plan by id."""
+    def __init__(
+        self,
+        *args: Any,
+        visible: Callable[[int, str], bool] | None = None,
+        clusters: QuerySet[Cluster] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """``visible(cluster_id, namespace)``: where the user may plan models; ``clusters``: which
+        clusters' pools they may plan on (every one when not given)."""
         super().__init__(*args, **kwargs)
         self.visible = visible
+        self.clusters = clusters
+        if clusters is not None:
+            self.fields["cluster"].queryset = clusters
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -56,7 +67,7 @@ class PlanForm(forms.Form):
             return data
         serializer = PlanRequestSerializer(
             data={"cluster": data["cluster"].name, "models": models, "include_running": data["include_running"]},
-            context={"visible": self.visible},
+            context={"visible": self.visible, "clusters": self.clusters},
         )
         if not serializer.is_valid():
             _errors_into(self, serializer.errors)

@@ -74,7 +74,8 @@ def proposal_from_request(
     """One entry of the request's ``models``: ``{"kind", "id"[, "spec"]}`` or ``{"manifest"}``.
 
     ``visible(cluster_id, namespace)`` hides rows of other teams: their ids answer exactly like ids
-    that do not exist, before anything about the row is validated or reported.
+    that do not exist, before anything about the row is validated or reported; a new model may be
+    proposed only in a namespace the user sees.
     """
     path = f"models[{index}]"
     if "manifest" in item:
@@ -87,6 +88,10 @@ def proposal_from_request(
             raise ManifestInvalid([FieldError(f"{path}.manifest.kind", manifest.get("kind"),
                                               "is not a serving kind with declared memory")])  # fmt: skip
         row = _validated_row(model, manifest, cluster, f"{path}.manifest")
+        if visible is not None and not visible(cluster.pk, row.namespace):
+            # Planning there would tell whether a model of that name exists (and what it declares).
+            rule = "is not a namespace your teams may read"
+            raise ManifestInvalid([FieldError(f"{path}.manifest.metadata.namespace", row.namespace, rule)])
         return _from_row(model, row, "new", path)
     kind = item.get("kind", "InferenceModel")
     model = serving_model_for(kind)

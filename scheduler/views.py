@@ -8,8 +8,7 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.utils.safestring import mark_safe
 from django.views.generic import FormView
 
-from accounts.access import namespace_predicate
-from clusters.models import Cluster
+from accounts.access import namespace_predicate, visible_cluster_ids, visible_clusters
 from scheduler.accounting import pool_accounts
 from scheduler.calculator import estimate
 from scheduler.charts import pool_usage_chart
@@ -23,15 +22,17 @@ class PlanningView(LoginRequiredMixin, FormView):
     form_class = PlanForm
 
     def get_form_kwargs(self) -> dict[str, Any]:
-        return {**super().get_form_kwargs(), "visible": namespace_predicate(self.request.user)}
+        user = self.request.user
+        return {**super().get_form_kwargs(), "visible": namespace_predicate(user), "clusters": visible_clusters(user)}
 
     def get_initial(self) -> dict[str, Any]:
-        first = Cluster.objects.order_by("name").first()
+        first = visible_clusters(self.request.user).order_by("name").first()
         return {**super().get_initial(), "cluster": first.name if first else None}
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        accounts = team_accounts(pool_accounts(), namespace_predicate(self.request.user))
+        user = self.request.user
+        accounts = team_accounts(pool_accounts(), namespace_predicate(user), visible_cluster_ids(user))
         context["accounts"] = accounts
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         context["chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""

@@ -1,9 +1,11 @@
-"""Team-scoped views of planning results: pool figures are shared, other teams' model names are not.
+"""Team-scoped views of planning results: a cluster's pools only for its teams, no other team's model.
 
-Pools are shared infrastructure, so budgets and totals stay whole (a team must see why its model
-does not fit); the names of models in namespaces the user cannot see are replaced. ``visible`` is
-a ``(cluster_id, namespace) -> bool`` predicate (``accounts.access.namespace_predicate``), so this
-module needs no user model and no team model.
+A pool is shared by the teams of its cluster, so its budget, totals and nodes stay whole for them
+(a team must see why its model does not fit); pools of clusters where the user's teams hold no
+namespace are not shown at all. Models in namespaces the user cannot see lose their names and
+every per-model figure (memory, right-sizing). ``visible`` is a ``(cluster_id, namespace) -> bool``
+predicate (``accounts.access.namespace_predicate``) and ``clusters`` the ids of
+``accounts.access.visible_cluster_ids``, so this module needs no user model and no team model.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ Visible = Callable[[int, str], bool]
 OTHER_TEAM = "a model of another team"
 
 
-def team_accounts(accounts: list[PoolAccount], visible: Visible) -> list[PoolAccount]:
-    """Keep only visible holders; ``other_team_holders`` counts the ones left out."""
+def team_accounts(accounts: list[PoolAccount], visible: Visible, clusters: set[int] | None) -> list[PoolAccount]:
+    """Pools of the ``clusters`` (None: every one) with only visible holders; ``other_team_holders``
+    counts the ones left out."""
+    accounts = [entry for entry in accounts if clusters is None or entry.cluster_id in clusters]
     for entry in accounts:
         shown = [holder for holder in entry.holders if visible(holder.cluster_id, holder.namespace)]
         entry.other_team_holders = len(entry.holders) - len(shown)
@@ -41,25 +45,32 @@ def hidden_proposals(
 
 
 def redact_plan(result: dict[str, Any], cluster_id: int, visible: Visible, proposed: set[str]) -> dict[str, Any]:
-    """Replace labels (``Kind namespace/name``) of models the user cannot see, except their own proposals."""
+    """Hide models the user cannot see, except their own proposals: their labels (``Kind namespace/name``)
+    become OTHER_TEAM and their own figures (memory, right-sizing, the detail naming them) are dropped."""
 
-    def label(value: str) -> str:
+    def shown(value: str) -> bool:
         namespace = value.split(" ", 1)[-1].split("/", 1)[0]
-        return value if value in proposed or visible(cluster_id, namespace) else OTHER_TEAM
+        return value in proposed or visible(cluster_id, namespace)
+
+    def hide(entry: dict[str, Any], *figures: str) -> None:
+        if not shown(entry["model"]):
+            entry["model"] = OTHER_TEAM
+            entry.update(dict.fromkeys(figures))
 
     for entry in result["models"]:
-        entry["model"] = label(entry["model"])
+        hide(entry, "memory_bytes", "gpus")
     for entry in result["unknown_pool"]:
-        entry["model"] = label(entry["model"])
+        hide(entry, "detail")
     for pool in result["pools"]:
         for node in pool["nodes"]:
             for item in node["models"]:
-                item["model"] = label(item["model"])
+                hide(item)
         for miss in pool["unplaced"]:
-            miss["model"] = label(miss["model"])
+            hide(miss, "memory_bytes", "detail")
         suggestions = pool.get("suggestions") or {}
         if suggestions.get("scale_to_zero"):
-            suggestions["scale_to_zero"] = [label(name) for name in suggestions["scale_to_zero"]]
+            names = suggestions["scale_to_zero"]
+            suggestions["scale_to_zero"] = [name if shown(name) else OTHER_TEAM for name in names]
         for change in suggestions.get("rightsizing") or []:
-            change["model"] = label(change["model"])
+            hide(change, "from", "to", "saves_bytes")
     return result

@@ -12,6 +12,8 @@ import pytest
 import yaml
 from django.conf import settings
 from django.contrib.auth.models import Permission, User
+from django.core.cache import cache
+from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts.models import ALL_NAMESPACES, NamespaceGrant, Team
@@ -24,6 +26,19 @@ from tests.support.fault_proxy import FaultProxy
 def load_samples() -> list[tuple[str, dict[str, Any]]]:
     """Every reference sample as (file name, manifest)."""
     return [(path.name, yaml.safe_load(path.read_text())) for path in sorted(Path(settings.SAMPLES_DIR).glob("*.yaml"))]
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache() -> None:
+    """Throttling counts requests in the cache: each test starts with none counted."""
+    cache.clear()
+
+
+@pytest.fixture
+def metrics_client(settings) -> Client:
+    """A client Prometheus would be: it sends the bearer token /metrics requires."""
+    settings.METRICS_TOKEN = "metrics-token-for-tests"
+    return Client(HTTP_AUTHORIZATION="Bearer metrics-token-for-tests")
 
 
 @pytest.fixture

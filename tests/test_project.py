@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 
 import pytest
 from django.apps import apps
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import reverse
@@ -48,11 +52,22 @@ def test_load_demo_twice_gives_the_same_rows() -> None:
 
 
 @pytest.mark.django_db
-def test_metrics_export_mirrored_object_gauges(client) -> None:
+def test_metrics_export_mirrored_object_gauges(metrics_client) -> None:
     call_command("load_demo", stdout=io.StringIO())
-    body = client.get("/metrics").content.decode()
+    body = metrics_client.get("/metrics").content.decode()
     assert 'inference_portal_mirrored_objects{cluster="demo",kind="InferenceModel",sync_state="Synced"} 5.0' in body
     assert "django_http_requests_total_by_method_total" in body
+
+
+@pytest.mark.django_db
+def test_metrics_need_the_bearer_token(client, settings) -> None:
+    call_command("load_demo", stdout=io.StringIO())
+    assert client.get("/metrics").status_code == 401  # no token configured: closed to everyone
+    settings.METRICS_TOKEN = "right"
+    for header in ("", "Bearer wrong", "Token right", "right"):
+        response = client.get("/metrics", HTTP_AUTHORIZATION=header)
+        assert response.status_code == 401 and b"InferenceModel" not in response.content
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer right").status_code == 200
 
 
 @pytest.mark.django_db
@@ -106,3 +121,25 @@ class TestAdmin:
         cluster = Cluster.objects.create(name="prod", server_url="https://k8s:6443", bearer_token="t0ps3cret")
         page = staff_client.get(reverse("admin:clusters_cluster_change", args=[cluster.pk])).content.decode()
         assert "t0ps3cret" not in page
+
+
+@pytest.mark.parametrize(
+    ("environment", "refusal"),
+    [
+        ({}, "SECRET_KEY must be set"),
+        ({"SECRET_KEY": "s" * 50}, "FIELD_ENCRYPTION_KEYS must be set"),
+        ({"SECRET_KEY": "s" * 50, "FIELD_ENCRYPTION_KEYS": "k" * 40}, None),
+    ],
+)
+def test_production_settings_require_the_keys(environment: dict[str, str], refusal: str | None) -> None:
+    """Production never runs on the development keys (a fresh interpreter: settings load once)."""
+    env = {key: value for key, value in os.environ.items() if key not in ("SECRET_KEY", "FIELD_ENCRYPTION_KEYS")}
+    env.update(environment, DJANGO_SETTINGS_MODULE="config.settings.production")
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if refusal is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode != 0 and refusal in result.stderr

@@ -1,6 +1,6 @@
 """API permissions: reading needs a login, writing needs the model's Django permission."""
 
-from rest_framework.permissions import SAFE_METHODS, BasePermission, DjangoModelPermissions
+from rest_framework.permissions import SAFE_METHODS, DjangoModelPermissions
 
 
 class ReadLoggedInWriteWithModelPermission(DjangoModelPermissions):
@@ -14,11 +14,19 @@ class ReadLoggedInWriteWithModelPermission(DjangoModelPermissions):
         return super().has_permission(request, view)
 
 
-class StaffOnly(BasePermission):
-    """Clusters hold credentials and decide what the portal touches: staff only, read and write."""
+class ModelPermissionsIncludingView(DjangoModelPermissions):
+    """Every method needs its model permission, reading included (``app.view_model``).
 
-    def has_permission(self, request, view) -> bool:
-        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
+    For clusters, which hold credentials and decide what the portal touches: granted per person
+    or group (``clusters.change_cluster``...), never implied by ``is_staff``.
+    """
+
+    perms_map = {
+        **DjangoModelPermissions.perms_map,
+        "GET": ["%(app_label)s.view_%(model_name)s"],
+        "HEAD": ["%(app_label)s.view_%(model_name)s"],
+        "OPTIONS": ["%(app_label)s.view_%(model_name)s"],
+    }
 
 
 class ChangeModelPermission(DjangoModelPermissions):

@@ -34,6 +34,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "has_token",
             "ca_cert",
             "insecure_skip_tls_verify",
+            "allow_insecure_http",
             "namespaces",
             "request_timeout_seconds",
             "managed_kinds",
@@ -52,6 +53,14 @@ class ClusterSerializer(serializers.ModelSerializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         candidate = Cluster(**{**({} if self.instance is None else _model_values(self.instance)), **attrs})
+        user = getattr(self.context.get("request"), "user", None)
+        newly_insecure = candidate.allow_insecure_http and not (self.instance and self.instance.allow_insecure_http)
+        if newly_insecure and not (user and user.is_staff):
+            raise serializers.ValidationError({"allow_insecure_http": ["only staff may allow plain http"]})
+        if self.instance is not None:
+            moved = candidate.moved_credential_errors(self.instance, set(attrs))
+            if moved:
+                raise serializers.ValidationError({field: [message] for field, message in moved.items()})
         candidate.clean()
         return attrs
 

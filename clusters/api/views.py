@@ -9,7 +9,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from accounts.access import ACTION_BY_METHOD, ADD, can_act_in, restrict, unreadable_references
-from clusters.api.permissions import ChangeModelPermission, StaffOnly
+from clusters.api.permissions import ChangeModelPermission, ModelPermissionsIncludingView
 from clusters.api.serializers import AuditEntrySerializer, ClusterSerializer, ResolveSerializer
 from clusters.audit import Actor
 from clusters.filtersets import ClusterFilterSet
@@ -113,10 +113,10 @@ def _refuse_foreign_namespace(request) -> None:
 
 
 class ClusterViewSet(viewsets.ModelViewSet):
-    """Clusters the portal syncs with (staff only; tokens are write-only)."""
+    """Clusters the portal syncs with (``clusters.*_cluster`` permissions; credentials are write-only)."""
 
     queryset = Cluster.objects.all()
     serializer_class = ClusterSerializer
-    permission_classes = [StaffOnly]
+    permission_classes = [ModelPermissionsIncludingView]
     filterset_class = ClusterFilterSet
     ordering_fields = ["name", "created_at"]

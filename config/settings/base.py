@@ -1,6 +1,7 @@
 """Settings shared by every environment; everything that varies is read from the environment."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -14,6 +15,14 @@ SAMPLES_DIR = PLATFORM_DIR / "samples"
 DEMO_DIR = PLATFORM_DIR / "demo"
 
 SECRET_KEY = env_str("SECRET_KEY", "insecure-development-key-change-me")
+# Older SECRET_KEYs still accepted (sessions, signatures, and decrypting credentials at rest) while
+# rotating: see README "Secrets at rest".
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
+# Credentials in the database (cluster bearer tokens, Prometheus auth headers) are Fernet-encrypted
+# by django-fernet-encrypted-fields with a key derived from SECRET_KEY and each of these (its
+# SALT_KEY setting): the first encrypts, all decrypt. Comma-separated, newest first; production
+# settings refuse the development default.
+SALT_KEY = env_list("FIELD_ENCRYPTION_KEYS", ["insecure-development-field-encryption-key"])
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 
@@ -26,7 +35,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_prometheus",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
+    "axes",
     "django_filters",
     "drf_spectacular",
     "clusters",
@@ -46,8 +56,22 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last: turns a login refused by django-axes into its lockout response
+    "axes.middleware.AxesMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
+
+# django-axes counts failed logins (the login form, the admin's, POST /api/token/) per user name and
+# client address and refuses that pair for AXES_COOLOFF_TIME once LOGIN_FAILURE_LIMIT is reached;
+# its backend goes first so a locked-out pair is refused before the password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -116,7 +140,7 @@ LOGOUT_REDIRECT_URL = "login"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "knox.auth.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["clusters.api.permissions.ReadLoggedInWriteWithModelPermission"],
     "DEFAULT_FILTER_BACKENDS": [
@@ -127,7 +151,19 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "clusters.api.exceptions.exception_handler",
+    # POST /api/token/ checks passwords: a few tries a minute per client address (accounts/api.py).
+    "DEFAULT_THROTTLE_RATES": {"token": env_str("TOKEN_THROTTLE_RATE", "10/min")},
 }
+
+# API tokens (django-rest-knox): hashed at rest (SHA-512), several per person, named, expiring.
+KNOX_TOKEN_MODEL = "accounts.ApiToken"
+# knox's own migrations create its AuthToken table even when the model is swapped for ours; without
+# them Django creates no table for a swapped model, so no unused token table exists.
+MIGRATION_MODULES = {"knox": None}
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 30)
+API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365)
+API_TOKEN_LIMIT = env_int("API_TOKEN_LIMIT", 20)
+REST_KNOX = {"TOKEN_TTL": timedelta(days=API_TOKEN_DAYS), "AUTH_HEADER_PREFIX": "Token"}
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Inference Portal API",
@@ -140,6 +176,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
 }
+
+# /metrics answers only requests with "Authorization: Bearer <METRICS_TOKEN>"; empty: no one.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 # Celery: with no broker the embedded default runs tasks eagerly in-process.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
@@ -154,12 +193,16 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 # (`celery -A config worker -Q default,sync`).
 CELERY_TASK_ROUTES = {"clusters.tasks.*": {"queue": "sync"}}
 CELERY_TIMEZONE = TIME_ZONE
+# Workers keep LOGGING's handlers (and so its URL-redacting filter) instead of installing their own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Credentials inside URLs (user-info, ?token=) never reach the log, whoever logs them.
+    "filters": {"redact_urls": {"()": "config.log_redaction.RedactUrlsFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_urls"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
 

@@ -3,11 +3,15 @@
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings.base import *  # noqa: F403
-from config.settings.base import MIDDLEWARE, SECRET_KEY
+from config.settings.base import MIDDLEWARE, SALT_KEY, SECRET_KEY
 from config.settings.env import env_bool, env_int
 
 if SECRET_KEY.startswith("insecure-"):
     raise ImproperlyConfigured("SECRET_KEY must be set in the environment in production")
+if any(key.startswith("insecure-") for key in SALT_KEY):
+    raise ImproperlyConfigured(
+        "FIELD_ENCRYPTION_KEYS must be set in the environment in production (credentials are encrypted with it)"
+    )
 
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True

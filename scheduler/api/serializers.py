@@ -46,10 +46,17 @@ class PlanRequestSerializer(serializers.Serializer):
     include_running = serializers.BooleanField(default=True, help_text="Place the models running now as well.")
     now = serializers.DateTimeField(required=False, help_text="Reference time for idleness (default: now).")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Context ``clusters`` (a queryset) limits the clusters one may plan on: any other name is
+        refused exactly as a name that does not exist. Context ``visible`` limits the namespaces."""
+        super().__init__(*args, **kwargs)
+        if self.context.get("clusters") is not None:
+            self.fields["cluster"].queryset = self.context["clusters"]
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         cluster = attrs.get("cluster")
         if cluster is None:
-            clusters = list(Cluster.objects.all()[:2])
+            clusters = list(self.fields["cluster"].queryset[:2])
             if len(clusters) != 1:
                 rule = f"cluster: is required when {len(clusters)} clusters exist"
                 raise serializers.ValidationError({"cluster": [rule]})

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import namespace_predicate
+from accounts.access import namespace_predicate, visible_cluster_ids, visible_clusters
 from clusters.api.exceptions import field_error_detail
 from scheduler.accounting import pool_accounts
 from scheduler.api.serializers import CalculatorRequestSerializer, PlanRequestSerializer
@@ -28,7 +28,8 @@ class PlanView(APIView):
 
     @extend_schema(request=PlanRequestSerializer, responses={200: OpenApiTypes.OBJECT}, summary="What-if placement")
     def post(self, request: Request) -> Response:
-        serializer = PlanRequestSerializer(data=request.data, context={"visible": namespace_predicate(request.user)})
+        context = {"visible": namespace_predicate(request.user), "clusters": visible_clusters(request.user)}
+        serializer = PlanRequestSerializer(data=request.data, context=context)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         visible = namespace_predicate(request.user)
@@ -68,6 +69,8 @@ class PoolAccountsView(APIView):
                     "rightsizing_savings_bytes": a.rightsizing_savings_bytes,
                     "holders": [{"model": h.label, "memory_bytes": h.memory_bytes} for h in a.holders],
                 }
-                for a in team_accounts(pool_accounts(), namespace_predicate(request.user))
+                for a in team_accounts(
+                    pool_accounts(), namespace_predicate(request.user), visible_cluster_ids(request.user)
+                )
             ]
         )

@@ -2,7 +2,8 @@
 
 Only instant queries are needed: every right-sizing figure is a ``*_over_time`` over the window,
 evaluated once at the refresh time. The client counts its requests so batching can be checked
-and benchmarked. Errors say which Prometheus failed and how, never the auth header.
+and benchmarked. Errors say which Prometheus failed and how, never the auth header nor credentials
+inside the URL (they reach team users through the report and the log).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from datetime import datetime
 from typing import Any
 
 import requests
+
+from clusters.url_rules import redact_url
 
 
 class PrometheusError(Exception):
@@ -29,6 +32,7 @@ class PrometheusClient:
 
     def __init__(self, base_url: str, auth_header: str = "", timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
+        self.shown_url = redact_url(self.base_url)
         self.timeout = timeout
         self.session = requests.Session()
         if auth_header:
@@ -54,16 +58,16 @@ class PrometheusClient:
                 url, data={"query": promql, "time": f"{at.timestamp():.3f}"}, timeout=self.timeout
             )
         except requests.Timeout:
-            raise PrometheusError(f"Prometheus at {self.base_url} did not answer within {self.timeout:g} s") from None
+            raise PrometheusError(f"Prometheus at {self.shown_url} did not answer within {self.timeout:g} s") from None
         except requests.RequestException as error:
-            raise PrometheusError(f"Prometheus at {self.base_url} is unreachable ({type(error).__name__})") from None
+            raise PrometheusError(f"Prometheus at {self.shown_url} is unreachable ({type(error).__name__})") from None
         body = _json(response)
         if response.status_code != 200 or body.get("status") != "success":
             detail = body.get("error") or response.reason or "no message"
-            raise PrometheusError(f"Prometheus at {self.base_url} answered {response.status_code}: {detail}")
+            raise PrometheusError(f"Prometheus at {self.shown_url} answered {response.status_code}: {detail}")
         data = body.get("data") or {}
         if data.get("resultType") != "vector":
-            raise PrometheusError(f"Prometheus at {self.base_url} returned a {data.get('resultType')}, not a vector")
+            raise PrometheusError(f"Prometheus at {self.shown_url} returned a {data.get('resultType')}, not a vector")
         samples = []
         for item in data.get("result") or []:
             value = float(item["value"][1])

@@ -113,6 +113,9 @@ def refresh_cluster(
     refresh = Refresh(cluster=cluster, started_at=timezone.now(), window_seconds=policy.window_seconds)
     if not cluster.prometheus_url:
         return _failed(refresh, f"cluster {cluster.name} has no Prometheus URL (set prometheus_url)")
+    refused = cluster.insecure_url_errors().get("prometheus_url")
+    if refused:
+        return _failed(refresh, f"cluster {cluster.name}: prometheus_url {refused}")
     builder = QueryBuilder(convention or MetricsConvention.from_settings(), policy.window_seconds)
     rows = list(InferenceModel.objects.filter(cluster=cluster).exclude(sync_state=SyncState.DELETED_IN_CLUSTER))
     with PrometheusClient(cluster.prometheus_url, cluster.prometheus_auth_header, option("TIMEOUT_SECONDS")) as client:

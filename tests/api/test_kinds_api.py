@@ -173,8 +173,8 @@ class TestPermissions:
         assert adder.delete(url).status_code == 403
         assert adder.post(ENDPOINTS["Model"], {}, format="json").status_code == 403
 
-    def test_staff_manage_clusters_and_tokens_are_never_returned(self, api_as, cluster) -> None:
-        staff = api_as(staff=True)
+    def test_cluster_permissions_manage_clusters_and_tokens_are_never_returned(self, api_as, cluster) -> None:
+        staff = api_as(perms=["clusters.view_cluster", "clusters.add_cluster"])
         listed = staff.get("/api/clusters/").json()["results"]
         assert listed[0]["has_token"] is True and "bearer_token" not in listed[0]
         created = staff.post(

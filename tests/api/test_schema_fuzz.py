@@ -11,8 +11,8 @@ import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck, Phase, given, settings
-from rest_framework.authtoken.models import Token
 
+from accounts.tokens import issue_token
 from clusters.models import Cluster
 from config.wsgi import application
 from tests.accounts.conftest import sample_in, store
@@ -38,7 +38,7 @@ def fuzz_target(make_user, in_process_wsgi):
     user = make_user("fuzzer", staff=True)
     user.is_superuser = True
     user.save()
-    headers = {"Authorization": f"Token {Token.objects.create(user=user).key}"}
+    headers = {"Authorization": f"Token {issue_token(user, 'fuzz')[1]}"}
     return schemathesis.openapi.from_wsgi("/api/schema/?format=json", application, headers=headers), headers
 
 

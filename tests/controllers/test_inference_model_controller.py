@@ -221,13 +221,14 @@ def test_scale_to_zero_after_cooldown_and_wake_on_request(managed, pool, editor)
 
 def test_dependencies_start_first(managed, pool, editor) -> None:
     kube, cluster = managed
-    for name in ("tokenizer-service", "codellama-34b"):
-        write_model(kube, f"inferencemodel-{name}.yaml", cooldownPeriod="1m")
+    # The dependency's pods fit no node at first (no node has this accelerator): it cannot get ready.
+    write_model(kube, "inferencemodel-tokenizer-service.yaml", cooldownPeriod="1m",
+                nodeSelector={"inference-pool": "gpu-a100", "accelerator": "nvidia-h100"})
+    write_model(kube, "inferencemodel-codellama-34b.yaml", cooldownPeriod="1m")
     kube.sync()
     later = timezone.now() + timedelta(hours=1)
     reconcile_cluster(cluster, now=later)  # both idle: scaled to zero
     assert deployment(kube, "tokenizer-service")["spec"]["replicas"] == 0
-    wait_for(lambda: not (deployment(kube, "tokenizer-service")["status"].get("replicas")), message="pods gone")
 
     response = editor.post(f"/api/inferencemodels/{InferenceModel.objects.get(name='codellama-34b').pk}/wake/")
     assert list(response.json()["woken"]) == ["tokenizer-service", "codellama-34b"]
@@ -238,6 +239,10 @@ def test_dependencies_start_first(managed, pool, editor) -> None:
         "Pending",
         "waiting for dependencies to be ready: tokenizer-service",
     )
+    fixed = cr(kube, "tokenizer-service")
+    fixed["spec"]["nodeSelector"] = {"inference-pool": "gpu-a100"}
+    kube.write(fixed)
+    kube.sync()
     ready(kube, "tokenizer-service")
     kube.sync()
     assert deployment(kube, "codellama-34b")["spec"]["replicas"] == 1
@@ -281,21 +286,20 @@ def test_budget_denial_names_requested_available_and_holders(managed) -> None:
     assert condition(cr(kube, "llama-2-7b"), "Ready")["reason"] in ("Deploying", "Deployed")  # unaffected
 
 
-def test_finalizer_releases_budget_cleans_metrics_and_lets_the_object_go(managed, pool, client) -> None:
+def test_finalizer_releases_budget_cleans_metrics_and_lets_the_object_go(managed, pool, metrics_client) -> None:
     kube, _ = managed
     write_model(kube, "inferencemodel-llama-2-7b.yaml")
     kube.sync()
     assert MemoryReservation.objects.filter(name="llama-2-7b").exists()
-    assert (
-        'inference_portal_model_replicas{cluster="managed",name="llama-2-7b"' in client.get("/metrics").content.decode()
-    )
+    replicas = 'inference_portal_model_replicas{cluster="managed",name="llama-2-7b"'
+    assert replicas in metrics_client.get("/metrics").content.decode()
     kube.remove(KIND, "llama-2-7b")
     assert cr(kube, "llama-2-7b")["metadata"]["deletionTimestamp"]
     kube.sync()
     assert cr(kube, "llama-2-7b") is None
     wait_for(lambda: deployment(kube, "llama-2-7b") is None, timeout=30, message="garbage collection")
     assert not MemoryReservation.objects.filter(name="llama-2-7b").exists()
-    assert f'name="llama-2-7b",namespace="{kube.namespace}"' not in client.get("/metrics").content.decode()
+    assert f'name="llama-2-7b",namespace="{kube.namespace}"' not in metrics_client.get("/metrics").content.decode()
     assert quantity_to_int("16Gi") == 16 * GIB
 
 
@@ -326,7 +330,7 @@ def test_watch_events_trigger_reconciles(managed, pool) -> None:
 
 
 def test_mode_is_set_per_cluster_and_kind(api_as, transactional_db) -> None:
-    staff = api_as(staff=True)
+    staff = api_as(perms=["clusters.add_cluster"])
     created = staff.post(
         "/api/clusters/",
         {"name": "ctl", "server_url": "https://127.0.0.1:6443", "managed_kinds": ["InferenceModel"]},

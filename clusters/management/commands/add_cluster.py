@@ -36,6 +36,11 @@ class Command(BaseCommand):
             help="Namespace to sync (repeatable); all namespaces when omitted.",
         )
         parser.add_argument("--prometheus", default="", help="Prometheus base URL for right-sizing metrics.")
+        parser.add_argument(
+            "--allow-insecure-http",
+            action="store_true",
+            help="Allow plain http:// URLs although credentials are sent to them (default: https:// required).",
+        )
         parser.add_argument("--timeout", type=int, default=10, help="Seconds for each API call (default 10).")
         parser.add_argument(
             "--manage",
@@ -66,6 +71,7 @@ class Command(BaseCommand):
         cluster.bearer_token = options["token"] or cluster.bearer_token
         cluster.ca_cert = ca_cert
         cluster.insecure_skip_tls_verify = options["insecure_skip_tls_verify"]
+        cluster.allow_insecure_http = options["allow_insecure_http"]
         cluster.namespaces = options["namespaces"]
         cluster.prometheus_url = options["prometheus"]
         cluster.request_timeout_seconds = options["timeout"]

@@ -10,6 +10,8 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
 from clusters.kinds import KindInfo
+from clusters.metadata_rules import DNS1123_LABEL
+from clusters.validation import clip
 
 
 class SyncState(models.TextChoices):
@@ -99,8 +101,12 @@ class Cluster(models.Model):
         }
         if missing:
             raise ValidationError(missing)
-        if not isinstance(self.namespaces, list) or not all(isinstance(ns, str) for ns in self.namespaces):
-            raise ValidationError({"namespaces": "must be a list of namespace names"})
+        if not isinstance(self.namespaces, list) or not all(
+            isinstance(ns, str) and len(ns) <= 63 and DNS1123_LABEL.fullmatch(ns) for ns in self.namespaces
+        ):
+            raise ValidationError(
+                {"namespaces": f"{clip(repr(self.namespaces))} must be a list of namespace names (RFC 1123 labels)"}
+            )
         from clusters.controllers import controllable_kinds
 
         allowed = controllable_kinds()

@@ -184,3 +184,46 @@ def test_a_cluster_given_in_the_body_must_be_a_name(editor, cluster) -> None:
         response = editor.post(ENDPOINTS["InferenceRun"], manifest, format="json")
         assert response.status_code == 400 and "must be a cluster name" in response.json()["cluster"][0]
     assert not InferenceRun.objects.exists()
+
+
+def test_crd_valid_extremes_are_stored_with_their_projections(editor, cluster) -> None:
+    """Every projected column holds what the CRD allows its source to be; quantities saturate at int64."""
+    big = im(
+        modelName="m" * 300,
+        memory="99999999999999999999Ti",
+        nodeSelector={"inference-pool": "p" * 70},
+        resources={"limits": {"gpu": "99999999999"}},
+    )
+    response = editor.post(ENDPOINTS["InferenceModel"], big, format="json")
+    assert response.status_code == 201, response.content
+    stored = InferenceModel.objects.get()
+    assert (stored.model_name, stored.node_pool) == ("m" * 300, "p" * 70)
+    assert stored.memory_bytes == 2**63 - 1 and stored.gpu_count == 99999999999
+    run = sample("inferencerun-iris-run-january.yaml")
+    run["spec"].update(timeoutSeconds=2**63 - 1, configRef={"name": "c" * 300, "namespace": "n" * 70})
+    assert editor.post(ENDPOINTS["InferenceRun"], run, format="json").status_code == 201
+    assert InferenceRun.objects.get().timeout_seconds == 2**63 - 1
+    kubeai = sample("model-llama-3.1-8b-instruct-fp8-l4.yaml")
+    kubeai["spec"].update(
+        resourceProfile="nvidia-gpu-l4:99999999999999999999", replicas=2**31 - 1, features=["TextGeneration"] * 50
+    )
+    assert editor.post(ENDPOINTS["Model"], kubeai, format="json").status_code == 201
+    assert KubeAIModel.objects.get().gpu_count == 2**63 - 1
+
+
+@pytest.mark.parametrize("parameters", [1e308, "1e308", "nan", "inf"])
+def test_the_calculator_refuses_numbers_it_cannot_compute_with(editor, parameters) -> None:
+    response = editor.post("/api/planning/calculator/", {"parameters": parameters}, format="json")
+    assert response.status_code == 400 and "parameters" in response.json(), response.content
+    extremes = {"parameters": 1e15, "layers": 100_000, "kv_heads": 100_000, "head_dim": 1_000_000}
+    extremes.update(context_length=1_000_000_000, concurrent_sequences=1_000_000, dtype="fp32", gpu_memory="1Ki")
+    assert editor.post("/api/planning/calculator/", extremes, format="json").status_code == 200
+
+
+def test_cluster_namespaces_must_be_namespace_names(api_as) -> None:
+    staff = api_as(staff=True)
+    for namespaces in (["ml\x00"], ["ml\n"], [7], "ml"):
+        body = {"name": "edge", "auth_method": "snapshot", "namespaces": namespaces}
+        response = staff.post("/api/clusters/", body, format="json")
+        assert response.status_code == 400 and "must be a list of namespace names" in response.json()["namespaces"][0]
+    assert staff.post("/api/clusters/", {**body, "namespaces": ["ml", "serving"]}, format="json").status_code == 201

@@ -166,7 +166,7 @@ def cases(draw) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
     patch: dict[str, Any] = {}
     for _ in range(draw(st.integers(1, 3))):
         where, value = draw(st.sampled_from(KIND_PATHS[kind])), draw(VALUES)
-        _put(manifest, where, value)
+        _put(manifest, where, copy.deepcopy(value))  # HOSTILE's objects are shared by every example
         if not any(isinstance(key, int) for key in where):
             _put(patch, where, copy.deepcopy(value))
     return path_name, kind, manifest, patch

@@ -79,7 +79,7 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = ["name", "auth_method", "server_url", "healthy", "last_full_resync_at"]
     list_filter = ["auth_method", "healthy"]
     search_fields = ["name", "description", "server_url"]
-    readonly_fields = ["healthy", "last_error", "last_full_resync_at", "created_at", "updated_at"]
+    readonly_fields = ["healthy", "last_error", "missing_kinds", "last_full_resync_at", "created_at", "updated_at"]
 
 
 class KubeObjectAdmin(admin.ModelAdmin):

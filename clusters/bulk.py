@@ -59,10 +59,12 @@ def _quoted_columns(fields: Sequence[models.Field]) -> str:
 
 
 def _copy_into(model, table: str, rows: Iterable[models.Model], key_attnames: Sequence[str]) -> set[tuple]:
-    """COPY rows into ``table``; returns the key values written (for looking up their pks)."""
+    """COPY rows into ``table``; returns the key values written (for looking up their pks).
+    psycopg's own errors become Django's (``DatabaseError``...), as for every other query."""
     fields = _fields(model)
     keys: set[tuple] = set()
     with (
+        connection.wrap_database_errors,
         connection.cursor() as cursor,
         cursor.cursor.copy(f"COPY {connection.ops.quote_name(table)} ({_quoted_columns(fields)}) FROM STDIN") as stream,
     ):

@@ -7,6 +7,8 @@ from typing import Any
 import yaml
 from django import forms
 
+from clusters import yaml_input
+
 
 def to_yaml(value: Any) -> str:
     """Block-style YAML in the field order people wrote (no key sorting)."""
@@ -35,11 +37,9 @@ class YAMLField(forms.CharField):
         if not text.strip():
             return self.empty_yaml
         try:
-            parsed = yaml.safe_load(text)
+            parsed = yaml_input.load(text)
         except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise forms.ValidationError(f"is not valid YAML{where}: {getattr(error, 'problem', error)}") from None
+            raise forms.ValidationError(f"is not valid YAML{yaml_input.describe(error)}") from None
         if not isinstance(parsed, dict):
             raise forms.ValidationError(f"must be a mapping (key: value lines), not {type(parsed).__name__}")
         return parsed

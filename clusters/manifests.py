@@ -7,12 +7,15 @@ everywhere.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from clusters.json_values import json_value_errors
 from clusters.kinds import known_kinds, model_for
+from clusters.limits import MAX_OBJECT_BYTES
 from clusters.metadata_rules import metadata_errors
 from clusters.models import KubeObject
-from clusters.validation import FieldError, ManifestInvalid, default_manifest, schema_errors
+from clusters.validation import MISSING, FieldError, ManifestInvalid, default_manifest, schema_errors
 
 __all__ = ["FieldError", "ManifestInvalid", "identity_errors", "resolve_kind", "validate_manifest"]
 
@@ -41,13 +44,14 @@ def validate_manifest(model: type[KubeObject], manifest: dict[str, Any]) -> dict
     Status is not validated here: it belongs to the cluster, and the main resource ignores it.
     A missing ``metadata.namespace`` becomes ``default``, as ``kubectl`` does.
     """
+    body = {key: value for key, value in manifest.items() if key != "status"}
+    _refuse_unstorable(body)
     errors: list[FieldError] = []
     info = model.kube
     for field, expected in (("apiVersion", info.api_version), ("kind", info.kind)):
         if manifest.get(field, expected) != expected:
             errors.append(FieldError(field, manifest.get(field), f"must be {expected} for this endpoint"))
     errors += metadata_errors(manifest.get("metadata"))
-    body = {key: value for key, value in manifest.items() if key != "status"}
     if isinstance(body.get("metadata"), dict) and not body["metadata"].get("namespace"):
         body["metadata"] = {**body["metadata"], "namespace": "default"}
     if not isinstance(body.get("spec", {}), dict):
@@ -61,6 +65,18 @@ def validate_manifest(model: type[KubeObject], manifest: dict[str, Any]) -> dict
         if not errors:
             return defaulted
     raise ManifestInvalid(errors)
+
+
+def _refuse_unstorable(body: dict[str, Any]) -> None:
+    """Values no cluster or database takes, checked before any other rule runs on them: not plain
+    JSON (NUL, NaN, deep nesting) or larger than etcd stores (then the rest is not worth checking)."""
+    errors = json_value_errors(body)
+    if errors:
+        raise ManifestInvalid(errors)
+    size = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_OBJECT_BYTES:
+        rule = f"is {size} bytes as JSON, more than the {MAX_OBJECT_BYTES} (1.5 MiB) a cluster stores"
+        raise ManifestInvalid([FieldError("(root)", MISSING, rule)])
 
 
 def identity_errors(

@@ -11,7 +11,9 @@ from django.db import models
 from encrypted_fields.fields import EncryptedTextField
 
 from clusters.kinds import KindInfo
+from clusters.metadata_rules import DNS1123_LABEL
 from clusters.url_rules import redact_url, validate_http_url
+from clusters.validation import clip
 
 
 class SyncState(models.TextChoices):
@@ -87,6 +89,13 @@ class Cluster(models.Model):
     )
     healthy = models.BooleanField(null=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
+    missing_kinds = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="Mirrored kinds whose CRD the cluster does not serve (its operator is not installed); "
+        "every resync checks again.",
+    )
     last_full_resync_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -112,8 +121,12 @@ class Cluster(models.Model):
         insecure = self.insecure_url_errors()
         if insecure:
             raise ValidationError(insecure)
-        if not isinstance(self.namespaces, list) or not all(isinstance(ns, str) for ns in self.namespaces):
-            raise ValidationError({"namespaces": "must be a list of namespace names"})
+        if not isinstance(self.namespaces, list) or not all(
+            isinstance(ns, str) and len(ns) <= 63 and DNS1123_LABEL.fullmatch(ns) for ns in self.namespaces
+        ):
+            raise ValidationError(
+                {"namespaces": f"{clip(repr(self.namespaces))} must be a list of namespace names (RFC 1123 labels)"}
+            )
         from clusters.controllers import controllable_kinds
 
         allowed = controllable_kinds()

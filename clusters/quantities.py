@@ -6,11 +6,20 @@ from decimal import Decimal, InvalidOperation
 
 from kubernetes.utils import parse_quantity
 
+from clusters.limits import INT64_MAX
+
 _BINARY_UNITS = (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
 
 
+def saturate_int64(amount: int) -> int:
+    """``amount`` capped to int64, as Kubernetes caps every quantity ("no quantity may represent a
+    number greater than 2^63-1"); the portal's columns for quantities and their totals are int64."""
+    return max(-INT64_MAX - 1, min(amount, INT64_MAX))
+
+
 def quantity_to_int(value: object) -> int | None:
-    """Parse ``"80Gi"``, ``"4000m"`` or ``2`` to an integer (rounded up), None when absent or invalid.
+    """Parse ``"80Gi"``, ``"4000m"`` or ``2`` to an integer (rounded up, capped to int64), None when
+    absent or invalid.
 
     Projections use this on already-validated specs; None means the field was not given.
     """
@@ -20,7 +29,7 @@ def quantity_to_int(value: object) -> int | None:
         number = parse_quantity(value)
     except (ValueError, TypeError, InvalidOperation):
         return None
-    return int(number.to_integral_value(rounding="ROUND_CEILING"))
+    return saturate_int64(int(number.to_integral_value(rounding="ROUND_CEILING")))
 
 
 def quantity_to_decimal(value: object) -> Decimal | None:

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from clusters import bulk
 from clusters.audit import Actor, json_diff
-from clusters.gateway import ClusterGateway, GoneError
+from clusters.gateway import ClusterGateway, GatewayError, GoneError, NotFoundError
 from clusters.inbound import PORTAL_AHEAD, mark_deleted_in_cluster, take_cluster_bookkeeping, upsert_from_cluster
 from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
@@ -34,6 +34,7 @@ class ResyncReport:
     listed: int = 0
     written: int = 0
     deleted: int = 0
+    error: str = ""
 
 
 def list_all(
@@ -163,15 +164,21 @@ def _bulk_upsert(model: type[KubeObject], cluster: Cluster, items: list[dict[str
             scratch.project()
             yield scratch
 
-    with transaction.atomic():
-        pks = bulk.upsert(
-            model,
-            rows(),
-            unique=["cluster", "namespace", "name"],
-            update=[*_SYNCED_FIELDS, *model.projected_fields()],
-            all_new=not before,
-        )
-        bulk.insert(AuditEntry, _audit_entries(model, cluster, items, keys, pks, before))
+    try:
+        with transaction.atomic():
+            pks = bulk.upsert(
+                model,
+                rows(),
+                unique=["cluster", "namespace", "name"],
+                update=[*_SYNCED_FIELDS, *model.projected_fields()],
+                all_new=not before,
+            )
+            bulk.insert(AuditEntry, _audit_entries(model, cluster, items, keys, pks, before))
+    except DatabaseError:
+        # One object the database cannot hold fails the whole batch: store them one by one, so that
+        # one becomes an Error row naming the reason and every other object still gets through.
+        for item in items:
+            upsert_from_cluster(model, cluster, item)
     return len(items)
 
 
@@ -211,16 +218,31 @@ def _tombstone_missing(
 
 
 def resync_cluster(cluster: Cluster, gateway: ClusterGateway | None = None) -> list[ResyncReport]:
-    """Resync every mirrored kind of a cluster; records health and the time of the full resync."""
+    """Resync every mirrored kind of a cluster, each on its own: most clusters run only some of the
+    operator families, so a kind whose CRD is not served (404 on its list) is recorded in
+    ``missing_kinds`` and checked again next time, and a kind that fails does not stop the others.
+    Health, the error of each failed kind and the time of the full resync are recorded; a report's
+    ``error`` says why its kind was not resynced."""
     own_gateway = gateway is None
     gateway = gateway or ClusterGateway(cluster)
+    reports, missing, errors = [], [], []
     try:
-        reports = [resync_kind(gateway, model) for model in all_models()]
-    except Exception as error:
-        Cluster.objects.filter(pk=cluster.pk).update(healthy=False, last_error=str(error)[:2000])
-        raise
+        for model in all_models():
+            try:
+                reports.append(resync_kind(gateway, model))
+            except NotFoundError:
+                missing.append(model.kube.kind)
+                reports.append(ResyncReport(model.kube.kind, error=f"{model.kube.crd_name} is not installed"))
+            except GatewayError as error:
+                errors.append(f"{model.kube.kind}: {error}")
+                reports.append(ResyncReport(model.kube.kind, error=str(error)))
     finally:
         if own_gateway:
             gateway.close()
-    Cluster.objects.filter(pk=cluster.pk).update(healthy=True, last_error="", last_full_resync_at=timezone.now())
+    Cluster.objects.filter(pk=cluster.pk).update(
+        healthy=not errors,
+        last_error="; ".join(errors)[:2000],
+        missing_kinds=missing,
+        **({"last_full_resync_at": timezone.now()} if not errors else {}),
+    )
     return reports

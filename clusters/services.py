@@ -17,6 +17,8 @@ from clusters.validation import FieldError, ManifestInvalid
 
 def resolve_cluster(name: str | None) -> Cluster:
     """The named cluster, or the only one when no name is given; otherwise a clear error."""
+    if name is not None and (not isinstance(name, str) or "\x00" in name):  # PostgreSQL refuses NUL in text
+        raise ManifestInvalid([FieldError("cluster", name, "must be a cluster name (a string without NUL characters)")])
     if name:
         cluster = Cluster.objects.filter(name=name).first()
         if cluster is None:

@@ -21,29 +21,44 @@ import yaml
 from django.conf import settings
 
 from clusters.kinds import KindInfo
+from clusters.limits import INT32_MAX, INT64_MAX, MAX_ERRORS, MAX_QUOTED_CHARS
 
 MISSING: Any = object()  # marks "no value" in FieldError (e.g. a missing required field)
 
 
+def clip(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was: a refused megabyte is not echoed."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class FieldError:
-    """One broken rule: ``path`` is dotted (``spec.files[0].path``), ``rule`` reads as a sentence."""
+    """One broken rule: ``path`` is dotted (``spec.files[0].path``), ``rule`` reads as a sentence.
+
+    Path and quoted value are clipped, so a reply is never much larger than the input's shape.
+    """
 
     path: str
     value: Any
     rule: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", clip(self.path))
+
     @property
     def message(self) -> str:
         if self.value is MISSING:
             return f"{self.path}: {self.rule}"
-        return f"{self.path}: {json.dumps(self.value, default=str)} {self.rule}"
+        return f"{self.path}: {clip(json.dumps(self.value, default=str))} {self.rule}"
 
 
 class ManifestInvalid(Exception):
-    """Raised with every FieldError found, so callers can show all of them at once."""
+    """Raised with every FieldError found (up to MAX_ERRORS), so callers can show them at once."""
 
     def __init__(self, errors: list[FieldError]):
+        if len(errors) > MAX_ERRORS:
+            more = len(errors) - MAX_ERRORS
+            errors = [*errors[:MAX_ERRORS], FieldError("(more)", MISSING, f"{more} more errors are not shown")]
         self.errors = errors
         super().__init__("; ".join(error.message for error in errors))
 
@@ -73,6 +88,8 @@ def _to_json_schema(node: dict[str, Any]) -> dict[str, Any]:
         # Go's `$` is end of text; Python's also matches before a final newline ("16Gi\n").
         out["pattern"] = pattern[:-1] + "\\Z"
         out["x-crd-pattern"] = pattern  # what error messages quote: the CRD's own text
+    if node.get("type") == "integer" and "format" not in node:
+        out["format"] = "int64"  # the API server decodes an integer without a format as int64
     if node.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
@@ -89,12 +106,27 @@ def _to_json_schema(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_INTEGER_RANGES = {"int32": (-INT32_MAX - 1, INT32_MAX), "int64": (-INT64_MAX - 1, INT64_MAX)}
+
+
+def _format_checker() -> jsonschema.FormatChecker:
+    """Draft 7's formats plus the OpenAPI integer formats Kubernetes enforces (``int32``, ``int64``)."""
+    checker = copy.deepcopy(jsonschema.Draft7Validator.FORMAT_CHECKER)
+    for name, (low, high) in _INTEGER_RANGES.items():
+        checker.checks(name)(
+            lambda value, low=low, high=high: (
+                isinstance(value, bool) or not isinstance(value, int | float) or low <= value <= high
+            )
+        )
+    return checker
+
+
 @functools.cache
 def _validator(info: KindInfo) -> jsonschema.Draft7Validator:
     schema = _to_json_schema(openapi_schema(info))
     # metadata, apiVersion and kind are checked by metadata rules, not by the CRD schema.
     schema.setdefault("properties", {})["metadata"] = {"type": "object"}
-    return jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+    return jsonschema.Draft7Validator(schema, format_checker=_format_checker())
 
 
 def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
@@ -119,7 +151,8 @@ def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
     return value
 
 
-def _dotted(path: list[Any]) -> str:
+def dotted(path: list[Any]) -> str:
+    """``["spec", "files", 0, "path"]`` -> ``spec.files[0].path``."""
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
@@ -135,12 +168,12 @@ def _field_errors(error: jsonschema.ValidationError) -> list[FieldError]:
     path = list(error.absolute_path)
     kind, expected, value = error.validator, error.validator_value, error.instance
     if kind == "required":
-        return [FieldError(_dotted([*path, name]), MISSING, "is required") for name in expected if name not in value]
+        return [FieldError(dotted([*path, name]), MISSING, "is required") for name in expected if name not in value]
     if kind == "additionalProperties":
         known = set(error.schema.get("properties", {}))
         allowed = ", ".join(sorted(known)) or "none"
         return [
-            FieldError(_dotted([*path, name]), MISSING, f"is not a known field (allowed: {allowed})")
+            FieldError(dotted([*path, name]), MISSING, f"is not a known field (allowed: {allowed})")
             for name in sorted(set(value) - known)
         ]
     rules = {
@@ -153,10 +186,17 @@ def _field_errors(error: jsonschema.ValidationError) -> list[FieldError]:
         "maxItems": lambda: f"has {len(value)} items, more than the maximum {expected}",
         "minItems": lambda: f"has {len(value)} items, fewer than the minimum {expected}",
         "type": lambda: f"is not of type {expected}",
-        "format": lambda: f"is not a valid {expected}",
+        "format": lambda: _format_rule(expected),
     }
     rule = rules.get(kind, lambda: f"breaks the rule {kind}={expected!r}")()
-    return [FieldError(_dotted(path), value, rule)]
+    return [FieldError(dotted(path), value, rule)]
+
+
+def _format_rule(name: str) -> str:
+    if name in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[name]
+        return f"is outside the {name} range ({low} to {high})"
+    return f"is not a valid {name}"
 
 
 def schema_errors(info: KindInfo, manifest: dict[str, Any]) -> list[FieldError]:

@@ -8,7 +8,7 @@ from django.db import models
 
 from clusters.kinds import KindInfo, register
 from clusters.models import KubeObject
-from clusters.quantities import quantity_to_int
+from clusters.quantities import quantity_to_int, saturate_int64
 from clusters.spec_rules import requests_within_limits
 from clusters.validation import FieldError
 from scheduler.pools import node_pool_of
@@ -24,16 +24,22 @@ def _dig(data: Any, *keys: str, default: Any = None) -> Any:
 
 
 class ServingModel(KubeObject):
-    """Columns every serving kind projects, so the catalog can list all kinds side by side."""
+    """Columns every serving kind projects, so the catalog can list all kinds side by side.
 
-    model_name = models.CharField(max_length=253, blank=True, db_index=True, editable=False)
-    engine = models.CharField(max_length=64, blank=True, db_index=True, editable=False)
-    node_pool = models.CharField(max_length=63, blank=True, db_index=True, editable=False)
+    Each column holds whatever the CRD allows its source to be, so a CRD-valid object is always
+    stored: strings the CRD does not bound are text, without a B-tree index (PostgreSQL cannot
+    index a value over a third of a page, 2,704 bytes); integers are int64, and quantities and their
+    totals saturate at int64's maximum, as Kubernetes caps quantities.
+    """
+
+    model_name = models.TextField(blank=True, editable=False)
+    engine = models.CharField(max_length=64, blank=True, db_index=True, editable=False)  # an enum in every CRD
+    node_pool = models.TextField(blank=True, editable=False)
     memory_bytes = models.BigIntegerField(null=True, blank=True, db_index=True, editable=False)
-    replicas = models.PositiveIntegerField(
+    replicas = models.PositiveBigIntegerField(
         null=True, blank=True, editable=False, help_text="Desired replicas from spec."
     )
-    gpu_count = models.PositiveIntegerField(default=0, editable=False, help_text="GPUs for all desired replicas.")
+    gpu_count = models.PositiveBigIntegerField(default=0, editable=False, help_text="GPUs for all desired replicas.")
     ready = models.BooleanField(default=False, db_index=True, editable=False)
 
     class Meta(KubeObject.Meta):
@@ -78,7 +84,7 @@ class InferenceModel(ServingModel):
         self.memory_bytes = quantity_to_int(spec.get("memory"))
         self.replicas = spec.get("maxReplicas", 1)
         gpus = _dig(spec, "resources", "limits", "gpu") or _dig(spec, "resources", "requests", "gpu")
-        self.gpu_count = (quantity_to_int(gpus) or 0) * (self.replicas or 0)
+        self.gpu_count = saturate_int64((quantity_to_int(gpus) or 0) * (self.replicas or 0))
         self.ready = status.get("ready") is True
         self.observed_peak_bytes = quantity_to_int(status.get("observedPeakMemory"))
         self.utilization_percent = status.get("utilizationPercent")
@@ -90,14 +96,11 @@ class KubeAIModel(ServingModel):
 
     kube = KindInfo("kubeai.org", "v1", "Model", "models")
 
-    url = models.CharField(max_length=1024, blank=True, editable=False)
-    features = models.CharField(
-        max_length=255,
-        blank=True,
-        editable=False,
-        help_text="Comma-wrapped list (',TextGeneration,') so one index serves filters.",
+    url = models.TextField(blank=True, editable=False)
+    features = models.TextField(
+        blank=True, editable=False, help_text="Comma-wrapped list (',TextGeneration,') so one lookup serves filters."
     )
-    resource_profile = models.CharField(max_length=253, blank=True, editable=False)
+    resource_profile = models.TextField(blank=True, editable=False)
 
     class Meta(ServingModel.Meta):
         verbose_name = "KubeAI model"
@@ -147,7 +150,8 @@ class KubeAIModel(ServingModel):
         replicas = spec.get("replicas", spec.get("minReplicas"))
         self.replicas = replicas
         _, _, count = self.resource_profile.partition(":")
-        self.gpu_count = int(count) * (replicas or 0) if count.isdigit() and "cpu" not in self.resource_profile else 0
+        gpus = int(count) * (replicas or 0) if count.isdigit() and "cpu" not in self.resource_profile else 0
+        self.gpu_count = saturate_int64(gpus)
         self.ready = (_dig(status, "replicas", "ready") or 0) > 0
 
 
@@ -188,8 +192,10 @@ class ModelService(ServingModel):
         self.engine = "vLLM"
         self.accelerator = _dig(spec, "accelerator", "type", default="")
         self.node_pool = node_pool_of(_dig(spec, "decode", "nodeSelector"))
-        self.replicas = sum(role.get("replicas", 1) for role in roles)
-        self.gpu_count = sum(self.gpus_per_pod(role, self.accelerator) * role.get("replicas", 1) for role in roles)
+        self.replicas = sum(role.get("replicas", 1) for role in roles)  # two int32s: always an int64
+        self.gpu_count = saturate_int64(
+            sum(self.gpus_per_pod(role, self.accelerator) * role.get("replicas", 1) for role in roles)
+        )
         memories = [
             (
                 quantity_to_int(_dig(role, "resources", "requests", "memory"))
@@ -199,7 +205,9 @@ class ModelService(ServingModel):
             for role in roles
         ]
         self.memory_bytes = (
-            sum(memory * count for memory, count in memories) if all(m for m, _ in memories) and memories else None
+            saturate_int64(sum(memory * count for memory, count in memories))
+            if all(m for m, _ in memories) and memories
+            else None
         )
         self.phase = status.get("phase", "")
         self.ready = self.phase == "Ready"

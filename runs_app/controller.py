@@ -22,10 +22,12 @@ import re
 from datetime import datetime
 from typing import Any
 
+from croniter import croniter
+
 from clusters.conditions import as_rfc3339, rfc3339, set_condition
 from clusters.gateway import ClusterGateway, NotFoundError
 from clusters.inbound import upsert_from_cluster
-from clusters.owned import ensure, label_value
+from clusters.owned import controller_uid, ensure, label_value
 from runs_app.models import InferenceConfig, InferenceRun
 
 KIND = InferenceRun.kube
@@ -124,7 +126,7 @@ def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: dat
     name = job_name(run["metadata"]["name"], run["metadata"]["uid"], MAX_CRONJOB_NAME if scheduled else MAX_JOB_NAME)
     jobs, cronjobs = gateway.builtin("batch/v1", "Job"), gateway.builtin("batch/v1", "CronJob")
     configmaps = gateway.builtin("v1", "ConfigMap")
-    if status.get("phase") in TERMINAL:
+    if status.get("phase") in TERMINAL and not scheduled:
         outcome = _auto_delete(gateway, row, run, status, name, now)
     else:
         config_ref = run["spec"].get("configRef") or {}
@@ -149,7 +151,7 @@ def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: dat
             status["contract"] = encode_contract(contract)
             ensure(configmaps, _contract_configmap(run, name, contract))
             if scheduled:
-                outcome = _ensure_cronjob(cronjobs, run, config, name, status, now)
+                outcome = _ensure_cronjob(cronjobs, jobs, run, config, name, status, now)
             else:
                 outcome = _ensure_job(jobs, run, config, name, status, now)
     if status != (run.get("status") or {}):
@@ -194,6 +196,11 @@ def _ensure_job(jobs, run, config, name, status, now) -> str:
             },
         )
         status["jobRef"] = {"name": name, "namespace": namespace, "uid": job["metadata"].get("uid", "")}
+    return _follow_job(job, run, status, now)
+
+
+def _follow_job(job: dict[str, Any], run: dict[str, Any], status: dict[str, Any], now: datetime) -> str:
+    """The run's phase, times and message from its (latest) Job, as the Job controller reports it."""
     observed = job.get("status") or {}
     status["jobStatus"] = {key: observed[key] for key in ("active", "succeeded", "failed", "ready") if key in observed}
     if observed.get("startTime"):
@@ -220,14 +227,17 @@ def _ensure_job(jobs, run, config, name, status, now) -> str:
     return status["phase"]
 
 
-def _ensure_cronjob(cronjobs, run, config, name, status, now) -> str:
+def _ensure_cronjob(cronjobs, jobs, run, config, name, status, now) -> str:
+    """A scheduled run is a CronJob; its status tells the state of the latest run (the CronJob's
+    newest Job: Running, Succeeded or Failed; Pending before the first) and when the next is due."""
     namespace = run["metadata"]["namespace"]
+    schedule = run["spec"]["schedule"]
     body = {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
         "metadata": {"name": name, "namespace": namespace, "ownerReferences": _owner(run), "labels": _labels(run)},
         "spec": {
-            "schedule": run["spec"]["schedule"],
+            "schedule": schedule,
             "concurrencyPolicy": "Forbid",
             "jobTemplate": {
                 "metadata": {"labels": _labels(run)},
@@ -236,11 +246,31 @@ def _ensure_cronjob(cronjobs, run, config, name, status, now) -> str:
         },
     }
     cronjob = ensure(cronjobs, body)
-    status["jobRef"] = {"name": name, "namespace": namespace, "uid": cronjob["metadata"].get("uid", "")}
-    last = (cronjob.get("status") or {}).get("lastScheduleTime")
-    message = f"scheduled '{run['spec']['schedule']}'" + (f"; last run {last}" if last else "; not run yet")
-    status.update(_phase(status, "Running", message, now, run))
-    return "scheduled"
+    next_run = rfc3339(croniter(schedule, now).get_next(datetime))
+    latest = _latest_job_of(jobs, cronjob, run)
+    if latest is None:
+        status["jobRef"] = {"name": name, "namespace": namespace, "uid": cronjob["metadata"].get("uid", "")}
+        status.update(_phase(status, "Pending", f"scheduled '{schedule}'; not run yet; next run at {next_run}", now,
+                             run))
+        return "scheduled"
+    status["jobRef"] = {"name": latest["metadata"]["name"], "namespace": namespace,
+                        "uid": latest["metadata"].get("uid", "")}
+    phase = _follow_job(latest, run, status, now)
+    message = f"last run {latest['metadata']['name']}: {status['message']}; next run at {next_run}"
+    status.update(_phase(status, phase, message, now, run))
+    return f"scheduled; last run {phase}"
+
+
+def _latest_job_of(jobs, cronjob: dict[str, Any], run: dict[str, Any]) -> dict[str, Any] | None:
+    """The newest Job the CronJob owns (scheduled, or made by hand with ``kubectl create job --from``);
+    its Jobs carry the job template's labels."""
+    uid = cronjob["metadata"].get("uid")
+    items, _ = jobs.list(",".join(f"{key}={value}" for key, value in _labels(run).items()))
+    owned = [
+        job for job in items
+        if job["metadata"].get("namespace") == cronjob["metadata"]["namespace"] and controller_uid(job) == uid
+    ]
+    return max(owned, key=lambda job: job["metadata"].get("creationTimestamp") or "", default=None)
 
 
 def _auto_delete(gateway: ClusterGateway, row: InferenceRun, run, status, name, now) -> str:

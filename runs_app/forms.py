@@ -13,7 +13,7 @@ from clusters.manifests import ManifestInvalid, validate_manifest
 from runs_app.models import InferenceConfig, InferenceRun
 
 PARAMETER_ROWS = 5
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 class RunForm(forms.Form):
@@ -59,7 +59,7 @@ class RunForm(forms.Form):
             elif key:
                 parameters[key] = value
         name = data.get("name") or f"{config.name}-{timezone.now():%Y%m%d-%H%M%S}"[:63].rstrip("-")
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             self.add_error("name", f"name: {name!r} must be lowercase letters, digits and '-' (a DNS label)")
             return data
         if InferenceRun.objects.filter(cluster=config.cluster, namespace=config.namespace, name=name).exists():

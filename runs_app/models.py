@@ -18,9 +18,10 @@ class InferenceConfig(KubeObject):
 
     kube = KindInfo("ai.krateo.io", "v1", "InferenceConfig", "inferenceconfigs")
 
-    model_name = models.CharField(max_length=253, blank=True, db_index=True, editable=False)
-    model_url = models.CharField(max_length=2048, blank=True, editable=False)
-    image = models.CharField(max_length=512, blank=True, editable=False)
+    # Sized as models_app.models.ServingModel's columns: whatever the CRD allows is stored.
+    model_name = models.TextField(blank=True, editable=False)
+    model_url = models.TextField(blank=True, editable=False)
+    image = models.TextField(blank=True, editable=False)
     auto_delete_policy = models.CharField(max_length=32, blank=True, editable=False)
 
     @classmethod
@@ -41,10 +42,10 @@ class InferenceRun(KubeObject):
 
     kube = KindInfo("ai.krateo.io", "v1", "InferenceRun", "inferenceruns")
 
-    config_name = models.CharField(max_length=253, blank=True, db_index=True, editable=False)
-    config_namespace = models.CharField(max_length=63, blank=True, editable=False)
-    timeout_seconds = models.PositiveIntegerField(null=True, blank=True, editable=False)
-    schedule = models.CharField(max_length=255, blank=True, editable=False)
+    config_name = models.TextField(blank=True, editable=False)
+    config_namespace = models.TextField(blank=True, editable=False)
+    timeout_seconds = models.PositiveBigIntegerField(null=True, blank=True, editable=False)  # int64 in the CRD
+    schedule = models.TextField(blank=True, editable=False)
     phase = models.CharField(max_length=16, blank=True, db_index=True, editable=False)
 
     @classmethod

@@ -9,6 +9,7 @@ import yaml
 from django import forms
 from django.db.models import QuerySet
 
+from clusters import yaml_input
 from clusters.models import Cluster
 from scheduler.api.serializers import CalculatorRequestSerializer, PlanRequestSerializer
 from scheduler.calculator import BYTES_PER_PARAMETER
@@ -61,9 +62,9 @@ class PlanForm(forms.Form):
         if self.errors:
             return data
         try:
-            models = yaml.safe_load(data["models"])
+            models = yaml_input.load(data["models"])
         except yaml.YAMLError as error:
-            self.add_error("models", f"models: not YAML/JSON ({error})")
+            self.add_error("models", f"models: not YAML/JSON{yaml_input.describe(error)}")
             return data
         serializer = PlanRequestSerializer(
             data={"cluster": data["cluster"].name, "models": models, "include_running": data["include_running"]},

@@ -7,16 +7,17 @@ from typing import Any
 from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import ADD, CHANGE, can_act_in, unreadable_references
+from accounts.access import ADD, CHANGE, can_act_in, grants_of, is_unrestricted, unreadable_references
 from clusters.api.exceptions import field_error_detail
-from clusters.api.parsers import PlainTextYAMLParser, TextYAMLParser, YAMLParser
+from clusters.api.parsers import JSONParser, PlainTextYAMLParser, TextYAMLParser, YAMLParser
 from clusters.api.views import CLUSTER_PARAMETER
 from clusters.audit import Actor
+from clusters.kinds import all_models
 from clusters.manifests import resolve_kind, validate_manifest
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.services import assign_manifest, resolve_cluster, save_portal_edit
@@ -62,6 +63,8 @@ class ApplyView(APIView):
         },
     )
     def post(self, request):
+        if not _may_write_some_kind(request.user):  # before the body is even read
+            raise PermissionDenied("you need the add and change permissions of at least one mirrored kind")
         try:
             cluster = resolve_cluster(request.query_params.get("cluster"))
         except ManifestInvalid as invalid:
@@ -69,7 +72,12 @@ class ApplyView(APIView):
         documents = _documents(request.data)
         if not documents:
             return Response({"documents": ["no manifest in the request body"]}, status=status.HTTP_400_BAD_REQUEST)
-        planned, failures = self._validate_all(request, cluster, documents)
+        # Authorization first, as the API server does: a refused writer causes no validation work.
+        authorized, failures = self._authorize_all(request, cluster, documents)
+        planned = []
+        if not any(failure["forbidden"] for failure in failures):
+            planned, invalid = self._validate_all(request, cluster, authorized)
+            failures = sorted([*failures, *invalid], key=lambda failure: failure["index"])
         if failures:
             forbidden = all([failure.pop("forbidden") for failure in failures])  # pop from every failure
             code = status.HTTP_403_FORBIDDEN if forbidden else status.HTTP_400_BAD_REQUEST
@@ -79,23 +87,37 @@ class ApplyView(APIView):
             results = [self._write(index, cluster, model, manifest, actor) for index, model, manifest in planned]
         return Response(results)
 
-    def _validate_all(self, request, cluster: Cluster, documents: list[Any]):
-        planned, failures = [], []
+    def _authorize_all(self, request, cluster: Cluster, documents: list[Any]):
+        """Each document's kind, permission and namespace, read from the document as given."""
+        authorized, failures = [], []
         for index, document in enumerate(documents):
             try:
                 model = resolve_kind(document)
-                manifest = validate_manifest(model, document)
             except ManifestInvalid as invalid:
                 failures.append(_failure(index, document, field_error_detail(invalid.errors)))
                 continue
             needed = [f"{model._meta.app_label}.{action}_{model._meta.model_name}" for action in ("add", "change")]
             if not request.user.has_perms(needed):
-                failures.append(_failure(index, document, {"permission": [f"you need {' and '.join(needed)}"]}))
+                failures.append(_failure(index, document, {"permission": [f"you need {' and '.join(needed)}"]}, 403))
                 continue
-            namespace = manifest["metadata"]["namespace"]
-            if not all(can_act_in(request.user, cluster.pk, namespace, action) for action in (ADD, CHANGE)):
+            metadata = document.get("metadata")
+            namespace = (metadata.get("namespace") if isinstance(metadata, dict) else None) or "default"
+            if isinstance(namespace, str) and not all(
+                can_act_in(request.user, cluster.pk, namespace, action) for action in (ADD, CHANGE)
+            ):
                 rule = f"{namespace!r} in cluster {cluster.name} is not a namespace your teams may write in"
                 failures.append(_failure(index, document, {"metadata.namespace": [f"metadata.namespace: {rule}"]}, 403))
+                continue
+            authorized.append((index, model, document))
+        return authorized, failures
+
+    def _validate_all(self, request, cluster: Cluster, authorized: list[tuple[int, type[KubeObject], Any]]):
+        planned, failures = [], []
+        for index, model, document in authorized:
+            try:
+                manifest = validate_manifest(model, document)
+            except ManifestInvalid as invalid:
+                failures.append(_failure(index, document, field_error_detail(invalid.errors)))
                 continue
             refused = unreadable_references(request.user, cluster.pk, model, manifest)
             if refused:
@@ -128,6 +150,15 @@ class ApplyView(APIView):
             "action": action,
             "id": obj.pk,
         }
+
+
+def _may_write_some_kind(user: Any) -> bool:
+    """Whether any document could be accepted from ``user``: some kind's add and change permissions
+    and some namespace to write in."""
+    kinds = (f"{model._meta.app_label}.%s_{model._meta.model_name}" for model in all_models())
+    return any(user.has_perms([kind % "add", kind % "change"]) for kind in kinds) and (
+        is_unrestricted(user) or bool(grants_of(user, ADD))
+    )
 
 
 def _failure(index: int, document: Any, errors: dict[str, list[str]], code: int = 400) -> dict[str, Any]:

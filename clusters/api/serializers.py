@@ -42,6 +42,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "prometheus_auth_header",
             "healthy",
             "last_error",
+            "missing_kinds",
             "last_full_resync_at",
             "created_at",
             "updated_at",

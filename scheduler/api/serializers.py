@@ -72,13 +72,18 @@ class PlanRequestSerializer(serializers.Serializer):
 
 
 class CalculatorRequestSerializer(serializers.Serializer):
-    parameters = serializers.FloatField(min_value=1, help_text="Parameter count, e.g. 7e9.")
+    """Each input is bounded a thousand times beyond today's largest models, so every term and the
+    total stay finite numbers (``1e308`` parameters would make the weights infinite)."""
+
+    parameters = serializers.FloatField(min_value=1, max_value=1e15, help_text="Parameter count, e.g. 7e9.")
     dtype = serializers.ChoiceField(choices=sorted(BYTES_PER_PARAMETER), default="bf16")
-    layers = serializers.IntegerField(min_value=0, default=0)
-    kv_heads = serializers.IntegerField(min_value=0, default=0, help_text="Key/value heads (GQA), not query heads.")
-    head_dim = serializers.IntegerField(min_value=0, default=0)
-    context_length = serializers.IntegerField(min_value=0, default=0)
-    concurrent_sequences = serializers.IntegerField(min_value=1, default=1)
+    layers = serializers.IntegerField(min_value=0, max_value=100_000, default=0)
+    kv_heads = serializers.IntegerField(
+        min_value=0, max_value=100_000, default=0, help_text="Key/value heads (GQA), not query heads."
+    )
+    head_dim = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
+    context_length = serializers.IntegerField(min_value=0, max_value=1_000_000_000, default=0)
+    concurrent_sequences = serializers.IntegerField(min_value=1, max_value=1_000_000, default=1)
     kv_dtype = serializers.ChoiceField(
         choices=["same", *sorted(BYTES_PER_PARAMETER)], default="same", help_text="KV cache precision; same as dtype."
     )

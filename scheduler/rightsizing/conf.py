@@ -38,13 +38,13 @@ DEFAULTS: dict[str, Any] = {
     "TIMEOUT_SECONDS": 30,
 }
 
-_DURATION = re.compile(r"^(\d+)([smhdw])$")
+_DURATION = re.compile(r"(\d+)([smhdw])")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def parse_duration(value: str) -> int:
     """``"7d"`` -> 604800; a Prometheus duration with one unit."""
-    match = _DURATION.match(str(value))
+    match = _DURATION.fullmatch(str(value))
     if not match:
         raise ValueError(f"{value!r} is not a duration like 7d, 12h or 30m")
     return int(match[1]) * _SECONDS[match[2]]

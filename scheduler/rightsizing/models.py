@@ -42,7 +42,7 @@ class Observation(models.Model):
     model = models.ForeignKey(InferenceModel, on_delete=models.CASCADE, related_name="rightsizing_observations")
     observed_at = models.DateTimeField(db_index=True)
     is_latest = models.BooleanField(default=True, db_index=True)
-    node_pool = models.CharField(max_length=63, blank=True)
+    node_pool = models.TextField(blank=True)  # a copy of InferenceModel.node_pool
     samples = models.PositiveIntegerField(default=0)
     declared_bytes = models.BigIntegerField(null=True, blank=True)
     peak_bytes = models.BigIntegerField(null=True, blank=True)

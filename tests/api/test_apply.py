@@ -79,7 +79,7 @@ def test_invalid_yaml_and_empty_body(editor, cluster) -> None:
 def test_permissions_are_checked_per_kind(api_as, cluster) -> None:
     only_models = api_as(perms=["models_app.add_inferencemodel", "models_app.change_inferencemodel"])
     response = post_yaml(only_models, ALL_SAMPLES_YAML)
-    assert response.status_code == 400
+    assert response.status_code == 403
     denied = {failure["kind"] for failure in response.json()["documents"]}
     assert denied == {"Model", "ModelService", "InferenceConfig", "InferenceRun"}
     assert not InferenceModel.objects.exists()

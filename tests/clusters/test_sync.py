@@ -146,6 +146,78 @@ class TestClusterToPortal:
         assert live_cluster.healthy is True and live_cluster.last_full_resync_at
 
 
+def test_a_kind_whose_crd_is_not_installed_does_not_stop_the_others(live_cluster, kube, control_plane) -> None:
+    """Most clusters run some of the operator families only: a 404 on one kind's list is recorded
+    as "not installed" and every other kind (and the reconcile pass) goes on."""
+    if control_plane is None:
+        pytest.skip("removes a CRD of the session's own control plane")
+    import kubernetes
+
+    from tests.support.clusters import apply_crds
+
+    extensions = kubernetes.client.ApiextensionsV1Api(kube.api_client)
+    kubeai = "models.kubeai.org"
+    extensions.delete_custom_resource_definition(kubeai)
+    try:
+        def gone() -> bool:
+            try:
+                extensions.read_custom_resource_definition(kubeai)
+            except kubernetes.client.ApiException as error:
+                return error.status == 404
+            return False
+
+        wait_for(gone, timeout=30, message="the KubeAI CRD to go")
+        kube.write(sample_manifest("inferencemodel-mistral-7b.yaml", kube.namespace))
+        out = io.StringIO()
+        call_command("sync", "--once", "--cluster", live_cluster.name, stdout=out)
+        assert "Model: not installed (models.kubeai.org is not installed)" in out.getvalue()
+        assert "InferenceModel: 1 listed, 1 written" in out.getvalue()
+        assert "ModelService: 0 listed" in out.getvalue()
+        live_cluster.refresh_from_db()
+        assert (live_cluster.healthy, live_cluster.missing_kinds) == (True, ["Model"])
+        assert row().sync_state == SyncState.SYNCED
+    finally:
+        apply_crds(kube.api_client)
+    call_command("sync", "--once", "--cluster", live_cluster.name, stdout=io.StringIO())
+    live_cluster.refresh_from_db()
+    assert live_cluster.missing_kinds == []  # checked again at every resync
+
+
+@pytest.mark.skipif(
+    "not os.environ.get('DATABASE_URL', '').startswith('postgres')",
+    reason="needs PostgreSQL, whose jsonb refuses the NUL character the API server accepts",
+)
+def test_an_object_the_database_cannot_hold_becomes_an_error_row_and_the_rest_flows(live_cluster, kube) -> None:
+    from tests.clusters.conftest import RunningWatch
+
+    def unstorable(file_name: str) -> dict:
+        manifest = sample_manifest(file_name)
+        manifest["spec"]["modelName"] += "\u0000"  # valid for the CRD and the API server, not for jsonb
+        return manifest
+
+    kube.write(unstorable("inferencemodel-mistral-7b.yaml"))
+    kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml"))
+    resync_cluster(live_cluster)  # the batch path: one bad object does not fail the others
+    assert row("llama-2-7b").sync_state == SyncState.SYNCED
+    assert row("mistral-7b").sync_state == SyncState.ERROR and "cannot be stored" in row("mistral-7b").last_error
+    assert "NUL" in row("mistral-7b").last_error  # the database's own reason
+
+    running = RunningWatch(live_cluster).start()
+    try:
+        wait_for(running.ready, message="watchers ready")
+        kube.write(unstorable("inferencemodel-codellama-34b.yaml"))  # the watch path: no replay loop
+        kube.write(sample_manifest("inferencemodel-tokenizer-service.yaml"))
+        wait_for(lambda: InferenceModel.objects.filter(name="tokenizer-service").exists(), message="the next object")
+        assert row("codellama-34b").sync_state == SyncState.ERROR
+        fixed = kube.read(KIND, "mistral-7b")
+        fixed["spec"]["modelName"] = "mistral-7b"
+        kube.write(fixed)
+        wait_for(lambda: row("mistral-7b").sync_state == SyncState.SYNCED, message="the next version repairs it")
+        assert row("mistral-7b").spec["modelName"] == "mistral-7b"
+    finally:
+        running.stop()
+
+
 class TestConcurrentEdits:
     def _synced(self, editor, kube) -> InferenceModel:
         obj = create_through_api(editor, kube)

@@ -136,12 +136,11 @@ def test_missing_required_fields_are_named() -> None:
     assert errors_of(manifest) == ["spec.backendUrl: is required", "spec.memory: is required"]
 
 
-def test_too_many_files_says_how_many() -> None:
+def test_too_many_files_says_how_many_and_quotes_the_value_clipped() -> None:
     manifest = with_spec(KUBEAI, files=[{"path": f"/f{i}", "content": "x"} for i in range(11)])
+    quoted = "[" + ", ".join(f'{{"path": "/f{i}", "content": "x"}}' for i in range(11)) + "]"
     assert errors_of(manifest) == [
-        "spec.files: ["
-        + ", ".join(f'{{"path": "/f{i}", "content": "x"}}' for i in range(11))
-        + "] has 11 items, more than the maximum 10"
+        f"spec.files: {quoted[:200]}... (364 characters) has 11 items, more than the maximum 10"
     ]
 
 

@@ -224,7 +224,7 @@ def test_deleting_the_run_collects_what_it_owned(managed, run) -> None:
              timeout=30, message="the garbage collector to remove the Job and its contract")
 
 
-def test_schedule_makes_a_cronjob(managed) -> None:
+def test_schedule_makes_a_cronjob_and_the_status_tells_the_last_and_next_run(managed) -> None:
     kube, _ = managed
     write_config(kube)
     created = write_run(kube, schedule="0 3 * * *")
@@ -234,7 +234,31 @@ def test_schedule_makes_a_cronjob(managed) -> None:
     assert cronjob["spec"]["schedule"] == "0 3 * * *"
     assert cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     assert job(kube, name) is None
-    assert run_status(kube)["phase"] == "Running" and "scheduled '0 3 * * *'" in run_status(kube)["message"]
+    status = run_status(kube)
+    assert status["phase"] == "Pending" and "scheduled '0 3 * * *'; not run yet; next run at " in status["message"]
+    assert status["message"].endswith("T03:00:00Z")
+
+    # A run now, as `kubectl create job --from=cronjob/...` makes it: the Job carries the template.
+    manual = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"{name}-manual",
+            "namespace": kube.namespace,
+            "labels": cronjob["spec"]["jobTemplate"]["metadata"]["labels"],
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": name,
+                                 "uid": cronjob["metadata"]["uid"], "controller": True}],
+        },
+        "spec": cronjob["spec"]["jobTemplate"]["spec"],
+    }
+    kube.dynamic.resources.get(api_version="batch/v1", kind="Job").create(body=manual, namespace=kube.namespace)
+    wait_job_finished(kube, f"{name}-manual")
+    kube.sync()
+    status = run_status(kube)
+    assert status["phase"] == "Succeeded" and status["jobRef"]["name"] == f"{name}-manual"
+    assert status["message"].startswith(f"last run {name}-manual: the runner finished; next run at ")
+    kube.sync()
+    assert run_status(kube)["phase"] == "Succeeded" and kube.get("batch/v1", "CronJob", name)  # kept, not re-run
 
 
 def test_missing_config_keeps_the_run_pending_naming_it(managed) -> None:

@@ -44,11 +44,18 @@ class Command(BaseCommand):
                 failed.append(each.name)
                 self.stderr.write(f"{each.name}: {error}")
                 continue
+            each.refresh_from_db()
             for report in reports:
-                self.stdout.write(
-                    f"{each.name} {report.kind}: {report.listed} listed, {report.written} written, "
-                    f"{report.deleted} marked deleted"
-                )
+                if report.kind in each.missing_kinds:
+                    self.stdout.write(f"{each.name} {report.kind}: not installed ({report.error})")
+                elif report.error:
+                    failed.append(f"{each.name} {report.kind}")
+                    self.stderr.write(f"{each.name} {report.kind}: {report.error}")
+                else:
+                    self.stdout.write(
+                        f"{each.name} {report.kind}: {report.listed} listed, {report.written} written, "
+                        f"{report.deleted} marked deleted"
+                    )
             for result in reconcile_cluster(each):
                 self.stdout.write(
                     f"{each.name} reconcile {result.kind} {result.namespace}/{result.name}: {result.outcome}"

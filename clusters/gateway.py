@@ -81,7 +81,7 @@ _CONNECTION_ERRORS = (urllib3.exceptions.HTTPError, OSError, TimeoutError)
 
 
 @contextlib.contextmanager
-def _translated() -> Iterator[None]:
+def translated() -> Iterator[None]:
     try:
         yield
     except ApiException as error:
@@ -93,7 +93,7 @@ def _translated() -> Iterator[None]:
 def _stream_events(response: Any) -> Iterator[dict[str, Any]]:
     """Decode a watch response line by line (JSON per line), always releasing the connection."""
     try:
-        with _translated():
+        with translated():
             for line in iter_resp_lines(response):
                 if line.strip():
                     yield json.loads(line)
@@ -156,7 +156,7 @@ class ClusterGateway:
         kwargs: dict[str, Any] = {"limit": limit, "_request_timeout": self.timeout * 3}
         if continue_token:
             kwargs["_continue"] = continue_token
-        with _translated():
+        with translated():
             if namespace:
                 body = self.custom.list_namespaced_custom_object(
                     kind.group, kind.version, namespace, kind.plural, **kwargs
@@ -174,7 +174,7 @@ class ClusterGateway:
             kwargs: dict[str, Any] = {"limit": 500, "_request_timeout": self.timeout * 3}
             if token:
                 kwargs["_continue"] = token
-            with _translated():
+            with translated():
                 page = self.core.list_node(**kwargs)
             nodes += [self.api_client.sanitize_for_serialization(node) for node in page.items]
             token = page.metadata._continue
@@ -182,13 +182,13 @@ class ClusterGateway:
                 return nodes
 
     def get(self, kind: KindInfo, namespace: str, name: str) -> dict[str, Any]:
-        with _translated():
+        with translated():
             return self.custom.get_namespaced_custom_object(
                 kind.group, kind.version, namespace, kind.plural, name, _request_timeout=self.timeout
             )
 
     def create(self, kind: KindInfo, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        with _translated():
+        with translated():
             created = self.custom.create_namespaced_custom_object(
                 kind.group,
                 kind.version,
@@ -212,7 +212,7 @@ class ClusterGateway:
         )
 
     def _merge_patch(self, method: Any, kind: KindInfo, namespace: str, name: str, body: dict[str, Any]) -> dict:
-        with _translated():
+        with translated():
             patched = method(
                 kind.group,
                 kind.version,
@@ -229,7 +229,7 @@ class ClusterGateway:
     def delete(self, kind: KindInfo, namespace: str, name: str, uid: str | None) -> dict[str, Any] | None:
         """DELETE guarded by the uid, so a newer object of the same name is never removed."""
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
-        with _translated():
+        with translated():
             return self.custom.delete_namespaced_custom_object(
                 kind.group, kind.version, namespace, kind.plural, name, body=options, _request_timeout=self.timeout
             )
@@ -259,7 +259,7 @@ class ClusterGateway:
         little longer, so a stream that stalls silently is noticed.
         """
         kwargs = self.watch_options(resource_version, timeout_seconds)
-        with _translated():
+        with translated():
             if namespace:
                 response = self.custom.list_namespaced_custom_object(
                     kind.group, kind.version, namespace, kind.plural, **kwargs
@@ -289,14 +289,14 @@ class BuiltinResource:
 
     def _call(self, verb: str, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         method = getattr(self.api, f"{verb}_namespaced_{self.snake}")
-        with _translated():
+        with translated():
             result = method(*args, _request_timeout=self.gateway.timeout, **kwargs)
         return None if result is None else self.gateway.api_client.sanitize_for_serialization(result)
 
     def list(self, label_selector: str) -> tuple[list[dict[str, Any]], str]:
         """Every object with the labels in all namespaces, and the list's resourceVersion."""
         method = getattr(self.api, f"list_{self.snake}_for_all_namespaces")
-        with _translated():
+        with translated():
             result = method(label_selector=label_selector, _request_timeout=self.gateway.timeout * 3)
         body = self.gateway.api_client.sanitize_for_serialization(result)
         return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
@@ -304,7 +304,7 @@ class BuiltinResource:
     def watch(self, label_selector: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
         """Raw watch events of the labelled objects in all namespaces (see ClusterGateway.watch)."""
         method = getattr(self.api, f"list_{self.snake}_for_all_namespaces")
-        with _translated():
+        with translated():
             response = method(
                 label_selector=label_selector, **self.gateway.watch_options(resource_version, timeout_seconds)
             )

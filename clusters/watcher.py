@@ -4,8 +4,8 @@ Follows client-go's reflector (DESIGN.md, "Facts the sync must respect"): list f
 from the list's resourceVersion with bookmarks; track the resourceVersion ourselves (bookmarks
 included); on 410 relist; give every watch a server timeout (random 5-10 minutes) and a client
 read timeout; reconnect with backoff 0.8 s doubling to 30 s, reset after 2 quiet minutes. Only
-one process watches a cluster: it holds a PostgreSQL advisory lock per cluster (SQLite, the
-single-process embedded default, needs none).
+one process watches a cluster: the holder of its Lease (clusters/leader.py,
+clusters/watch_supervisor.py).
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ import logging
 import random
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import close_old_connections, connection, connections
+from django.db import close_old_connections, connection
 
 from clusters.controllers import ChildKind, controller_children
 from clusters.gateway import ClusterGateway, GatewayError, GoneError, TransientError
@@ -213,28 +212,6 @@ class ChildWatcher(WatchLoop):
                 from clusters.tasks import enqueue_reconcile
 
                 enqueue_reconcile(row)
-
-
-def advisory_lock_key(cluster: Cluster) -> int:
-    """A stable signed 63-bit key per cluster for pg_try_advisory_lock."""
-    return zlib.crc32(f"inference-portal:sync_watch:{cluster.name}".encode())
-
-
-def try_lead(cluster: Cluster, using: str = "default") -> bool:
-    """Become the one watcher of this cluster (PostgreSQL session lock); always True elsewhere."""
-    db = connections[using]
-    if db.vendor != "postgresql":
-        return True
-    with db.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [advisory_lock_key(cluster)])
-        return bool(cursor.fetchone()[0])
-
-
-def release_lead(cluster: Cluster, using: str = "default") -> None:
-    db = connections[using]
-    if db.vendor == "postgresql" and db.connection is not None:
-        with db.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [advisory_lock_key(cluster)])
 
 
 class ClusterWatch:

@@ -1,5 +1,5 @@
-"""``manage.py sync_watch`` as a process: it follows the cluster, stops cleanly on SIGTERM, and only one
-replica watches a cluster at a time (PostgreSQL advisory lock)."""
+"""``manage.py sync_watch`` as a process: it follows the cluster and what staff change about it, stops
+cleanly on SIGTERM, and only one replica watches a cluster at a time (a Lease in the cluster)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
-import psycopg
+import kubernetes
 import pytest
-from django.db import connection
 
-from clusters.watcher import advisory_lock_key, release_lead, try_lead
+from clusters.gateway import ClusterGateway
+from clusters.leader import LEASE_NAME, LeaseElector, LeaseTiming, lead_while
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.support.services import REPO_ROOT, session_database_url
@@ -34,8 +35,12 @@ def start_watcher(cluster_name: str) -> subprocess.Popen:
             "sync_watch",
             "--cluster",
             cluster_name,
-            "--lead-retry",
+            "--rescan",
             "0.5",
+            "--lease",
+            "3",
+            "2",
+            "0.3",
             "--watch-timeout",
             "2",
             "3",
@@ -78,26 +83,64 @@ def test_watcher_process_follows_the_cluster_and_stops_on_sigterm(live_cluster, 
             process.kill()
 
 
-@pytest.mark.skipif(
-    "os.environ.get('DATABASE_URL', '').startswith('sqlite') or not os.environ.get('DATABASE_URL')",
-    reason="advisory locks need PostgreSQL (CI runs this there)",
-)
-def test_only_one_replica_leads_a_cluster(live_cluster) -> None:
-    assert try_lead(live_cluster)
-    settings = connection.settings_dict
-    other = psycopg.connect(
-        host=settings["HOST"] or "127.0.0.1",
-        port=settings["PORT"] or 5432,
-        user=settings["USER"] or "postgres",
-        password=settings["PASSWORD"] or None,
-        dbname=settings["NAME"],
-        autocommit=True,
-    )
+def test_the_watcher_follows_changes_of_the_cluster_without_a_restart(live_cluster, kube) -> None:
+    process = start_watcher(live_cluster.name)
     try:
-        taken = other.execute("SELECT pg_try_advisory_lock(%s)", [advisory_lock_key(live_cluster)]).fetchone()[0]
-        assert taken is False
-        release_lead(live_cluster)
-        taken = other.execute("SELECT pg_try_advisory_lock(%s)", [advisory_lock_key(live_cluster)]).fetchone()[0]
-        assert taken is True
+        read_until(process, f"watching {live_cluster.name}")
+        other = f"{kube.namespace}-b"
+        kubernetes.client.CoreV1Api(kube.api_client).create_namespace({"metadata": {"name": other}})
+        live_cluster.namespaces = [kube.namespace, other]
+        live_cluster.save()
+        read_until(process, f"{live_cluster.name}: changed; following it")
+        read_until(process, f"watching {live_cluster.name}")
+        manifest = sample_manifest("inferencemodel-mistral-7b.yaml", other)
+        kube.custom.create_namespaced_custom_object("inference.eh-ops.io", "v1alpha1", other, "inferencemodels",
+                                                    manifest)
+        wait_for(lambda: InferenceModel.objects.filter(namespace=other, name="mistral-7b").exists(), timeout=20,
+                 message="an object of the namespace added while the watcher ran")
     finally:
-        other.close()
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        kubernetes.client.CoreV1Api(kube.api_client).delete_namespace(f"{kube.namespace}-b")
+
+
+def test_one_leader_at_a_time_and_a_lost_leader_stops_within_its_lease(live_cluster, kube, control_plane) -> None:
+    """Two replicas elect on the cluster's Lease: one leads. When the leader's connection to the
+    API server fails (503 from the proxy it goes through), it stops leading after its renew
+    deadline, before the other takes over after the lease duration: never two at once."""
+    if control_plane is None:
+        pytest.skip("the leader's connection fails through the session's fault proxy")
+    timing = LeaseTiming(lease_duration=3, renew_deadline=2, retry_period=0.2)
+    through_proxy = ClusterGateway(live_cluster)  # the Cluster row points at the fault proxy
+    direct = ClusterGateway(live_cluster, api_client=control_plane.api_client())
+    first = LeaseElector(through_proxy, kube.namespace, "replica-a", timing)
+    second = LeaseElector(direct, kube.namespace, "replica-b", timing)
+    stop, a_leads, b_leads = threading.Event(), threading.Event(), threading.Event()
+    threads = [threading.Thread(target=lead_while, args=(first, stop, a_leads)),
+               threading.Thread(target=lead_while, args=(second, stop, b_leads))]
+    try:
+        threads[0].start()
+        wait_for(a_leads.is_set, message="the first replica to lead")
+        threads[1].start()
+        started = time.monotonic()
+        while time.monotonic() - started < 1.5:  # the second keeps trying while the first renews
+            assert not b_leads.is_set()
+            time.sleep(0.05)
+        kube.proxy.inject("*", "leases", status=503, times=None)
+        lost_at = time.monotonic()
+        a_stopped_at = None
+        while not b_leads.is_set():
+            if a_stopped_at is None and not a_leads.is_set():
+                a_stopped_at = time.monotonic()
+            assert time.monotonic() - lost_at < 10, "the second replica never took over"
+            time.sleep(0.02)
+        took_over_at = time.monotonic()
+        assert not a_leads.is_set() and a_stopped_at is not None and a_stopped_at < took_over_at
+        lease = kubernetes.client.CoordinationV1Api(kube.api_client).read_namespaced_lease(LEASE_NAME, kube.namespace)
+        assert lease.spec.holder_identity == "replica-b" and lease.spec.lease_transitions == 1
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+        through_proxy.close()
+        direct.close()

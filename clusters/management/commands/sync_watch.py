@@ -1,7 +1,9 @@
 """The long-running watcher: keeps every cluster's mirrored kinds current until SIGTERM.
 
-Several replicas may run: each cluster is watched by the one holding its PostgreSQL advisory
-lock; the others wait and take over when it goes away.
+Several replicas may run: each cluster is watched by the one holding its Lease in that cluster
+(clusters/leader.py); a leader that cannot renew stops watching within the renew deadline and
+another takes over once the lease has expired. Clusters added, changed or removed in the portal
+are followed without a restart (clusters/watch_supervisor.py).
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections
 
+from clusters.leader import LeaseTiming
 from clusters.models import Cluster
-from clusters.watcher import ClusterWatch, WatchSettings, release_lead, try_lead
+from clusters.watch_supervisor import ClusterSupervisor
+from clusters.watcher import WatchSettings
 
 logger = logging.getLogger(__name__)
 
@@ -25,10 +30,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--cluster", help="Only this cluster (default: every cluster with an API server).")
         parser.add_argument(
-            "--lead-retry",
+            "--rescan",
             type=float,
-            default=15.0,
-            help="Seconds between attempts to take over a cluster another replica watches.",
+            default=10.0,
+            help="Seconds between looks for clusters added in the portal.",
+        )
+        parser.add_argument(
+            "--lease",
+            type=float,
+            nargs=3,
+            default=(15.0, 10.0, 2.0),
+            metavar=("DURATION", "RENEW_DEADLINE", "RETRY_PERIOD"),
+            help="Leader election timing in seconds (client-go's defaults: 15 10 2).",
         )
         parser.add_argument(
             "--watch-timeout",
@@ -40,33 +53,40 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args: Any, cluster: str | None, lead_retry: float, watch_timeout: tuple[int, int], **options: Any
+        self,
+        *args: Any,
+        cluster: str | None,
+        rescan: float,
+        lease: tuple[float, float, float],
+        watch_timeout: tuple[int, int],
+        **options: Any,
     ) -> None:
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-        clusters = list(Cluster.objects.exclude(auth_method=Cluster.AuthMethod.SNAPSHOT))
+        clusters = Cluster.objects.exclude(auth_method=Cluster.AuthMethod.SNAPSHOT)
         if cluster:
-            clusters = [each for each in clusters if each.name == cluster]
-            if not clusters:
+            clusters = clusters.filter(name=cluster)
+            if not clusters.exists():
                 raise CommandError(f"no cluster named {cluster!r} with an API server")
         settings = WatchSettings(timeout_range=tuple(watch_timeout))
-        running: dict[str, ClusterWatch] = {}
+        timing = LeaseTiming(*lease)
+        supervisors: dict[int, ClusterSupervisor] = {}
+
+        def report(line: str) -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
         try:
             while not stop.is_set():
-                for each in clusters:
-                    if each.name not in running and try_lead(each):
-                        running[each.name] = ClusterWatch(each, stop, settings)
-                        running[each.name].start()
-                        self.stdout.write(f"watching {each.name} ({len(running[each.name].watchers)} watches)")
-                if len(running) == len(clusters):
-                    stop.wait()
-                else:
-                    stop.wait(lead_retry)
+                close_old_connections()
+                for pk in clusters.values_list("pk", flat=True):
+                    if pk not in supervisors or not supervisors[pk].thread.is_alive():
+                        supervisors[pk] = ClusterSupervisor(pk, stop, settings, timing, report=report).start()
+                stop.wait(rescan)
         finally:
             stop.set()
-            for name, watch in running.items():
-                if not watch.join(timeout=10):
-                    logger.warning("%s: watch threads still busy at shutdown", name)
-                release_lead(next(each for each in clusters if each.name == name))
-            self.stdout.write("stopped")
+            for supervisor in supervisors.values():
+                if not supervisor.join(timeout=20):
+                    logger.warning("cluster %s: supervisor still busy at shutdown", supervisor.cluster_id)
+            report("stopped")

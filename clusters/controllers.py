@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 Reconciler = Callable[[ClusterGateway, KubeObject, datetime], str]
 _reconcilers: dict[str, Reconciler] = {}
 _children: dict[str, tuple[ChildKind, ...]] = {}
+_sweeps: dict[str, Callable[[Cluster], object]] = {}
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,19 @@ class ChildKind:
     selector: str
 
 
-def register_controller(kind: str, reconcile: Reconciler, children: tuple[ChildKind, ...] = ()) -> None:
+def register_controller(
+    kind: str,
+    reconcile: Reconciler,
+    children: tuple[ChildKind, ...] = (),
+    sweep: Callable[[Cluster], object] | None = None,
+) -> None:
     """Called from an app's ``ready()``: ``reconcile(gateway, row, now) -> outcome text``; ``children``
-    are the owned kinds whose changes should wake the owner's reconcile at once."""
+    are the owned kinds whose changes should wake the owner's reconcile at once; ``sweep(cluster)``
+    runs once per pass, for what belongs to objects no longer there (no reconcile reaches those)."""
     _reconcilers[kind] = reconcile
     _children[kind] = children
+    if sweep is not None:
+        _sweeps[kind] = sweep
 
 
 def controller_children(kind: str) -> tuple[ChildKind, ...]:
@@ -85,6 +94,7 @@ def reconcile_cluster(cluster: Cluster, now: datetime | None = None) -> list[Rec
     connection for all of its objects. Results come back in the objects' order.
     """
     now = now or timezone.now()
+    _sweep(cluster)
     rows = [
         row
         for model in all_models()
@@ -109,6 +119,12 @@ def reconcile_cluster(cluster: Cluster, now: datetime | None = None) -> list[Rec
     with ThreadPoolExecutor(max_workers=workers) as pool:
         done = list(pool.map(in_thread, shares))
     return [done[index % workers][index // workers] for index in range(len(rows))]
+
+
+def _sweep(cluster: Cluster) -> None:
+    for kind, sweep in _sweeps.items():
+        if cluster.manages(kind):
+            sweep(cluster)
 
 
 def _reconcile_share(cluster: Cluster, rows: list[KubeObject], now: datetime) -> list[ReconcileResult]:

@@ -32,10 +32,13 @@ FIELD_MANAGER = "inference-portal"
 class GatewayError(Exception):
     """Base of the sync-relevant failures; ``status`` is the HTTP code (0 without a response)."""
 
-    def __init__(self, message: str, status: int = 0, body: dict[str, Any] | None = None):
+    def __init__(
+        self, message: str, status: int = 0, body: dict[str, Any] | None = None, retry_after: float | None = None
+    ):
         super().__init__(message)
         self.status = status
         self.body = body or {}
+        self.retry_after = retry_after  # seconds the server asked to wait (429/503 Retry-After)
 
 
 class TransientError(GatewayError):
@@ -73,8 +76,20 @@ def _classify(error: ApiException) -> GatewayError:
     if status == 404:
         return NotFoundError(text, status, body)
     if status == 429 or status >= 500 or status == 0:
-        return TransientError(text, status, body)
+        return TransientError(text, status, body, _retry_after(error, body))
     return PermanentError(text, status, body)
+
+
+def _retry_after(error: ApiException, body: dict[str, Any]) -> float | None:
+    """The wait the API server asked for: the ``Retry-After`` header (seconds), else the Status's
+    ``details.retryAfterSeconds``."""
+    for value in ((error.headers or {}).get("Retry-After"), (body.get("details") or {}).get("retryAfterSeconds")):
+        try:
+            if value is not None and float(value) >= 0:
+                return float(value)
+        except (TypeError, ValueError):
+            continue
+    return None
 
 
 _CONNECTION_ERRORS = (urllib3.exceptions.HTTPError, OSError, TimeoutError)
@@ -141,6 +156,7 @@ class ClusterGateway:
     def __init__(self, cluster: Cluster, api_client: client.ApiClient | None = None):
         self.cluster = cluster
         self.timeout = cluster.request_timeout_seconds
+        self.owns_api_client = api_client is None
         self.api_client = api_client or build_api_client(cluster)
         self.custom = client.CustomObjectsApi(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
@@ -148,7 +164,7 @@ class ClusterGateway:
     def close(self) -> None:
         self.api_client.close()
         ca_file = self.api_client.configuration.ssl_ca_cert
-        if ca_file and self.cluster.ca_cert and ca_file.startswith(tempfile.gettempdir()):
+        if self.owns_api_client and ca_file and self.cluster.ca_cert and ca_file.startswith(tempfile.gettempdir()):
             Path(ca_file).unlink(missing_ok=True)  # written by build_api_client for this client only
 
     def list_page(self, kind: KindInfo, namespace: str | None, limit: int, continue_token: str | None) -> ListPage:
@@ -293,19 +309,27 @@ class BuiltinResource:
             result = method(*args, _request_timeout=self.gateway.timeout, **kwargs)
         return None if result is None else self.gateway.api_client.sanitize_for_serialization(result)
 
-    def list(self, label_selector: str) -> tuple[list[dict[str, Any]], str]:
-        """Every object with the labels in all namespaces, and the list's resourceVersion."""
-        method = getattr(self.api, f"list_{self.snake}_for_all_namespaces")
+    def _list_method(self, namespace: str | None) -> Any:
+        """The list call of one namespace, or of all (the cluster's namespace list decides which)."""
+        if namespace:
+            method = getattr(self.api, f"list_namespaced_{self.snake}")
+            return lambda **kwargs: method(namespace, **kwargs)
+        return getattr(self.api, f"list_{self.snake}_for_all_namespaces")
+
+    def list(self, label_selector: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], str]:
+        """Every object with the labels in ``namespace`` (None: all), and the list's resourceVersion."""
         with translated():
-            result = method(label_selector=label_selector, _request_timeout=self.gateway.timeout * 3)
+            result = self._list_method(namespace)(label_selector=label_selector,
+                                                  _request_timeout=self.gateway.timeout * 3)
         body = self.gateway.api_client.sanitize_for_serialization(result)
         return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
 
-    def watch(self, label_selector: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
-        """Raw watch events of the labelled objects in all namespaces (see ClusterGateway.watch)."""
-        method = getattr(self.api, f"list_{self.snake}_for_all_namespaces")
+    def watch(
+        self, label_selector: str, resource_version: str, timeout_seconds: int, namespace: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Raw watch events of the labelled objects in ``namespace`` (None: all; see ClusterGateway.watch)."""
         with translated():
-            response = method(
+            response = self._list_method(namespace)(
                 label_selector=label_selector, **self.gateway.watch_options(resource_version, timeout_seconds)
             )
         yield from _stream_events(response)

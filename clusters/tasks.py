@@ -24,7 +24,9 @@ from clusters.resync import resync_cluster
 logger = logging.getLogger(__name__)
 
 RETRY_BACKOFF_MAX = 300
-STALE_AFTER = timedelta(minutes=2)
+# Longer than the longest retry countdown: a row whose retry chain is alive is touched (updated_at)
+# at every retry, so the sweep only re-queues rows whose chain died (worker killed, message lost).
+STALE_AFTER = timedelta(seconds=2 * RETRY_BACKOFF_MAX)
 
 
 def enqueue_apply(obj: KubeObject) -> None:
@@ -38,7 +40,7 @@ def apply_object_task(self, model_label: str, pk: int) -> str:
     try:
         return str(apply_object(model, pk))
     except TransientError as error:
-        model.objects.filter(pk=pk).update(last_error=f"will retry: {error}")
+        model.objects.filter(pk=pk).update(last_error=f"will retry: {error}", updated_at=timezone.now())
         return _retry_later(self, error)
 
 
@@ -60,7 +62,9 @@ def _retry_later(task, error: TransientError) -> str:
     pass, since an eager retry would run again at once, in the caller's request."""
     if task.request.is_eager:
         return f"transient error; the periodic pass retries: {error}"
-    raise task.retry(exc=error, countdown=min(RETRY_BACKOFF_MAX, 2 ** min(task.request.retries, 9))) from None
+    backoff = min(RETRY_BACKOFF_MAX, 2 ** min(task.request.retries, 9))
+    countdown = min(RETRY_BACKOFF_MAX, max(backoff, error.retry_after or 0))  # honour the server's Retry-After
+    raise task.retry(exc=error, countdown=countdown) from None
 
 
 @shared_task

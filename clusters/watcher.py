@@ -169,9 +169,13 @@ class KindWatcher(WatchLoop):
 
                 enqueue_reconcile(row)
         elif event_type == "DELETED":
-            mark_deleted_in_cluster(
+            row = mark_deleted_in_cluster(
                 self.model, self.cluster, metadata.get("namespace") or "default", metadata["name"], metadata.get("uid")
             )
+            if row is not None and self.cluster.manages(self.model.kube.kind):
+                from clusters.tasks import enqueue_reconcile
+
+                enqueue_reconcile(row)  # the controller forgets what it held for the object
 
 
 class ChildWatcher(WatchLoop):
@@ -179,24 +183,31 @@ class ChildWatcher(WatchLoop):
     so a pod becoming ready reaches the model's status within a second, not a polling interval."""
 
     def __init__(
-        self, cluster: Cluster, owner: type[KubeObject], child: ChildKind, stop: threading.Event, **options: Any
+        self,
+        cluster: Cluster,
+        owner: type[KubeObject],
+        child: ChildKind,
+        namespace: str | None,
+        stop: threading.Event,
+        **options: Any,
     ):
         super().__init__(cluster, stop, **options)
-        self.owner, self.child = owner, child
+        self.owner, self.child, self.namespace = owner, child, namespace
 
     @property
     def name(self) -> str:
-        return f"{self.cluster.name}/{self.child.kind}s of {self.owner.kube.plural}"
+        return f"{self.cluster.name}/{self.child.kind}s of {self.owner.kube.plural}/{self.namespace or '*'}"
 
     def relist(self, gateway: ClusterGateway) -> str:
-        items, resource_version = gateway.builtin(self.child.api_version, self.child.kind).list(self.child.selector)
+        resource = gateway.builtin(self.child.api_version, self.child.kind)
+        items, resource_version = resource.list(self.child.selector, self.namespace)
         for item in items:
             self.apply("ADDED", item)
         return resource_version
 
     def stream(self, gateway: ClusterGateway, timeout: int) -> Iterator[dict[str, Any]]:
         resource = gateway.builtin(self.child.api_version, self.child.kind)
-        return resource.watch(self.child.selector, self.resource_version or "", timeout)
+        return resource.watch(self.child.selector, self.resource_version or "", timeout, self.namespace)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
@@ -231,10 +242,11 @@ class ClusterWatch:
             for namespace in cluster.namespaces or [None]
         ]
         self.watchers += [
-            ChildWatcher(cluster, model, child, stop, settings=settings, gateway_factory=gateway_factory)
+            ChildWatcher(cluster, model, child, namespace, stop, settings=settings, gateway_factory=gateway_factory)
             for model in all_models()
             if cluster.manages(model.kube.kind)
             for child in controller_children(model.kube.kind)
+            for namespace in cluster.namespaces or [None]
         ]
         self.threads: list[threading.Thread] = []
 

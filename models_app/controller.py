@@ -22,6 +22,7 @@ from django.utils.dateparse import parse_datetime
 from clusters.conditions import rfc3339, set_condition
 from clusters.gateway import ClusterGateway, NotFoundError
 from clusters.inbound import upsert_from_cluster
+from clusters.models import Cluster, SyncState
 from clusters.owned import NotOwnedError, ensure, label_value
 from clusters.quantities import quantity_to_int
 from models_app import metrics
@@ -29,6 +30,7 @@ from models_app.models import InferenceModel
 from scheduler.admission import Demand, admit, release
 from scheduler.durations import parse_duration
 from scheduler.holdings import LAST_REQUEST_ANNOTATION
+from scheduler.models import MemoryReservation
 from scheduler.pools import node_pool_of
 
 FINALIZER = "inference.eh-ops.io/finalizer"
@@ -68,11 +70,20 @@ def deployment_labels(cr: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def last_request_time(cr: dict[str, Any]) -> datetime | None:
-    """When the model was last asked for: the annotation, else its creation."""
-    metadata = cr["metadata"]
-    stamp = (metadata.get("annotations") or {}).get(LAST_REQUEST_ANNOTATION) or metadata.get("creationTimestamp")
-    return parse_datetime(stamp) if stamp else None
+def last_request_time(cr: dict[str, Any], deployment: dict[str, Any] | None = None) -> datetime | None:
+    """When the model was last asked for: the newest ``inference.eh-ops.io/last-request-time`` on the
+    model or on its Deployment (a request path may stamp either), else the model's creation. The
+    newest wins, so an older stamp never replaces a newer one and cuts a cooldown short."""
+    stamps = [
+        (obj["metadata"].get("annotations") or {}).get(LAST_REQUEST_ANNOTATION)
+        for obj in (cr, deployment)
+        if obj
+    ]
+    times = [parsed for stamp in stamps if stamp and (parsed := parse_datetime(stamp))]
+    if times:
+        return max(times)
+    created = cr["metadata"].get("creationTimestamp")
+    return parse_datetime(created) if created else None
 
 
 def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now: datetime) -> str:
@@ -97,12 +108,12 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
                 }
             },
         )
-    plan = _plan(gateway, row, cr, now)
     deployments = gateway.builtin("apps/v1", "Deployment")
     deployment = deployments.get(row.namespace, row.name)
+    plan = _plan(gateway, row, cr, deployment, now)
     if plan.reason != Reason.FAILED or deployment is not None:
         try:
-            deployment = ensure(deployments, _deployment(cr, plan.replicas, now))
+            deployment = ensure(deployments, _deployment(cr, deployment, plan.replicas, now))
         except NotOwnedError as error:
             plan, deployment = Plan(0, Reason.FAILED, str(error)), None
     if plan.replicas == 0:
@@ -117,20 +128,44 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
     return f"{status['conditions'][0]['reason']}: {status['conditions'][0]['message']}"
 
 
-def _plan(gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], now: datetime) -> Plan:
+def release_departed(cluster: Cluster) -> int:
+    """Release the budget held for models that left without their finalizer (deleted while the
+    portal did not manage them, finalizer removed by hand): their rows are gone or
+    ``DeletedInCluster``, so no reconcile reaches them. Returns how many were released."""
+    live = set(
+        InferenceModel.objects.filter(cluster=cluster)
+        .exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
+        .values_list("namespace", "name")
+    )
+    held = MemoryReservation.objects.filter(pool__cluster=cluster, kind=KIND.kind)
+    departed = {(ns, name) for ns, name in held.values_list("namespace", "name") if (ns, name) not in live}
+    for namespace, name in departed:
+        release(cluster.pk, KIND.kind, namespace, name)
+        metrics.forget(cluster.name, namespace, name)
+    return len(departed)
+
+
+def _plan(
+    gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], deployment: dict[str, Any] | None, now: datetime
+) -> Plan:
+    """Replicas for now. Dependencies and memory admission gate a *start* only: a model already
+    running keeps running through a dependency's blip or a pool budget that shrank (the planner
+    reports the pool over budget); only its cooldown scales it to zero."""
     spec = cr["spec"]
     if not spec.get("containerImage"):
         return Plan(0, Reason.FAILED, "spec.containerImage is required when the portal manages the Deployment")
     if spec.get("maxReplicas", 1) == 0:
         return Plan(0, Reason.SCALED_TO_ZERO, "spec.maxReplicas is 0")
     cooldown = parse_duration(spec.get("cooldownPeriod", "10m"))
-    requested = last_request_time(cr)
+    requested = last_request_time(cr, deployment)
     if cooldown is not None and requested is not None and now - requested > cooldown:
         return Plan(
             0,
             Reason.SCALED_TO_ZERO,
             f"no request since {rfc3339(requested)} (cooldown {spec.get('cooldownPeriod', '10m')})",
         )
+    if deployment is not None and (deployment["spec"].get("replicas") or 0) >= 1:
+        return Plan(spec.get("maxReplicas", 1))
     waiting = _dependencies_not_ready(gateway, row, spec.get("dependencies") or [], now)
     if waiting:
         return waiting
@@ -231,11 +266,11 @@ def _container_resources(resources: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _deployment(cr: dict[str, Any], replicas: int, now: datetime) -> dict[str, Any]:
+def _deployment(cr: dict[str, Any], current: dict[str, Any] | None, replicas: int, now: datetime) -> dict[str, Any]:
     """The Deployment the portal wants for the model (applied by clusters.owned.ensure)."""
     metadata, spec = cr["metadata"], cr["spec"]
     labels = deployment_labels(cr)
-    requested = last_request_time(cr) or now
+    requested = last_request_time(cr, current) or now
     if not spec.get("containerImage"):
         replicas = 0
     # Selectors cannot change after creation: select on the object's name only, so editing

@@ -265,11 +265,9 @@ def _latest_job_of(jobs, cronjob: dict[str, Any], run: dict[str, Any]) -> dict[s
     """The newest Job the CronJob owns (scheduled, or made by hand with ``kubectl create job --from``);
     its Jobs carry the job template's labels."""
     uid = cronjob["metadata"].get("uid")
-    items, _ = jobs.list(",".join(f"{key}={value}" for key, value in _labels(run).items()))
-    owned = [
-        job for job in items
-        if job["metadata"].get("namespace") == cronjob["metadata"]["namespace"] and controller_uid(job) == uid
-    ]
+    selector = ",".join(f"{key}={value}" for key, value in _labels(run).items())
+    items, _ = jobs.list(selector, cronjob["metadata"]["namespace"])
+    owned = [job for job in items if controller_uid(job) == uid]
     return max(owned, key=lambda job: job["metadata"].get("creationTimestamp") or "", default=None)
 
 

@@ -72,3 +72,15 @@ def test_worker_retries_transient_errors_with_backoff(live_cluster, kube, editor
         message="retries to converge",
     )
     assert "retry" in worker.log.read_text().lower()
+
+
+@pytest.mark.usefixtures("needs_faults")
+def test_worker_waits_as_long_as_retry_after_asks(live_cluster, kube, editor, worker) -> None:
+    """A 429 with Retry-After: 4 is retried no sooner than 4 s later (the backoff alone says 1 s)."""
+    kube.proxy.inject("create", "inferencemodels", status=429, times=1, retry_after=4)
+    started = time.monotonic()
+    response = editor.post("/api/inferencemodels/", sample_manifest("inferencemodel-mistral-7b.yaml"), format="json")
+    pk = response.json()["id"]
+    wait_for(lambda: InferenceModel.objects.get(pk=pk).sync_state == SyncState.SYNCED, timeout=30,
+             message="the retry after the server's wait")
+    assert time.monotonic() - started >= 4

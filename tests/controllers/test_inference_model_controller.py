@@ -369,3 +369,77 @@ def test_add_cluster_manage_option(transactional_db) -> None:
         call_command(
             "add_cluster", "bad", "--server", "https://127.0.0.1:6443", "--manage", "KubeAIModel", stdout=io.StringIO()
         )
+
+
+def _running(kube, file_name: str, **spec) -> dict:
+    created = write_model(kube, file_name, **spec)
+    kube.sync()
+    name = created["metadata"]["name"]
+    ready(kube, name)
+    kube.sync()
+    assert deployment(kube, name)["spec"]["replicas"] == 1
+    return created
+
+
+def test_a_dependency_going_down_never_stops_a_running_model(managed, pool) -> None:
+    kube, cluster = managed
+    _running(kube, "inferencemodel-tokenizer-service.yaml", cooldownPeriod="1m")
+    _running(kube, "inferencemodel-codellama-34b.yaml", cooldownPeriod="2h")
+    reconcile_cluster(cluster, now=timezone.now() + timedelta(minutes=5))  # only the dependency is idle
+    assert deployment(kube, "tokenizer-service")["spec"]["replicas"] == 0
+    assert deployment(kube, "codellama-34b")["spec"]["replicas"] == 1
+
+
+def test_a_running_model_is_not_evicted_when_its_pool_shrinks(managed, pool) -> None:
+    kube, _ = managed
+    _running(kube, "inferencemodel-llama-2-7b.yaml")
+    NodePool.objects.filter(pk=pool.pk).update(budget_bytes=1 * GIB)  # staff shrink the budget below 16Gi
+    kube.sync()
+    assert deployment(kube, "llama-2-7b")["spec"]["replicas"] == 1
+    assert condition(cr(kube, "llama-2-7b"), "Ready")["reason"] == "Deployed"
+
+
+def test_budget_held_by_a_model_that_left_without_its_finalizer_is_released(managed, pool) -> None:
+    kube, _ = managed
+    _running(kube, "inferencemodel-llama-2-7b.yaml")
+    assert MemoryReservation.objects.filter(name="llama-2-7b").exists()
+    kube.patch(KIND.api_version, KIND.kind, "llama-2-7b", {"metadata": {"finalizers": None}})  # removed by hand
+    kube.remove(KIND, "llama-2-7b")
+    kube.sync()  # the resync marks the row DeletedInCluster; the pass sweeps what it held
+    assert InferenceModel.objects.get(name="llama-2-7b").sync_state == "DeletedInCluster"
+    assert not MemoryReservation.objects.filter(name="llama-2-7b").exists()
+
+
+def test_the_newest_request_time_wins_wherever_it_was_stamped(managed, pool) -> None:
+    kube, cluster = managed
+    created = _running(kube, "inferencemodel-llama-2-7b.yaml", cooldownPeriod="15m")
+    start = parse_datetime(created["metadata"]["creationTimestamp"])
+    stamped = (start + timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # A request path stamps the Deployment, not the model.
+    kube.patch("apps/v1", "Deployment", "llama-2-7b",
+               {"metadata": {"annotations": {"inference.eh-ops.io/last-request-time": stamped}}})
+    reconcile_cluster(cluster, now=start + timedelta(minutes=16))
+    after = deployment(kube, "llama-2-7b")
+    assert after["spec"]["replicas"] == 1  # 6 minutes since the last request: within the cooldown
+    kept = parse_datetime(after["metadata"]["annotations"]["inference.eh-ops.io/last-request-time"])
+    assert kept == parse_datetime(stamped)  # never replaced by the older creation time
+    reconcile_cluster(cluster, now=start + timedelta(minutes=26))
+    assert deployment(kube, "llama-2-7b")["spec"]["replicas"] == 0
+
+
+def test_every_request_stays_within_the_clusters_namespaces(managed, pool) -> None:
+    """A cluster row limited to namespaces is what a namespace-scoped Role allows: the watchers of
+    owned Deployments and Jobs, like everything else, ask for those namespaces only."""
+    kube, cluster = managed
+    seen = len(kube.proxy.requests_seen)
+    watch = RunningWatch(cluster).start()
+    try:
+        wait_for(watch.ready, message="watchers ready")
+        write_model(kube, "inferencemodel-mistral-7b.yaml")
+        wait_for(lambda: (cr(kube, "mistral-7b").get("status") or {}).get("ready") is True, timeout=30,
+                 message="Deployed")
+    finally:
+        watch.stop()
+    requests = kube.proxy.requests_seen[seen:]
+    assert {r.plural for r in requests} >= {"deployments", "jobs", "inferencemodels"}
+    assert [r for r in requests if r.namespace != kube.namespace] == []

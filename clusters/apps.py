@@ -8,6 +8,6 @@ class ClustersConfig(AppConfig):
     verbose_name = "Clusters and sync"
 
     def ready(self) -> None:
-        from clusters import metrics
+        from clusters import handover, metrics  # noqa: F401 - handover connects its signal receivers
 
         metrics.register_collector()

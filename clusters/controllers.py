@@ -23,6 +23,7 @@ from django.utils import timezone
 from clusters.gateway import ClusterGateway, GatewayError
 from clusters.kinds import all_models
 from clusters.models import Cluster, KubeObject, SyncState
+from clusters.work_queue import BUSY, object_key, pass_key, run_exclusively
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ Reconciler = Callable[[ClusterGateway, KubeObject, datetime], str]
 _reconcilers: dict[str, Reconciler] = {}
 _children: dict[str, tuple[ChildKind, ...]] = {}
 _sweeps: dict[str, Callable[[Cluster], object]] = {}
+_finalizers: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -46,14 +48,22 @@ def register_controller(
     reconcile: Reconciler,
     children: tuple[ChildKind, ...] = (),
     sweep: Callable[[Cluster], object] | None = None,
+    finalizer: str | None = None,
 ) -> None:
     """Called from an app's ``ready()``: ``reconcile(gateway, row, now) -> outcome text``; ``children``
     are the owned kinds whose changes should wake the owner's reconcile at once; ``sweep(cluster)``
-    runs once per pass, for what belongs to objects no longer there (no reconcile reaches those)."""
+    runs once per pass, for what belongs to objects no longer there (no reconcile reaches those);
+    ``finalizer`` is the one the controller puts on its objects (released when it stops managing)."""
     _reconcilers[kind] = reconcile
     _children[kind] = children
     if sweep is not None:
         _sweeps[kind] = sweep
+    if finalizer is not None:
+        _finalizers[kind] = finalizer
+
+
+def controller_finalizer(kind: str) -> str | None:
+    return _finalizers.get(kind)
 
 
 def controller_children(kind: str) -> tuple[ChildKind, ...]:
@@ -77,13 +87,17 @@ def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: Cluster
     reconcile = _reconcilers.get(obj.kube.kind)
     if reconcile is None or not obj.cluster.manages(obj.kube.kind):
         return "not managed"
-    own = gateway is None
-    gateway = gateway or ClusterGateway(obj.cluster)
-    try:
-        return reconcile(gateway, obj, now or timezone.now())
-    finally:
-        if own:
-            gateway.close()
+
+    def work() -> str:
+        own = gateway is None
+        client = gateway or ClusterGateway(obj.cluster)
+        try:
+            return reconcile(client, obj, now or timezone.now())
+        finally:
+            if own:
+                client.close()
+
+    return run_exclusively(object_key(obj._meta.label, obj.pk), work, BUSY)
 
 
 def reconcile_cluster(cluster: Cluster, now: datetime | None = None) -> list[ReconcileResult]:
@@ -91,9 +105,14 @@ def reconcile_cluster(cluster: Cluster, now: datetime | None = None) -> list[Rec
 
     Runs ``MAX_RECONCILE_RATE`` reconciles at a time (the reference controller's setting): the
     objects are shared out among that many workers, each with one gateway and one database
-    connection for all of its objects. Results come back in the objects' order.
+    connection for all of its objects. Results come back in the objects' order. A pass asked for
+    while one runs (it outlasted the polling interval) does not run alongside it: the running pass
+    goes once more instead (clusters/work_queue.py), and so does each object's reconcile.
     """
-    now = now or timezone.now()
+    return run_exclusively(pass_key(cluster.pk), lambda: _reconcile_pass(cluster, now or timezone.now()), [])
+
+
+def _reconcile_pass(cluster: Cluster, now: datetime) -> list[ReconcileResult]:
     _sweep(cluster)
     rows = [
         row

@@ -104,3 +104,13 @@ def resync_all_clusters() -> int:
         ).values_list("pk", flat=True):
             apply_object_task.delay(model._meta.label, pk)
     return clusters.count()
+
+
+@shared_task(acks_late=True, autoretry_for=(TransientError,), retry_backoff=True, retry_backoff_max=RETRY_BACKOFF_MAX,
+             max_retries=10)
+def release_finalizers_task(cluster_id: int, kinds: list[str]) -> int:
+    """The portal stopped managing ``kinds`` in the cluster: take its finalizer off their objects."""
+    from clusters.handover import release_finalizers
+
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    return release_finalizers(cluster, kinds) if cluster is not None else 0

@@ -9,11 +9,12 @@ class ModelsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from clusters.controllers import ChildKind, register_controller
-        from models_app.controller import reconcile_inference_model, release_departed
+        from models_app.controller import FINALIZER, reconcile_inference_model, release_departed
 
         register_controller(
             "InferenceModel",
             reconcile_inference_model,
             children=(ChildKind("apps/v1", "Deployment", "inference.eh-ops.io/managed=true"),),
             sweep=release_departed,
+            finalizer=FINALIZER,
         )

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import ALL_NAMESPACES, NamespaceGrant, Team
 from clusters.models import Cluster
-from tests.support.clusters import KubeCluster, apply_crds, external_kubeconfig
+from tests.support.clusters import KubeCluster, apply_crds, apply_crds_to, external_kubeconfig
 from tests.support.control_plane import ControlPlane, ControlPlaneUnavailable, running_control_plane
 from tests.support.fault_proxy import FaultProxy
 
@@ -141,9 +141,7 @@ def control_plane() -> Iterator[ControlPlane | None]:
         yield None
         return
     try:
-        with running_control_plane() as plane:
-            with plane.api_client() as client:
-                apply_crds(client)
+        with running_control_plane(prepare=apply_crds_to) as plane:
             yield plane
     except ControlPlaneUnavailable as reason:
         if os.environ.get("CI"):

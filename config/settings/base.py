@@ -193,6 +193,18 @@ METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 # Celery: with no broker the embedded default runs tasks eagerly in-process.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+
+# A cache every process shares (web workers, Celery workers, the watcher): per-object reconcile
+# locks and request throttles must hold across processes. Redis when CACHE_URL (or a Redis broker)
+# is given; the embedded default is per process, which is all one process needs.
+CACHE_URL = env_str("CACHE_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        if CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True

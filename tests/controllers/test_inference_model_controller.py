@@ -3,6 +3,7 @@ Deployment controller and kwok make Deployments ready, the garbage collector rem
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -443,3 +444,50 @@ def test_every_request_stays_within_the_clusters_namespaces(managed, pool) -> No
     requests = kube.proxy.requests_seen[seen:]
     assert {r.plural for r in requests} >= {"deployments", "jobs", "inferencemodels"}
     assert [r for r in requests if r.namespace != kube.namespace] == []
+
+
+@pytest.mark.parametrize("how", ["switch to mirror", "remove the cluster"])
+def test_the_finalizer_comes_off_when_the_portal_stops_managing(managed, pool, how: str) -> None:
+    kube, cluster = managed
+    write_model(kube, "inferencemodel-llama-2-7b.yaml")
+    kube.sync()
+    assert FINALIZER in cr(kube, "llama-2-7b")["metadata"]["finalizers"]
+    if how == "switch to mirror":
+        cluster.managed_kinds = ["InferenceRun"]
+        cluster.save()
+    else:
+        cluster.delete()
+    assert FINALIZER not in (cr(kube, "llama-2-7b")["metadata"].get("finalizers") or [])
+    kube.remove(KIND, "llama-2-7b")
+    wait_for(lambda: cr(kube, "llama-2-7b") is None, message="the delete to go through, not hang")
+
+
+def test_one_reconcile_per_object_at_a_time_and_none_lost(managed, pool) -> None:
+    import threading
+
+    from django.db import connection
+
+    from clusters.controllers import reconcile_row
+    from clusters.work_queue import BUSY
+
+    kube, _ = managed
+    write_model(kube, "inferencemodel-llama-2-7b.yaml")
+    kube.sync()
+    kube.proxy.stall("get", "inferencemodels", seconds=1.0, times=1)  # the first reconcile is slow
+    seen = len(kube.proxy.requests_seen)
+    outcomes: list[str] = []
+
+    def first() -> None:
+        try:
+            outcomes.append(reconcile_row(InferenceModel.objects.select_related("cluster").get(name="llama-2-7b")))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    time.sleep(0.3)
+    second = reconcile_row(InferenceModel.objects.select_related("cluster").get(name="llama-2-7b"))
+    thread.join(timeout=30)
+    assert second == BUSY and outcomes and outcomes[0] != BUSY
+    reads = [r for r in kube.proxy.requests_seen[seen:] if r.verb == "get" and r.plural == "inferencemodels"]
+    assert len(reads) == 2  # not concurrently, and not lost: the holder ran once more for it

@@ -28,6 +28,11 @@ from tests.support.control_plane import ADMIN_TOKEN, ControlPlane
 from tests.support.fault_proxy import FaultProxy
 
 
+def apply_crds_to(plane: ControlPlane) -> None:
+    with plane.api_client() as api_client:
+        apply_crds(api_client)
+
+
 def apply_crds(api_client: kubernetes.client.ApiClient) -> None:
     """Create (or replace) the CRDs of ``platform/crds`` and wait until they are served."""
     extensions = kubernetes.client.ApiextensionsV1Api(api_client)

@@ -28,7 +28,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,11 +129,17 @@ class ControlPlane:
     started_in_s: float = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def start(self) -> ControlPlane:
+    def start(self, prepare: Callable[[ControlPlane], None] | None = None) -> ControlPlane:
+        """Start everything; ``prepare(plane)`` runs once kube-apiserver answers, before the
+        controllers start. Apply CRDs there: the garbage collector discovers resources at start
+        and then only every 30 s, so a CRD made later is unknown to it for up to 30 s (an owned
+        object of a custom resource then outlives its owner until then)."""
         began = time.monotonic()
         self._write_credentials()
         self._start_etcd()
         self._start_apiserver()
+        if prepare is not None:
+            prepare(self)
         self._start("kube-controller-manager", [
             f"--kubeconfig={self.kubeconfig}", f"--authentication-kubeconfig={self.kubeconfig}",
             f"--authorization-kubeconfig={self.kubeconfig}", "--leader-elect=false", "--secure-port=0",
@@ -300,13 +306,13 @@ class ControlPlane:
 
 
 @contextmanager
-def running_control_plane() -> Iterator[ControlPlane]:
+def running_control_plane(prepare: Callable[[ControlPlane], None] | None = None) -> Iterator[ControlPlane]:
     """Build (when needed), start, yield, stop. Logs stay in test-artifacts/control-plane/ on failure."""
     binaries = build_binaries()
     workdir = Path(tempfile.mkdtemp(prefix="kube-control-plane-"))
     plane = ControlPlane(workdir=workdir, binaries=binaries)
     try:
-        plane.start()
+        plane.start(prepare)
         yield plane
     except Exception:
         artifacts = REPO_ROOT / "test-artifacts" / "control-plane"

@@ -1,0 +1,88 @@
+"""Handing a kind back: when a cluster stops letting the portal manage a kind (``manage`` ->
+``mirror``), or the cluster is removed from the portal, the portal's finalizer comes off the
+objects it put it on. Left there, it would hold every later delete of those objects forever: no
+process of the portal would ever run the cleanup that removes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.db.models.signals import pre_delete, pre_save
+from django.dispatch import receiver
+
+from clusters.controllers import controller_finalizer
+from clusters.gateway import ClusterGateway, ConflictError, GatewayError, NotFoundError
+from clusters.kinds import all_models
+from clusters.models import Cluster, SyncState
+
+logger = logging.getLogger(__name__)
+
+
+def release_finalizers(cluster: Cluster, kinds: list[str], gateway: ClusterGateway | None = None) -> int:
+    """Remove the portal's finalizer of each kind from that kind's objects in the cluster; returns
+    how many objects were changed. Each patch carries the object's resourceVersion (a concurrent
+    change of the finalizer list is re-read, not overwritten)."""
+    own = gateway is None
+    gateway = gateway or ClusterGateway(cluster)
+    released = 0
+    try:
+        for model in all_models():
+            finalizer = controller_finalizer(model.kube.kind)
+            if model.kube.kind not in kinds or finalizer is None:
+                continue
+            rows = model.objects.filter(cluster=cluster).exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
+            for namespace, name in rows.values_list("namespace", "name"):
+                released += _release_one(gateway, model.kube, namespace, name, finalizer)
+    finally:
+        if own:
+            gateway.close()
+    return released
+
+
+def _release_one(gateway: ClusterGateway, kind: Any, namespace: str, name: str, finalizer: str) -> int:
+    for _ in range(5):
+        try:
+            current = gateway.get(kind, namespace, name)
+        except NotFoundError:
+            return 0
+        finalizers = current["metadata"].get("finalizers") or []
+        if finalizer not in finalizers:
+            return 0
+        patch = {"metadata": {"finalizers": [f for f in finalizers if f != finalizer],
+                              "resourceVersion": current["metadata"]["resourceVersion"]}}
+        try:
+            gateway.patch(kind, namespace, name, patch)
+            return 1
+        except ConflictError:
+            continue
+    logger.warning("%s %s/%s: the finalizer list kept changing; %s left in place", kind.kind, namespace, name,
+                   finalizer)
+    return 0
+
+
+@receiver(pre_save, sender=Cluster)
+def _hand_back_unmanaged_kinds(sender: type[Cluster], instance: Cluster, **kwargs: Any) -> None:
+    """On a switch from ``manage`` to ``mirror``, release the kinds' finalizers once the change is saved."""
+    if instance.pk is None or instance.auth_method == Cluster.AuthMethod.SNAPSHOT:
+        return
+    before = Cluster.objects.filter(pk=instance.pk).values_list("managed_kinds", flat=True).first() or []
+    dropped = [kind for kind in before if kind not in (instance.managed_kinds or [])]
+    if dropped:
+        from clusters.tasks import release_finalizers_task
+
+        transaction.on_commit(lambda: release_finalizers_task.delay(instance.pk, dropped))
+
+
+@receiver(pre_delete, sender=Cluster)
+def _hand_back_before_removal(sender: type[Cluster], instance: Cluster, **kwargs: Any) -> None:
+    """Removing a cluster from the portal: release its finalizers first, while its credentials and
+    rows still exist. Best effort: an unreachable cluster must not block its removal (logged)."""
+    if not instance.managed_kinds or instance.auth_method == Cluster.AuthMethod.SNAPSHOT:
+        return
+    try:
+        release_finalizers(instance, list(instance.managed_kinds))
+    except GatewayError as error:
+        logger.warning("cluster %s removed; its finalizers could not be released: %s", instance.name, error)

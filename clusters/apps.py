@@ -10,4 +10,4 @@ class ClustersConfig(AppConfig):
     def ready(self) -> None:
         from clusters import metrics
 
-        metrics.register_collector()
+        metrics.register_collectors()

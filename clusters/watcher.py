@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import close_old_connections, connection, connections
 
+from clusters import sync_stats
 from clusters.controllers import ChildKind, controller_children
 from clusters.gateway import ClusterGateway, GatewayError, GoneError, TransientError
 from clusters.inbound import mark_deleted_in_cluster, upsert_from_cluster
@@ -76,6 +77,7 @@ class WatchLoop:
         self.relists = 0
 
     name = "watch"
+    kind = ""  # what the loop lists and watches, for the sync's health figures
 
     def relist(self, gateway: ClusterGateway) -> str:
         raise NotImplementedError
@@ -97,6 +99,7 @@ class WatchLoop:
                         if self.resource_version is None:
                             self.relists += 1
                             self.resource_version = self.relist(gateway)
+                            sync_stats.listed(self.cluster, self.kind)
                         for event in self.stream(gateway, random.randint(*self.settings.timeout_range)):
                             if self.stop.is_set():
                                 return
@@ -106,6 +109,7 @@ class WatchLoop:
                     backoff.stream_lasted(time.monotonic() - started)
                 except GoneError:
                     logger.info("%s: resourceVersion %s expired; relisting", self.name, self.resource_version)
+                    sync_stats.relisted_after_gone(self.cluster, self.kind)
                     self.resource_version = None
                 except Exception as error:
                     delay = backoff.next_delay()
@@ -116,6 +120,7 @@ class WatchLoop:
                         delay,
                         exc_info=not isinstance(error, GatewayError),
                     )
+                    sync_stats.watch_reconnected(self.cluster, self.kind)
                     connection.close()
                     self.stop.wait(delay)
         finally:
@@ -142,6 +147,7 @@ class KindWatcher(WatchLoop):
     ):
         super().__init__(cluster, stop, **options)
         self.model, self.namespace = model, namespace
+        self.kind = model.kube.kind
 
     @property
     def name(self) -> str:
@@ -184,6 +190,7 @@ class ChildWatcher(WatchLoop):
     ):
         super().__init__(cluster, stop, **options)
         self.owner, self.child = owner, child
+        self.kind = child.kind
 
     @property
     def name(self) -> str:

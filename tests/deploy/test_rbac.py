@@ -12,7 +12,7 @@ import kubernetes
 import pytest
 
 from clusters.gateway import ClusterGateway
-from clusters.models import Cluster
+from clusters.models import Cluster, SyncStat
 from models_app.models import InferenceModel
 from runs_app.controller import job_name
 from scheduler.refresh import refresh_node_pools
@@ -84,6 +84,7 @@ def test_everything_the_portal_does_works_under_its_own_service_account(
 
     out = kube.sync()  # list every kind, then reconcile: finalizer, status, Deployment, ConfigMap, Job, CronJob
     assert "error" not in out, out
+    assert SyncStat.objects.filter(cluster=cluster, kind="InferenceRun", counter=SyncStat.Counter.RECONCILES).exists()
     deployment = kube.get("apps/v1", "Deployment", "llama-2-7b")
     assert deployment["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] is True
     assert kube.read(InferenceModel.kube, "llama-2-7b")["status"]["conditions"]
@@ -103,6 +104,8 @@ def test_everything_the_portal_does_works_under_its_own_service_account(
                  message="the watched change")  # fmt: skip
     finally:
         watch.stop()
+    # every watch (Deployments and Jobs included) ran without a refusal: no reconnect after an error
+    assert not SyncStat.objects.filter(cluster=cluster, counter=SyncStat.Counter.WATCH_RECONNECTS).exists()
 
     url = f"{ENDPOINTS['InferenceModel']}?cluster={cluster.name}"
     manifest = sample_manifest("inferencemodel-mistral-7b.yaml", kube.namespace)

@@ -10,4 +10,4 @@ class ClustersConfig(AppConfig):
     def ready(self) -> None:
         from clusters import handover, metrics  # noqa: F401 - handover connects its signal receivers
 
-        metrics.register_collector()
+        metrics.register_collectors()

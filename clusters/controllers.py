@@ -11,6 +11,7 @@ them at any time.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from clusters import sync_stats
 from clusters.gateway import ClusterGateway, GatewayError
 from clusters.kinds import all_models
 from clusters.models import Cluster, KubeObject, SyncState
@@ -91,9 +93,11 @@ def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: Cluster
     def work() -> str:
         own = gateway is None
         client = gateway or ClusterGateway(obj.cluster)
+        started = time.monotonic()
         try:
             return reconcile(client, obj, now or timezone.now())
         finally:
+            sync_stats.reconciled(obj.cluster, obj.kube.kind, time.monotonic() - started)
             if own:
                 client.close()
 

@@ -384,3 +384,32 @@ def errors_by_model_field(errors: list) -> dict[str, list[str]]:
     for error in errors:
         grouped.setdefault(model_field_for(error.path), []).append(error.message)
     return grouped
+
+
+class SyncStat(models.Model):
+    """One figure of the sync's health per cluster and kind, kept in the database because the
+    processes that see it happen (the watcher, Celery workers) are not the one that serves
+    ``/metrics``: the web process reads them at scrape time (``clusters.metrics``), so every gunicorn
+    worker answers the same. Written through ``clusters.sync_stats`` only."""
+
+    class Counter(models.TextChoices):
+        LAST_LIST = "last_list", "Last successful list (Unix time)"
+        WATCH_RECONNECTS = "watch_reconnects", "Watches re-opened after an error"
+        RELISTS_AFTER_GONE = "relists_after_gone", "Relists after 410 Gone"
+        APPLY_ERRORS = "apply_errors", "Failed applies, by HTTP code"
+        RECONCILES = "reconciles", "Reconciles run"
+        RECONCILE_SECONDS = "reconcile_seconds", "Seconds spent reconciling"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=63)
+    counter = models.CharField(max_length=32, choices=Counter.choices)
+    label = models.CharField(max_length=32, blank=True, help_text="The HTTP code of apply errors; empty otherwise.")
+    value = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "kind", "counter", "label"], name="one_sync_stat_per_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.kind} {self.counter}{f' {self.label}' if self.label else ''} = {self.value}"

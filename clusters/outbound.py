@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import transaction
 
+from clusters import sync_stats
 from clusters.audit import SYNC_ENGINE, json_diff, record
 from clusters.gateway import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
 from clusters.inbound import take_cluster_bookkeeping
@@ -75,7 +76,11 @@ def apply_object(model: type[KubeObject], pk: int, gateway: ClusterGateway | Non
             return _delete(gateway, obj)
         return _apply(gateway, obj)
     except PermanentError as error:
+        sync_stats.apply_failed(obj.cluster, model.kube.kind, error.status)
         return _fail(obj, str(error))
+    except TransientError as error:  # retried by the task; counted here, where the code is known
+        sync_stats.apply_failed(obj.cluster, model.kube.kind, error.status)
+        raise
     finally:
         if own_gateway:
             gateway.close()
@@ -105,7 +110,7 @@ def _apply(gateway: ClusterGateway, obj: KubeObject) -> Outcome:
             obj = merged
             continue
         return _record_applied(obj, result, sent)
-    raise StillConflicting(f"still stale after {MAX_MERGE_ROUNDS} merges")
+    raise StillConflicting(f"still stale after {MAX_MERGE_ROUNDS} merges", 409)
 
 
 def _read(gateway: ClusterGateway, obj: KubeObject) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from clusters import bulk
+from clusters import bulk, sync_stats
 from clusters.audit import Actor, json_diff
 from clusters.gateway import ClusterGateway, GatewayError, GoneError, NotFoundError
 from clusters.inbound import PORTAL_AHEAD, mark_deleted_in_cluster, take_cluster_bookkeeping, upsert_from_cluster
@@ -61,6 +61,7 @@ def resync_kind(gateway: ClusterGateway, model: type[KubeObject], page_size: int
     report = ResyncReport(model.kube.kind)
     for namespace in gateway.cluster.namespaces or [None]:
         resync_namespace(gateway, model, namespace, report, page_size)
+    sync_stats.listed(gateway.cluster, model.kube.kind)
     return report
 
 

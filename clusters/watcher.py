@@ -20,6 +20,7 @@ from typing import Any
 
 from django.db import close_old_connections, connection
 
+from clusters import sync_stats
 from clusters.controllers import ChildKind, controller_children
 from clusters.gateway import ClusterGateway, GatewayError, GoneError, TransientError
 from clusters.inbound import mark_deleted_in_cluster, upsert_from_cluster
@@ -28,6 +29,7 @@ from clusters.models import Cluster, KubeObject, SyncState
 from clusters.resync import ResyncReport, resync_namespace
 
 logger = logging.getLogger(__name__)
+QUICK_410 = 5.0  # seconds: a 410 sooner than this after (re)connecting counts as a failure
 
 
 @dataclass
@@ -75,6 +77,7 @@ class WatchLoop:
         self.relists = 0
 
     name = "watch"
+    kind = ""  # what the loop lists and watches, for the sync's health figures
 
     def relist(self, gateway: ClusterGateway) -> str:
         raise NotImplementedError
@@ -96,6 +99,7 @@ class WatchLoop:
                         if self.resource_version is None:
                             self.relists += 1
                             self.resource_version = self.relist(gateway)
+                            sync_stats.listed(self.cluster, self.kind)
                         for event in self.stream(gateway, random.randint(*self.settings.timeout_range)):
                             if self.stop.is_set():
                                 return
@@ -105,7 +109,12 @@ class WatchLoop:
                     backoff.stream_lasted(time.monotonic() - started)
                 except GoneError:
                     logger.info("%s: resourceVersion %s expired; relisting", self.name, self.resource_version)
+                    sync_stats.relisted_after_gone(self.cluster, self.kind)
                     self.resource_version = None
+                    if time.monotonic() - started < QUICK_410:
+                        # 410 again right after a relist (a compaction storm, a lagging server):
+                        # back off like any other failure instead of relisting in a tight loop.
+                        self.stop.wait(backoff.next_delay())
                 except Exception as error:
                     delay = backoff.next_delay()
                     logger.warning(
@@ -115,6 +124,7 @@ class WatchLoop:
                         delay,
                         exc_info=not isinstance(error, GatewayError),
                     )
+                    sync_stats.watch_reconnected(self.cluster, self.kind)
                     connection.close()
                     self.stop.wait(delay)
         finally:
@@ -141,6 +151,7 @@ class KindWatcher(WatchLoop):
     ):
         super().__init__(cluster, stop, **options)
         self.model, self.namespace = model, namespace
+        self.kind = model.kube.kind
 
     @property
     def name(self) -> str:
@@ -193,6 +204,7 @@ class ChildWatcher(WatchLoop):
     ):
         super().__init__(cluster, stop, **options)
         self.owner, self.child, self.namespace = owner, child, namespace
+        self.kind = child.kind
 
     @property
     def name(self) -> str:

@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
 
 from accounts.api import ObtainTokenView
@@ -23,6 +23,13 @@ api_patterns = [
         "docs/",
         SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[IsAuthenticated]),
         name="api-docs",
+    ),
+    path(
+        "redoc/",
+        SpectacularRedocView.as_view(
+            url_name="api-schema", permission_classes=[IsAuthenticated], template_name="api/redoc.html"
+        ),
+        name="api-redoc",
     ),
 ]
 

@@ -9,7 +9,10 @@ class ModelsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from clusters.controllers import ChildKind, register_controller
+        from models_app import metrics
         from models_app.controller import FINALIZER, reconcile_inference_model, release_departed
+
+        metrics.register_collector()
 
         register_controller(
             "InferenceModel",

@@ -7,7 +7,8 @@ since the ``inference.eh-ops.io/last-request-time`` annotation (the model's crea
 never requested), back up when woken, dependencies first. Starting needs memory-budget admission
 from ``scheduler.admission``; a model that does not fit stays at zero with ``InsufficientMemory``
 and the planner's message. The finalizer ``inference.eh-ops.io/finalizer`` runs the reference's
-cleanup: release the budget, clean the model's metrics, remove the finalizer.
+cleanup: release the budget, clean the model's metrics (its series leave ``/metrics`` once the row is
+``Deleting``: ``models_app.metrics``), remove the finalizer.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from clusters.inbound import upsert_from_cluster
 from clusters.models import Cluster, SyncState
 from clusters.owned import NotOwnedError, ensure, label_value
 from clusters.quantities import quantity_to_int
-from models_app import metrics
 from models_app.models import InferenceModel
 from scheduler.admission import Demand, admit, release
 from scheduler.durations import parse_duration
@@ -91,7 +91,6 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
         cr = gateway.get(KIND, row.namespace, row.name)
     except NotFoundError:
         release(row.cluster_id, KIND.kind, row.namespace, row.name)
-        metrics.forget(row.cluster.name, row.namespace, row.name)
         return "gone"
     finalizers = cr["metadata"].get("finalizers") or []
     if cr["metadata"].get("deletionTimestamp"):
@@ -119,9 +118,6 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
     if plan.replicas == 0:
         release(row.cluster_id, KIND.kind, row.namespace, row.name)
     status = _status(cr, deployment, plan, now)
-    metrics.observe(
-        row.cluster.name, row.namespace, row.name, status["replicas"], quantity_to_int(cr["spec"]["memory"])
-    )
     if status != {key: cr.get("status", {}).get(key) for key in status}:
         cr = gateway.patch_status(KIND, row.namespace, row.name, status)
         upsert_from_cluster(InferenceModel, row.cluster, cr)
@@ -141,7 +137,6 @@ def release_departed(cluster: Cluster) -> int:
     departed = {(ns, name) for ns, name in held.values_list("namespace", "name") if (ns, name) not in live}
     for namespace, name in departed:
         release(cluster.pk, KIND.kind, namespace, name)
-        metrics.forget(cluster.name, namespace, name)
     return len(departed)
 
 
@@ -362,7 +357,8 @@ def _status(cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, n
 def _finalize(
     gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], finalizers: list[str], now: datetime
 ) -> str:
-    """The reference's cleanup: release the budget, clean metrics, remove the finalizer."""
+    """The reference's cleanup: release the budget (the metrics went when the row became
+    ``Deleting``), remove the finalizer."""
     conditions = set_condition(
         (cr.get("status") or {}).get("conditions"),
         "Ready",
@@ -374,7 +370,6 @@ def _finalize(
     )
     cr = gateway.patch_status(KIND, row.namespace, row.name, {"ready": False, "conditions": conditions})
     release(row.cluster_id, KIND.kind, row.namespace, row.name)
-    metrics.forget(row.cluster.name, row.namespace, row.name)
     gateway.patch(
         KIND,
         row.namespace,

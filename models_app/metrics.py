@@ -1,28 +1,62 @@
-"""Per-model gauges the InferenceModel controller exports; the finalizer removes a model's series."""
+"""Per-model gauges of the InferenceModels the portal manages, read from the database at scrape time.
+
+They used to be set by the controller inside Celery workers, which never reached the web process's
+``/metrics``; read from the rows, every process answers the same. A model's series go away when
+its row starts ``Deleting`` (the reference's finalizer step "clean up metrics") or leaves the
+cluster.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Gauge
+from collections.abc import Iterator
 
-MODEL_REPLICAS = Gauge(
-    "inference_portal_model_replicas", "Running replicas of a managed InferenceModel.", ["cluster", "namespace", "name"]
-)
-MODEL_MEMORY = Gauge(
-    "inference_portal_model_memory_bytes",
-    "Declared memory of a managed InferenceModel.",
-    ["cluster", "namespace", "name"],
-)
+from django.db import DatabaseError
+from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+from clusters.models import Cluster, SyncState
+from models_app.models import InferenceModel
 
-def observe(cluster: str, namespace: str, name: str, replicas: int, memory_bytes: int | None) -> None:
-    MODEL_REPLICAS.labels(cluster, namespace, name).set(replicas)
-    MODEL_MEMORY.labels(cluster, namespace, name).set(memory_bytes or 0)
+LABELS = ["cluster", "namespace", "name"]
+GONE = (SyncState.DELETING, SyncState.DELETED_IN_CLUSTER)
 
 
-def forget(cluster: str, namespace: str, name: str) -> None:
-    """The reference's "clean up metrics" step: the model's series disappear from /metrics."""
-    for gauge in (MODEL_REPLICAS, MODEL_MEMORY):
+def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    return (
+        GaugeMetricFamily("inference_portal_model_replicas", "Running replicas of a managed InferenceModel.",
+                          labels=LABELS),
+        GaugeMetricFamily("inference_portal_model_memory_bytes", "Declared memory of a managed InferenceModel.",
+                          labels=LABELS),
+    )  # fmt: skip
+
+
+class ManagedModelsCollector(Collector):
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield from _families()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        replicas, memory = _families()
         try:
-            gauge.remove(cluster, namespace, name)
-        except KeyError:
-            continue
+            # managed_kinds is a JSON list (no portable "contains" lookup): clusters are few
+            managing = [c.pk for c in Cluster.objects.only("managed_kinds") if c.manages(InferenceModel.kube.kind)]
+            rows = (
+                InferenceModel.objects.filter(cluster_id__in=managing)
+                .exclude(sync_state__in=GONE)
+                .values_list("cluster__name", "namespace", "name", "status", "memory_bytes")
+            )
+            for cluster, namespace, name, status, memory_bytes in rows:
+                replicas.add_metric([cluster, namespace, name], (status or {}).get("replicas") or 0)
+                memory.add_metric([cluster, namespace, name], memory_bytes or 0)
+        except DatabaseError:
+            return
+        yield replicas
+        yield memory
+
+
+_collector = ManagedModelsCollector()
+
+
+def register_collector() -> None:
+    """Register once per process (``ready()`` can run twice under the autoreloader or in tests)."""
+    if _collector not in REGISTRY._collector_to_names:
+        REGISTRY.register(_collector)

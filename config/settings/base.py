@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "axes",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "clusters",
     "models_app",
     "runs_app",
@@ -49,6 +50,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # first: /healthz and /readyz are answered before host checks, https redirects and sessions
+    "config.probes.ProbeMiddleware",
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "config.middleware.RequestLimitsMiddleware",
@@ -186,6 +189,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI and ReDoc from the project's own static files (drf-spectacular-sidecar), no CDN:
+    # the docs work where the internet is not reachable.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # /metrics answers only requests with "Authorization: Bearer <METRICS_TOKEN>"; empty: no one.

@@ -380,6 +380,18 @@ class TestFaults:
         wait_for(lambda: row("llama-2-7b").sync_state == SyncState.DELETED_IN_CLUSTER, message="delete seen by relist")
         assert sum(w.relists for w in watcher.watch.watchers) > relists
 
+    def test_repeated_410s_back_off_instead_of_relisting_in_a_loop(self, live_cluster, kube, watcher) -> None:
+        import time
+
+        models = [w for w in watcher.watch.watchers if getattr(w, "model", None) is InferenceModel]
+        before = sum(w.relists for w in models)
+        kube.proxy.inject("watch", "inferencemodels", status=410, times=None)
+        kube.proxy.disconnect_watches()
+        time.sleep(2)
+        kube.proxy.clear_faults()
+        relists = sum(w.relists for w in models) - before
+        assert 2 <= relists <= 15, relists  # backoff 0.05 s doubling to 0.5 s: about 7 in 2 s, not hundreds
+
     def test_expired_continue_token_restarts_the_list(self, live_cluster, kube) -> None:
         from clusters.gateway import ClusterGateway
         from clusters.resync import list_all

@@ -9,7 +9,9 @@ choices, each for a reason:
   and would hide the compaction). etcd's progress notifications still give bookmarks.
 - ``--authorization-mode=RBAC``: the portal's own RBAC (``blockOwnerDeletion`` needs ``update`` on
   ``<kind>/finalizers``, a least-privilege role) is checked as a real cluster checks it; the admin
-  token is in ``system:masters``.
+  token is in ``system:masters``. ``OwnerReferencesPermissionEnforcement`` is on, as in clusters that
+  enforce ``blockOwnerDeletion`` (OpenShift and many hardened ones): setting it on an owner reference
+  needs ``update`` on the owner's ``finalizers``, and owner references need ``delete`` on the object.
 - The controller manager runs the controllers whose work the portal relies on and nothing else:
   garbage collector, Deployments, ReplicaSets, Jobs, CronJobs, namespaces, service accounts. With
   no node-lifecycle controller to lift the ``not-ready`` taint that the ``TaintNodesByCondition``
@@ -243,6 +245,7 @@ class ControlPlane:
             "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
             "--authorization-mode=RBAC", "--watch-cache=false", "--enable-priority-and-fairness=false",
             "--disable-admission-plugins=TaintNodesByCondition",
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             "--v=1",
         ])
         self.kubeconfig = self.workdir / "admin.kubeconfig"

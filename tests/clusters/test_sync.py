@@ -369,13 +369,8 @@ class TestFaults:
         kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml"))
         wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b").exists())
         relists = sum(w.relists for w in watcher.watch.watchers)
-        # Keep the watcher away while the cluster moves on and etcd compacts past its resourceVersion.
-        kube.proxy.inject("watch", "inferencemodels", status=503, times=None)
-        kube.proxy.disconnect_watches()
-        kube.write(sample_manifest("inferencemodel-mistral-7b.yaml"))
-        kube.remove(KIND, "llama-2-7b")
-        kube.plane.compact()
-        kube.proxy.clear_faults()
+        kube.compact_behind_the_watch("inferencemodels", lambda: (
+            kube.write(sample_manifest("inferencemodel-mistral-7b.yaml")), kube.remove(KIND, "llama-2-7b")))
         wait_for(lambda: InferenceModel.objects.filter(name="mistral-7b").exists(), message="row after 410")
         wait_for(lambda: row("llama-2-7b").sync_state == SyncState.DELETED_IN_CLUSTER, message="delete seen by relist")
         assert sum(w.relists for w in watcher.watch.watchers) > relists

@@ -51,13 +51,8 @@ def test_watch_reconnects_410_relists_last_list_and_apply_errors(
     wait_for(lambda: stat(live_cluster, counter.LAST_LIST) > started - 60, message="the watcher's first list")
     kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml"))
     wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b").exists())
-    # as in test_sync's 410 test: the watch kept away while etcd compacts past its resourceVersion
-    kube.proxy.inject("watch", "inferencemodels", status=503, times=None)
-    kube.proxy.disconnect_watches()
-    kube.write(sample_manifest("inferencemodel-mistral-7b.yaml"))
-    kube.remove(KIND, "llama-2-7b")
-    kube.plane.compact()
-    kube.proxy.clear_faults()
+    kube.compact_behind_the_watch("inferencemodels", lambda: (
+        kube.write(sample_manifest("inferencemodel-mistral-7b.yaml")), kube.remove(KIND, "llama-2-7b")))
     wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b", sync_state=SyncState.DELETED_IN_CLUSTER),
              message="the delete seen by a relist")  # fmt: skip
     assert stat(live_cluster, counter.RELISTS_AFTER_GONE) >= 1

@@ -153,11 +153,7 @@ def test_steady_state_sends_no_writes(managed, pool) -> None:
     kube.sync()
     ready(kube, "llama-2-7b")
     kube.sync()
-    seen = len(kube.proxy.requests_seen)
-    kube.sync()
-    kube.sync()
-    writes = [r for r in kube.proxy.requests_seen[seen:] if r.verb in ("create", "update", "patch", "delete")]
-    assert writes == []
+    assert kube.writes_during(lambda: (kube.sync(), kube.sync())) == []
 
 
 def test_an_edit_of_the_model_reaches_the_deployment_and_drops_removed_keys(managed, pool) -> None:

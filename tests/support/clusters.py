@@ -14,6 +14,7 @@ import io
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from django.core.management import call_command
 from clusters.kinds import KindInfo, model_for
 from clusters.models import Cluster
 from tests.support.control_plane import ADMIN_TOKEN, ControlPlane
-from tests.support.fault_proxy import FaultProxy
+from tests.support.fault_proxy import FaultProxy, RequestInfo
 
 
 def apply_crds_to(plane: ControlPlane) -> None:
@@ -132,6 +133,22 @@ class KubeCluster:
     def remove(self, kind: KindInfo, name: str, namespace: str | None = None) -> None:
         self.custom.delete_namespaced_custom_object(kind.group, kind.version, namespace or self.namespace,
                                                     kind.plural, name)
+
+    def writes_during(self, action: Callable[[], Any]) -> list[RequestInfo]:
+        """The write requests (create, update, patch, delete) the portal sent through the proxy while
+        ``action`` ran: a steady state sends none."""
+        seen = len(self.proxy.requests_seen)
+        action()
+        return [r for r in self.proxy.requests_seen[seen:] if r.verb in ("create", "update", "patch", "delete")]
+
+    def compact_behind_the_watch(self, plural: str, change: Callable[[], Any]) -> None:
+        """Keep the watches of ``plural`` away (503) while ``change()`` moves the cluster on and etcd
+        compacts past their resourceVersion; let them back: they meet a real 410 and relist."""
+        self.proxy.inject("watch", plural, status=503, times=None)
+        self.proxy.disconnect_watches()
+        change()
+        self.plane.compact()
+        self.proxy.clear_faults()
 
     # -- any object ------------------------------------------------------------------------------------
     def get(self, api_version: str, kind: str, name: str) -> dict[str, Any] | None:

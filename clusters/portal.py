@@ -92,7 +92,8 @@ class KubeObjectPageForm(forms.Form):
             initial["labels"] = instance.labels
             for field, path in self.spec_fields.items():
                 value = dig(spec, path)
-                initial[field] = ", ".join(value) if field in self.list_fields and value else value
+                # A list is shown as its comma-separated items; an empty one as nothing (never "[]").
+                initial[field] = ", ".join(value) if field in self.list_fields and isinstance(value, list) else value
                 _drop(spec, path)
             initial["more_spec"] = spec
             kwargs["initial"] = {**initial, **kwargs.get("initial", {})}

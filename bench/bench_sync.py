@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from clusters.audit import Actor
 from clusters.models import AuditEntry, Cluster
@@ -140,11 +141,12 @@ def _apply_latencies(kube: KubeCluster, cluster: Cluster) -> list[float] | None:
         for index in range(APPLIES):
             memory = f"{40 + index}Gi"
             obj.refresh_from_db()
+            made_from = obj.edit_version()
             obj.spec = {**obj.spec, "memory": memory}
             started = time.perf_counter()
             from clusters.services import save_portal_edit
 
-            save_portal_edit(obj, Actor("bench", "api"))
+            save_portal_edit(obj, Actor("bench", "api"), made_from=made_from)
             while kube.read(InferenceModel.kube, "applied")["spec"]["memory"] != memory:
                 if time.perf_counter() - started > 10:
                     raise RuntimeError("apply did not reach the cluster within 10 s")
@@ -196,7 +198,7 @@ def _measure(kube: KubeCluster) -> dict[str, float]:
     cluster = kube.register()
     items = _items(OBJECTS)
     started = time.perf_counter()
-    ingest_items(InferenceModel, cluster, items)
+    ingest_items(InferenceModel, cluster, items, timezone.now())
     resync_rate = OBJECTS / (time.perf_counter() - started)
     figures = {"sync.resync_objects_per_s": resync_rate}
     pg_rate = _pg_copy_rate(cluster)

@@ -3,6 +3,8 @@
 The portal's intent is never overwritten here: rows whose intent is ahead of the cluster
 (``PendingApply``, ``Conflict``, ``Error``, ``Deleting``) only take the cluster's status; their
 resourceVersion and merge base stay, so the pending apply meets a 409 and merges properly.
+Once the cluster's object is exactly the row's intent (typically the watch event of the portal's
+own apply), the row takes it whole and is ``Synced``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,16 @@ def take_cluster_bookkeeping(obj: KubeObject, manifest: dict[str, Any]) -> None:
     obj.generation = metadata.get("generation")
     created = metadata.get("creationTimestamp")
     obj.cluster_created_at = parse_datetime(created) if created else None
+
+
+def _holds_intent(obj: KubeObject, manifest: dict[str, Any]) -> bool:
+    """The cluster's object is exactly what the row wants (e.g. the event of the portal's own apply):
+    the row is in sync with it, whatever its state said. Never for a delete in progress."""
+    return (
+        obj.sync_state != SyncState.DELETING
+        and not manifest["metadata"].get("deletionTimestamp")
+        and cluster_document(manifest) == obj.desired_document()
+    )
 
 
 def upsert_from_cluster(
@@ -52,7 +64,7 @@ def upsert_from_cluster(
         obj.status = manifest.get("status") or {}
         obj.observed_generation = obj.status.get("observedGeneration")
         recreated = not created and obj.uid and obj.uid != metadata.get("uid")
-        if not created and obj.sync_state in PORTAL_AHEAD and not recreated:
+        if not created and obj.sync_state in PORTAL_AHEAD and not recreated and not _holds_intent(obj, manifest):
             obj.save()
             return obj
         if recreated and obj.sync_state in (SyncState.PENDING_APPLY, SyncState.ERROR, SyncState.CONFLICT):

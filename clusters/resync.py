@@ -74,27 +74,32 @@ def resync_namespace(
     started = timezone.now()
     items, resource_version = list_all(gateway, model, namespace, page_size)
     report.listed += len(items)
-    report.written += ingest_items(model, gateway.cluster, items)
+    report.written += ingest_items(model, gateway.cluster, items, started)
     report.deleted += _tombstone_missing(model, gateway.cluster, namespace, items, started)
     return resource_version
 
 
-def ingest_items(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]]) -> int:
+def ingest_items(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]], listed_at: datetime) -> int:
     """Upsert listed objects that are new or changed; returns how many rows were written.
 
-    The rows' states are read under row locks in the same transaction as the writes, so a portal
-    edit saved meanwhile waits and is never overwritten by the cluster's older spec.
+    A list is a snapshot taken when it began (``listed_at``): rows written after that (by the
+    watcher, an apply, a portal edit or delete) already hold something newer than the snapshot,
+    or an intent it knows nothing of, so they are left alone, and an object the watcher saw
+    deleted meanwhile is not brought back. ResourceVersions cannot be compared to tell which is
+    newer; what happened after the list began can. The rows' states are read under row locks in
+    the same transaction as the writes, so a portal edit saved meanwhile waits and is never
+    overwritten by the cluster's older spec.
     """
     with transaction.atomic():
-        return _ingest_locked(model, cluster, items)
+        return _ingest_locked(model, cluster, items, listed_at)
 
 
-def _ingest_locked(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]]) -> int:
+def _ingest_locked(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]], listed_at: datetime) -> int:
     known = {
-        (namespace, name): (uid, resource_version, state)
-        for namespace, name, uid, resource_version, state in model.objects.select_for_update()
+        (namespace, name): (uid, resource_version, state, updated_at)
+        for namespace, name, uid, resource_version, state, updated_at in model.objects.select_for_update()
         .filter(cluster=cluster)
-        .values_list("namespace", "name", "uid", "resource_version", "sync_state")
+        .values_list("namespace", "name", "uid", "resource_version", "sync_state", "updated_at")
     }
     bulk: list[dict[str, Any]] = []
     written = 0
@@ -102,6 +107,8 @@ def _ingest_locked(model: type[KubeObject], cluster: Cluster, items: list[dict[s
         metadata = item["metadata"]
         key = (metadata.get("namespace") or "default", metadata["name"])
         seen = known.get(key)
+        if seen and seen[3] >= listed_at:
+            continue  # changed after the list began: newer than this snapshot
         if (
             seen
             and seen[0] == metadata.get("uid")

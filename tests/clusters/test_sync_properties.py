@@ -53,7 +53,7 @@ def test_random_interleavings_converge_or_surface_conflicts(live_cluster, kube, 
             unseen = kube.read(KIND, name)["spec"].get(step[1]) != (obj.last_synced_spec or {}).get(step[1])
             must_surface |= unseen and obj.sync_state != SyncState.CONFLICT
             obj.spec = {**obj.spec, step[1]: value}
-            save_portal_edit(obj, Actor("prop", "api"))
+            save_portal_edit(obj, Actor("prop", "api"), made_from=None)
             last_write[step[1]] = ("portal", value)
         elif step[0] == "cluster":
             current = kube.read(KIND, name)

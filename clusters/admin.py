@@ -121,7 +121,7 @@ class KubeObjectAdmin(admin.ModelAdmin):
         return [*readonly, "cluster", "namespace", "name"] if obj else readonly
 
     def get_fieldsets(self, request, obj=None):
-        identity = ["cluster", "namespace", "name", "labels", "annotations"]
+        identity = ["cluster", "namespace", "name", "labels", "annotations", KubeObjectForm.COPY_FIELD]
         return [
             (None, {"fields": identity}),
             ("Spec", {"fields": ["spec"]}),

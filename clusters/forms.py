@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -55,24 +56,29 @@ class YAMLField(forms.CharField):
 
 
 def _shown(value: Any) -> str:
-    return "(not set)" if value is None else yaml.safe_dump(value, default_flow_style=True).strip()
+    return "(not set)" if value is None else json.dumps(value)
+
+
+def copy_version_field() -> forms.CharField:
+    """The hidden field carrying the version a form was opened on (see :class:`CopyVersionMixin`)."""
+    return forms.CharField(widget=forms.HiddenInput, required=False)
 
 
 class CopyVersionMixin:
-    """A form editing a mirrored object carries the version it was opened on (a hidden field) and
-    refuses to save over a row that changed since, listing the differences (``clusters.edits``).
+    """A form editing a mirrored object carries the version it was opened on (a hidden field,
+    ``edit_version = copy_version_field()``) and refuses to save over a row that changed
+    since, listing the differences (``clusters.edits``).
 
     After such a refusal the hidden field holds the current version: saving the same values again
     is then a deliberate overwrite by someone who has seen what it replaces. The check locks the
     row, so the view must run the form's validation and save in one transaction.
     """
 
-    COPY_FIELD = "resource_version"
+    COPY_FIELD = "edit_version"
 
-    def copy_version_field(self, instance: KubeObject | None) -> forms.CharField:
-        return forms.CharField(
-            widget=forms.HiddenInput, required=False, initial=instance.edit_version() if instance else ""
-        )
+    def open_copy(self, instance: KubeObject | None) -> None:
+        """Record the version of the row the form shows."""
+        self.fields[self.COPY_FIELD].initial = instance.edit_version() if instance else ""
 
     def check_copy(self, instance: KubeObject | None, made_from: str, submitted: dict[str, Any]) -> None:
         if instance is None or instance.pk is None:
@@ -103,10 +109,11 @@ class KubeObjectForm(CopyVersionMixin, forms.ModelForm):
     labels = YAMLField(help_text="Labels as YAML, e.g. 'team: ml-platform'.")
     annotations = YAMLField()
     spec = YAMLField(help_text="The spec as YAML; defaults from the CRD are filled in on save.")
+    edit_version = copy_version_field()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields[self.COPY_FIELD] = self.copy_version_field(self.instance if self.instance.pk else None)
+        self.open_copy(self.instance if self.instance.pk else None)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

@@ -22,7 +22,7 @@ from django.views import View
 
 from accounts.access import ADD, CHANGE, VIEW, can_act_in, restrict
 from clusters.audit import Actor
-from clusters.forms import CopyVersionMixin, YAMLField, to_yaml
+from clusters.forms import CopyVersionMixin, YAMLField, copy_version_field, to_yaml
 from clusters.manifests import ManifestInvalid, identity_errors, validate_manifest
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.services import assign_manifest, resolve_conflict, save_portal_edit
@@ -85,6 +85,7 @@ class KubeObjectPageForm(CopyVersionMixin, forms.Form):
     name = forms.CharField(max_length=253)
     labels = YAMLField(help_text="As YAML, e.g. 'team: vision'.", widget=forms.Textarea(attrs={"rows": 3}))
     more_spec = YAMLField(label="More spec (YAML)", help_text="Any other spec fields, as YAML.")
+    edit_version = copy_version_field()
 
     def __init__(self, *args: Any, user: Any, instance: KubeObject | None = None, **kwargs: Any) -> None:
         self.user, self.instance = user, instance
@@ -99,7 +100,7 @@ class KubeObjectPageForm(CopyVersionMixin, forms.Form):
             initial["more_spec"] = spec
             kwargs["initial"] = {**initial, **kwargs.get("initial", {})}
         super().__init__(*args, **kwargs)
-        self.fields[self.COPY_FIELD] = self.copy_version_field(instance)
+        self.open_copy(instance)
         # identity first, then the kind's own fields, the free-form YAML last
         self.order_fields(["cluster", "namespace", "name", *self.spec_fields, "labels", "more_spec"])
         if instance is not None:
@@ -169,6 +170,7 @@ class ManifestForm(CopyVersionMixin, forms.Form):
 
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
     manifest = YAMLField(required=True, widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "class": "code"}))
+    edit_version = copy_version_field()
 
     def __init__(self, *args: Any, user: Any, model: type[KubeObject], instance: KubeObject | None = None, **kw):
         self.user, self.model, self.instance = user, model, instance
@@ -178,7 +180,7 @@ class ManifestForm(CopyVersionMixin, forms.Form):
             manifest["metadata"].pop("resourceVersion")
             kw["initial"] = {"cluster": instance.cluster.name, "manifest": to_yaml(manifest)}
         super().__init__(*args, **kw)
-        self.fields[self.COPY_FIELD] = self.copy_version_field(instance)
+        self.open_copy(instance)
         if instance is not None:
             self.fields["cluster"].disabled = True
 

@@ -12,14 +12,18 @@ from html.parser import HTMLParser
 import pytest
 import requests
 from django.contrib.auth.models import User
+from django.db import connections
 from django.urls import reverse
 from urllib3.util.retry import Retry
 
 from accounts.tokens import issue_token
-from clusters.models import SyncState
+from clusters.gateway import ClusterGateway
+from clusters.inbound import mark_deleted_in_cluster, upsert_from_cluster
+from clusters.models import AuditEntry, SyncState
 from clusters.outbound import apply_object
-from clusters.resync import resync_cluster
+from clusters.resync import ResyncReport, resync_cluster, resync_namespace
 from models_app.models import InferenceModel
+from tests.clusters.conftest import sample_manifest
 from tests.clusters.test_sync import KIND, URL, create_through_api, row
 from tests.conftest import ALL_KIND_PERMS
 
@@ -203,3 +207,117 @@ def test_concurrent_patches_over_http_lose_no_label(live_cluster, kube, editor, 
     if row().sync_state == SyncState.PENDING_APPLY:  # the last applies may have met a busy cluster
         apply_object(InferenceModel, obj.pk)
     assert kube.read(KIND, "mistral-7b")["metadata"]["labels"] == expected
+
+
+class TestClusterSideOrder:
+    """What the cluster reported after a list began, or after a write was sent, is never replaced by
+    that list's or that write's older answer (resourceVersions are opaque: decided by time)."""
+
+    def test_resync_keeps_what_the_watcher_wrote_after_the_list_began(self, live_cluster, kube) -> None:
+        for name in ("a-model", "b-model"):
+            manifest = sample_manifest("inferencemodel-mistral-7b.yaml", kube.namespace)
+            manifest["metadata"]["name"] = name
+            kube.write(manifest)
+        resync_cluster(live_cluster)
+        b_uid = row("b-model").uid
+
+        def watcher_meanwhile() -> None:
+            """Between the list's pages: a-model changes, b-model goes, and the watcher records both."""
+            try:
+                current = kube.read(KIND, "a-model")
+                current["spec"]["cooldownPeriod"] = "2h"
+                kube.write(current)
+                upsert_from_cluster(InferenceModel, live_cluster, kube.read(KIND, "a-model"))
+                kube.remove(KIND, "b-model")
+                mark_deleted_in_cluster(InferenceModel, live_cluster, kube.namespace, "b-model", b_uid)
+            finally:
+                connections.close_all()
+
+        hook = kube.proxy.before("list", "inferencemodels", watcher_meanwhile, query_key="continue")
+        gateway = ClusterGateway(live_cluster)
+        try:
+            resync_namespace(gateway, InferenceModel, kube.namespace, ResyncReport("InferenceModel"), page_size=1)
+        finally:
+            gateway.close()
+        assert hook.times == 0
+        in_cluster = kube.read(KIND, "a-model")
+        assert row("a-model").spec["cooldownPeriod"] == "2h"
+        assert row("a-model").resource_version == in_cluster["metadata"]["resourceVersion"]
+        assert row("b-model").sync_state == SyncState.DELETED_IN_CLUSTER
+
+    def _patch_then(self, monkeypatch, meanwhile) -> list[dict]:
+        """Run ``meanwhile(answer)`` after the first PATCH reached the cluster, before its answer is stored."""
+        original = ClusterGateway.patch
+        answers: list[dict] = []
+
+        def patch(gateway, *args, **kwargs):
+            answer = original(gateway, *args, **kwargs)
+            answers.append(answer)
+            if len(answers) == 1:
+                meanwhile(answer)
+            return answer
+
+        monkeypatch.setattr(ClusterGateway, "patch", patch)
+        return answers
+
+    def test_an_apply_answer_older_than_a_watch_event_is_not_stored(
+        self, live_cluster, kube, editor, monkeypatch
+    ) -> None:
+        obj = create_through_api(editor, kube)
+
+        def another_writer(_answer: dict) -> None:
+            current = kube.read(KIND, "mistral-7b")
+            current["spec"]["cooldownPeriod"] = "2h"
+            kube.write(current)
+            upsert_from_cluster(InferenceModel, live_cluster, kube.read(KIND, "mistral-7b"))  # the watch event
+
+        self._patch_then(monkeypatch, another_writer)
+        assert editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "12Gi"}}, format="json").status_code == 200
+        in_cluster = kube.read(KIND, "mistral-7b")
+        assert (in_cluster["spec"]["memory"], in_cluster["spec"]["cooldownPeriod"]) == ("12Gi", "2h")
+        assert row().sync_state == SyncState.SYNCED
+        assert row().resource_version == in_cluster["metadata"]["resourceVersion"]
+        assert row().spec == in_cluster["spec"]
+
+    def test_the_watch_event_of_the_own_apply_settles_the_row_in_one_write(
+        self, live_cluster, kube, editor, monkeypatch
+    ) -> None:
+        obj = create_through_api(editor, kube)
+        def own_event(answer: dict) -> None:
+            upsert_from_cluster(InferenceModel, live_cluster, answer)
+
+        answers = self._patch_then(monkeypatch, own_event)
+        assert editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "12Gi"}}, format="json").status_code == 200
+        assert len(answers) == 1
+        assert row().sync_state == SyncState.SYNCED
+        assert row().resource_version == answers[0]["metadata"]["resourceVersion"]
+        assert not AuditEntry.objects.filter(object_id=obj.pk, action="merged").exists()
+
+
+def test_a_deleting_object_refuses_edits_everywhere(live_cluster, kube, editor, client) -> None:
+    obj = create_through_api(editor, kube)
+    current = kube.read(KIND, "mistral-7b")
+    current["metadata"]["finalizers"] = ["inference.eh-ops.io/finalizer"]
+    kube.write(current, field_manager="controller")
+    resync_cluster(live_cluster)
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    pages = [PAGE.format(pk=obj.pk, mode="edit"), PAGE.format(pk=obj.pk, mode="yaml"),
+             reverse("admin:models_app_inferencemodel_change", args=[obj.pk])]  # fmt: skip
+    forms = [form_fields(client.get(url).content.decode()) for url in pages]
+    assert editor.delete(f"{URL}{obj.pk}/").status_code == 202
+    assert row().sync_state == SyncState.DELETING
+
+    response = editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "12Gi"}}, format="json")
+    assert response.status_code == 409
+    assert response.json()["state"] == SyncState.DELETING and "being deleted" in response.json()["detail"]
+    for url, form in zip(pages, forms, strict=True):
+        refused = client.post(url, form)
+        assert refused.status_code == 200 and "is being deleted" in refused.content.decode(), url
+    assert row().sync_state == SyncState.DELETING
+    assert kube.read(KIND, "mistral-7b")["metadata"]["deletionTimestamp"]
+
+    held = kube.read(KIND, "mistral-7b")
+    held["metadata"]["finalizers"] = []
+    kube.write(held, field_manager="controller")
+    resync_cluster(live_cluster)
+    assert row().sync_state == SyncState.DELETED_IN_CLUSTER

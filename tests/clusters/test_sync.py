@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+import kubernetes
 import pytest
 from django.core.management import call_command
 
@@ -73,10 +74,17 @@ class TestPortalToCluster:
         obj = create_through_api(editor, kube)
         current = kube.read(KIND, "mistral-7b")
         current["metadata"]["finalizers"] = ["inference.eh-ops.io/finalizer"]
-        current["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}]
+        # A real owner: the garbage collector deletes dependents of owners that do not exist.
+        owner = kubernetes.client.CoreV1Api(kube.api_client).create_namespaced_config_map(
+            kube.namespace, {"metadata": {"name": "o"}}
+        )
+        current["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": owner.metadata.uid}
+        ]
         kube.write(current, field_manager="controller")
         resync_cluster(live_cluster)
-        editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "10Gi"}}, format="json")
+        response = editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "10Gi"}}, format="json")
+        assert response.status_code == 200, response.json()
         after = kube.read(KIND, "mistral-7b")
         assert after["spec"]["memory"] == "10Gi"
         assert after["metadata"]["finalizers"] == ["inference.eh-ops.io/finalizer"]

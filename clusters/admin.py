@@ -121,7 +121,7 @@ class KubeObjectAdmin(admin.ModelAdmin):
         return [*readonly, "cluster", "namespace", "name"] if obj else readonly
 
     def get_fieldsets(self, request, obj=None):
-        identity = ["cluster", "namespace", "name", "labels", "annotations"]
+        identity = ["cluster", "namespace", "name", "labels", "annotations", KubeObjectForm.COPY_FIELD]
         return [
             (None, {"fields": identity}),
             ("Spec", {"fields": ["spec"]}),
@@ -206,7 +206,9 @@ class KubeObjectAdmin(admin.ModelAdmin):
         return _yaml_block(obj.last_synced_spec)
 
     def save_model(self, request, obj, form, change):
-        save_portal_edit(obj, Actor.from_request(request, AuditEntry.Source.ADMIN))
+        """The form checked the version it was opened on (``CopyVersionMixin``) in this transaction."""
+        made_from = form.cleaned_data[form.COPY_FIELD] if change else None
+        save_portal_edit(obj, Actor.from_request(request, AuditEntry.Source.ADMIN), made_from=made_from)
 
     def delete_model(self, request, obj):
         request_delete(obj, Actor.from_request(request, AuditEntry.Source.ADMIN))

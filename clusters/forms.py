@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
 from django import forms
 
 from clusters import yaml_input
+from clusters.edits import EditRefused, StaleCopy, lock_for_edit
+from clusters.models import KubeObject
 
 
 def to_yaml(value: Any) -> str:
@@ -51,9 +54,69 @@ class YAMLField(forms.CharField):
             return True
 
 
-class KubeObjectForm(forms.ModelForm):
+def _shown(value: Any) -> str:
+    return "(not set)" if value is None else json.dumps(value)
+
+
+def copy_version_field() -> forms.CharField:
+    """The hidden field carrying the version a form was opened on (see :class:`CopyVersionMixin`)."""
+    return forms.CharField(widget=forms.HiddenInput, required=False)
+
+
+class CopyVersionMixin:
+    """A form editing a mirrored object carries the version it was opened on (a hidden field,
+    ``edit_version = copy_version_field()``) and refuses to save over a row that changed
+    since, listing the differences (``clusters.edits``).
+
+    After such a refusal the hidden field holds the current version: saving the same values again
+    is then a deliberate overwrite by someone who has seen what it replaces. The check locks the
+    row, so the view must run the form's validation and save in one transaction.
+    """
+
+    COPY_FIELD = "edit_version"
+
+    def open_copy(self, instance: KubeObject | None) -> None:
+        """Record the version of the row the form shows."""
+        self.fields[self.COPY_FIELD].initial = instance.edit_version() if instance else ""
+
+    def check_copy(self, instance: KubeObject | None, made_from: str, submitted: dict[str, Any]) -> None:
+        if instance is None or instance.pk is None:
+            return
+        try:
+            lock_for_edit(type(instance), instance.pk, made_from, submitted)
+        except StaleCopy as stale:
+            differences = "; ".join(
+                f"{change['path']} is {_shown(change['current'])} now, yours {_shown(change['yours'])}"
+                for change in stale.differences
+            )
+            self.add_error(
+                None,
+                f"This {instance.kube.kind} changed since you opened it (it is {stale.state} now). "
+                f"Where your values differ from the current ones: {differences or 'nowhere'}. "
+                "Saving again replaces the current values with yours.",
+            )
+            data = self.data.copy()
+            data[self.add_prefix(self.COPY_FIELD)] = stale.current
+            self.data = data
+        except EditRefused as refused:
+            self.add_error(None, refused.errors[0].message)
+
+
+class KubeObjectForm(CopyVersionMixin, forms.ModelForm):
     """Edit name, namespace, labels, annotations and spec; the model's ``clean()`` validates."""
 
     labels = YAMLField(help_text="Labels as YAML, e.g. 'team: ml-platform'.")
     annotations = YAMLField()
     spec = YAMLField(help_text="The spec as YAML; defaults from the CRD are filled in on save.")
+    edit_version = copy_version_field()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open_copy(self.instance if self.instance.pk else None)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not self.errors:
+            submitted = {key: data.get(key) or {} for key in ("spec", "labels", "annotations")}
+            self.check_copy(self.instance, data.get(self.COPY_FIELD, ""), submitted)
+        return data

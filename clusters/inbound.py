@@ -3,6 +3,8 @@
 The portal's intent is never overwritten here: rows whose intent is ahead of the cluster
 (``PendingApply``, ``Conflict``, ``Error``, ``Deleting``) only take the cluster's status; their
 resourceVersion and merge base stay, so the pending apply meets a 409 and merges properly.
+Once the cluster's object is exactly the row's intent (typically the watch event of the portal's
+own apply), the row takes it whole and is ``Synced``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,16 @@ from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_
 
 PORTAL_AHEAD = (SyncState.PENDING_APPLY, SyncState.CONFLICT, SyncState.ERROR, SyncState.DELETING)
 UNSTORABLE = "the cluster's object cannot be stored in the portal: "
+
+
+def _holds_intent(obj: KubeObject, manifest: dict[str, Any]) -> bool:
+    """The cluster's object is exactly what the row wants (e.g. the event of the portal's own apply):
+    the row is in sync with it, whatever its state said. Never for a delete in progress."""
+    return (
+        obj.sync_state != SyncState.DELETING
+        and not manifest["metadata"].get("deletionTimestamp")
+        and cluster_document(manifest) == obj.desired_document()
+    )
 
 
 def portal_ahead(obj: KubeObject) -> bool:
@@ -90,7 +102,7 @@ def _upsert(
     obj.status = manifest.get("status") or {}
     obj.observed_generation = obj.status.get("observedGeneration")
     recreated = not created and obj.uid and obj.uid != metadata.get("uid")
-    if not created and portal_ahead(obj) and not recreated:
+    if not created and portal_ahead(obj) and not recreated and not _holds_intent(obj, manifest):
         obj.save()
         return obj
     if recreated and portal_ahead(obj) and obj.sync_state != SyncState.DELETING:

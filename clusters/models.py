@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -281,12 +283,33 @@ class KubeObject(models.Model):
     def set_desired(self, document: dict[str, Any]) -> None:
         self.spec, self.labels, self.annotations = document["spec"], document["labels"], document["annotations"]
 
+    def edit_version(self) -> str:
+        """The portal's version of this row: what an edit must name as the copy it was made from.
+
+        It is a digest of everything an edit could revert (spec, labels, annotations), of an open
+        conflict and of whether the object is gone, so it changes whenever any of them changes,
+        from either side. The cluster's resourceVersion is no such version: a row whose edit is
+        not applied yet keeps it while its spec changes, and it changes on every status update,
+        which no edit touches. Equal content gives an equal version: saving a copy whose version
+        still matches cannot undo anything that happened since the copy was made.
+        """
+        seen = {
+            **self.desired_document(),
+            "conflict": self.conflict,
+            "gone": self.sync_state in (SyncState.DELETING, SyncState.DELETED_IN_CLUSTER),
+        }
+        return hashlib.sha256(json.dumps(seen, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
     def to_manifest(self) -> dict[str, Any]:
-        """The object in Kubernetes shape, as ``kubectl get -o yaml`` would show it."""
+        """The object in Kubernetes shape, as ``kubectl get -o yaml`` would show it.
+
+        ``metadata.resourceVersion`` is the portal's :meth:`edit_version` (opaque, as in Kubernetes):
+        send it back with an edit. The cluster's own resourceVersion is ``resource_version``.
+        """
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         for key, value in (
             ("uid", self.uid),
-            ("resourceVersion", self.resource_version),
+            ("resourceVersion", self.edit_version()),
             ("generation", self.generation),
             ("creationTimestamp", self.cluster_created_at and self.cluster_created_at.strftime("%Y-%m-%dT%H:%M:%SZ")),
             ("labels", self.labels),
@@ -306,7 +329,7 @@ class KubeObject(models.Model):
 
 
 def cluster_document(manifest: dict[str, Any]) -> dict[str, Any]:
-    """A cluster object's mergeable parts, in KubeObject.desired_document's shape."""
+    """A manifest's mergeable parts (a cluster object's, or an edit's), in KubeObject.desired_document's shape."""
     metadata = manifest.get("metadata") or {}
     return {
         "spec": manifest.get("spec") or {},

@@ -10,9 +10,11 @@ the same field changed differently becomes ``Conflict`` for a person to resolve.
 from __future__ import annotations
 
 import enum
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from clusters import sync_stats
 from clusters.audit import SYNC_ENGINE, json_diff, record
@@ -90,6 +92,7 @@ def _apply(gateway: ClusterGateway, obj: KubeObject) -> Outcome:
     kind = obj.kube
     for _ in range(MAX_MERGE_ROUNDS):
         sent = obj.desired_document()
+        sent_at = timezone.now()
         try:
             if obj.uid:
                 result = gateway.patch(kind, obj.namespace, obj.name, _patch_for_update(obj))
@@ -109,7 +112,10 @@ def _apply(gateway: ClusterGateway, obj: KubeObject) -> Outcome:
                 return Outcome.CONFLICT
             obj = merged
             continue
-        return _record_applied(obj, result, sent)
+        outcome = _record_applied(obj, result, sent, sent_at)
+        if outcome is not None:
+            return outcome
+        obj = type(obj).objects.select_related("cluster").get(pk=obj.pk)
     raise StillConflicting(f"still stale after {MAX_MERGE_ROUNDS} merges", 409)
 
 
@@ -209,11 +215,26 @@ def _conflict(
     return Outcome.CONFLICT
 
 
-def _record_applied(obj: KubeObject, result: dict[str, Any], sent: dict[str, Any]) -> Outcome:
+def _record_applied(obj: KubeObject, result: dict[str, Any], sent: dict[str, Any], sent_at: datetime) -> Outcome | None:
+    """Store the cluster's answer to a write sent at ``sent_at``, unless the row changed meanwhile.
+
+    A row written while the write was in flight (a watch event, a resync, an edit, a delete) may
+    already hold something newer than this answer, and resourceVersions cannot be ordered: the
+    answer is then not stored. If the row still waits for exactly this intent, None asks for
+    another round, whose conditional write meets the newest object (409) and merges with it;
+    otherwise whoever changed the row carries on (the watcher recorded the cluster's object, or
+    the newer intent has its own task).
+    """
     with transaction.atomic():
         locked = type(obj).objects.select_for_update().get(pk=obj.pk)
-        applied = cluster_document(result)
         changes = json_diff(locked.base_document() or {}, sent)
+        if locked.updated_at >= sent_at:
+            if locked.sync_state == SyncState.PENDING_APPLY and locked.desired_document() == sent:
+                return None
+            message = f"resourceVersion {result['metadata'].get('resourceVersion', '')} (the row changed meanwhile)"
+            record(locked, AuditEntry.Action.APPLIED, SYNC_ENGINE, changes, message=message)
+            return Outcome.APPLIED
+        applied = cluster_document(result)
         take_cluster_bookkeeping(locked, result)
         locked.status = result.get("status") or locked.status
         locked.set_base(applied)

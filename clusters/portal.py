@@ -22,9 +22,9 @@ from django.views import View
 
 from accounts.access import ADD, CHANGE, VIEW, can_act_in, restrict
 from clusters.audit import Actor
-from clusters.forms import YAMLField, to_yaml
+from clusters.forms import CopyVersionMixin, YAMLField, copy_version_field, to_yaml
 from clusters.manifests import ManifestInvalid, identity_errors, validate_manifest
-from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
+from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.services import assign_manifest, resolve_conflict, save_portal_edit
 
 PORTAL = AuditEntry.Source.PORTAL
@@ -66,12 +66,14 @@ def _path_under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
 
-class KubeObjectPageForm(forms.Form):
+class KubeObjectPageForm(CopyVersionMixin, forms.Form):
     """Create or edit one mirrored object with a field per common spec entry plus the rest as YAML.
 
     ``spec_fields`` maps form fields to spec paths. An error from the validator lands on the field
     whose path it names (``spec.memory`` -> ``memory``), else on ``more_spec``, else on top.
-    Identity (cluster, namespace, name) is fixed once created, as in the cluster.
+    Identity (cluster, namespace, name) is fixed once created, as in the cluster. The form
+    rebuilds the whole spec from the page, so it carries the version it was opened on
+    (:class:`clusters.forms.CopyVersionMixin`).
     """
 
     model: ClassVar[type[KubeObject]]
@@ -83,6 +85,7 @@ class KubeObjectPageForm(forms.Form):
     name = forms.CharField(max_length=253)
     labels = YAMLField(help_text="As YAML, e.g. 'team: vision'.", widget=forms.Textarea(attrs={"rows": 3}))
     more_spec = YAMLField(label="More spec (YAML)", help_text="Any other spec fields, as YAML.")
+    edit_version = copy_version_field()
 
     def __init__(self, *args: Any, user: Any, instance: KubeObject | None = None, **kwargs: Any) -> None:
         self.user, self.instance = user, instance
@@ -98,6 +101,7 @@ class KubeObjectPageForm(forms.Form):
             initial["more_spec"] = spec
             kwargs["initial"] = {**initial, **kwargs.get("initial", {})}
         super().__init__(*args, **kwargs)
+        self.open_copy(instance)
         # identity first, then the kind's own fields, the free-form YAML last
         self.order_fields(["cluster", "namespace", "name", *self.spec_fields, "labels", "more_spec"])
         if instance is not None:
@@ -138,6 +142,8 @@ class KubeObjectPageForm(forms.Form):
         except ManifestInvalid as invalid:
             for error in invalid.errors:
                 self.add_error(self.field_for(error.path), error.message)
+            return data
+        self.check_copy(self.instance, data.get(self.COPY_FIELD, ""), cluster_document(self.manifest))
         return data
 
     def field_for(self, path: str) -> str | None:
@@ -153,22 +159,29 @@ class KubeObjectPageForm(forms.Form):
     def save(self, actor: Actor) -> KubeObject:
         obj = self.instance or self.model(cluster=self.cleaned_data["cluster"])
         assign_manifest(obj, self.manifest)
-        return save_portal_edit(obj, actor)
+        return save_portal_edit(obj, actor, made_from=self.cleaned_data[self.COPY_FIELD] if self.instance else None)
 
 
-class ManifestForm(forms.Form):
-    """YAML mode: one manifest pasted as ``kubectl get -o yaml`` prints it; errors listed with their paths."""
+class ManifestForm(CopyVersionMixin, forms.Form):
+    """YAML mode: one manifest pasted as ``kubectl get -o yaml`` prints it; errors listed with their paths.
+
+    The version the page was opened on travels in a hidden field, not in the YAML. A pasted
+    manifest that names ``metadata.resourceVersion`` was made from that version instead.
+    """
 
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
     manifest = YAMLField(required=True, widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "class": "code"}))
+    edit_version = copy_version_field()
 
     def __init__(self, *args: Any, user: Any, model: type[KubeObject], instance: KubeObject | None = None, **kw):
         self.user, self.model, self.instance = user, model, instance
         if instance is not None:
             manifest = instance.to_manifest()
             manifest.pop("status", None)
+            manifest["metadata"].pop("resourceVersion")
             kw["initial"] = {"cluster": instance.cluster.name, "manifest": to_yaml(manifest)}
         super().__init__(*args, **kw)
+        self.open_copy(instance)
         if instance is not None:
             self.fields["cluster"].disabled = True
 
@@ -195,13 +208,15 @@ class ManifestForm(forms.Form):
             self.add_error(None, error.message)
         if taken:
             return data
+        self.made_from = metadata.get("resourceVersion") or data.get(self.COPY_FIELD, "")
+        self.check_copy(self.instance, self.made_from, cluster_document(manifest))
         self.validated = manifest
         return data
 
     def save(self, actor: Actor) -> KubeObject:
         obj = self.instance or self.model(cluster=self.cleaned_data["cluster"])
         assign_manifest(obj, self.validated)
-        return save_portal_edit(obj, actor)
+        return save_portal_edit(obj, actor, made_from=self.made_from if self.instance else None)
 
 
 def visible_object(request: HttpRequest, model: type[KubeObject], pk: int, action: str = VIEW) -> KubeObject:

@@ -8,6 +8,7 @@ and the rest go through :func:`clusters.inbound.upsert_from_cluster` one by one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,7 +18,7 @@ from django.utils import timezone
 
 from clusters import bulk, sync_stats
 from clusters.audit import Actor, json_diff
-from clusters.gateway import ClusterGateway, GatewayError, GoneError, NotFoundError
+from clusters.gateway import ClusterGateway, GatewayError, GoneError, ListPage, NotFoundError
 from clusters.inbound import PORTAL_AHEAD, mark_deleted_in_cluster, take_cluster_bookkeeping, upsert_from_cluster
 from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
@@ -37,19 +38,21 @@ class ResyncReport:
     error: str = ""
 
 
-def list_all(
+def list_pages(
     gateway: ClusterGateway, model: type[KubeObject], namespace: str | None, page_size: int = PAGE_SIZE
-) -> tuple[list[dict[str, Any]], str]:
-    """Every object of a kind, page by page; an expired continue token restarts the list."""
+) -> Iterator[tuple[datetime, ListPage]]:
+    """The pages of one list of a kind, as ``(began, page)``: ``began`` is when this list was asked
+    for (before its first page), the snapshot's time. An expired continue token (410) restarts the
+    list; a new ``began`` tells the consumer to start over."""
     for _ in range(MAX_LIST_RESTARTS):
-        items: list[dict[str, Any]] = []
         token: str | None = None
+        began = timezone.now()
         try:
             while True:
                 page = gateway.list_page(model.kube, namespace, page_size, token)
-                items += page.items
+                yield began, page
                 if not page.continue_token:
-                    return items, page.resource_version
+                    return
                 token = page.continue_token
         except GoneError:
             continue
@@ -72,31 +75,51 @@ def resync_namespace(
     report: ResyncReport,
     page_size: int = PAGE_SIZE,
 ) -> str:
-    """Resync one namespace (None: all); returns the list's resourceVersion, where a watch starts."""
-    started = timezone.now()
-    items, resource_version = list_all(gateway, model, namespace, page_size)
-    report.listed += len(items)
-    report.written += ingest_items(model, gateway.cluster, items)
-    report.deleted += _tombstone_missing(model, gateway.cluster, namespace, items, started)
-    return resource_version
+    """Resync one namespace (None: all); returns the list's resourceVersion, where a watch starts.
+
+    Each page is stored as it arrives, so a relist of 100,000 objects holds one page in memory,
+    not the whole list; only the listed keys are kept, for the tombstones once the list is whole.
+    A restarted list starts over (the pages already stored were true when listed)."""
+    started, listed, written = None, set(), 0
+    for began, page in list_pages(gateway, model, namespace, page_size):
+        if began != started:  # the first page, or a restarted list
+            started, listed = began, set()
+        listed.update(_key(item) for item in page.items)
+        written += ingest_items(model, gateway.cluster, page.items, started)
+    report.listed += len(listed)
+    report.written += written
+    report.deleted += _tombstone_missing(model, gateway.cluster, namespace, listed, started)
+    return page.resource_version
 
 
-def ingest_items(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]]) -> int:
+def _key(item: dict[str, Any]) -> tuple[str, str]:
+    return item["metadata"].get("namespace") or "default", item["metadata"]["name"]
+
+
+def ingest_items(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]], listed_at: datetime) -> int:
     """Upsert listed objects that are new or changed; returns how many rows were written.
 
-    The rows' states are read under row locks in the same transaction as the writes, so a portal
-    edit saved meanwhile waits and is never overwritten by the cluster's older spec.
+    A list is a snapshot taken when it began (``listed_at``): rows written after that (by the
+    watcher, an apply, a portal edit or delete) already hold something newer than the snapshot,
+    or an intent it knows nothing of, so they are left alone, and an object the watcher saw
+    deleted meanwhile is not brought back. ResourceVersions cannot be compared to tell which is
+    newer; what happened after the list began can. The rows' states are read under row locks in
+    the same transaction as the writes, so a portal edit saved meanwhile waits and is never
+    overwritten by the cluster's older spec.
     """
     with transaction.atomic():
-        return _ingest_locked(model, cluster, items)
+        return _ingest_locked(model, cluster, items, listed_at)
 
 
-def _ingest_locked(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]]) -> int:
+def _ingest_locked(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]], listed_at: datetime) -> int:
+    # Lock the rows of these objects only (not every row of the kind): edits of others go on.
+    keys = {_key(item) for item in items}
     known = {
-        (namespace, name): (uid, resource_version, state)
-        for namespace, name, uid, resource_version, state in model.objects.select_for_update()
-        .filter(cluster=cluster)
-        .values_list("namespace", "name", "uid", "resource_version", "sync_state")
+        (namespace, name): (uid, resource_version, state, updated_at)
+        for namespace, name, uid, resource_version, state, updated_at in model.objects.select_for_update()
+        .filter(cluster=cluster, name__in={name for _, name in keys})
+        .values_list("namespace", "name", "uid", "resource_version", "sync_state", "updated_at")
+        if (namespace, name) in keys
     }
     bulk: list[dict[str, Any]] = []
     written = 0
@@ -104,6 +127,8 @@ def _ingest_locked(model: type[KubeObject], cluster: Cluster, items: list[dict[s
         metadata = item["metadata"]
         key = (metadata.get("namespace") or "default", metadata["name"])
         seen = known.get(key)
+        if seen and seen[3] >= listed_at:
+            continue  # changed after the list began: newer than this snapshot
         if (
             seen
             and seen[0] == metadata.get("uid")
@@ -141,7 +166,7 @@ def _bulk_upsert(model: type[KubeObject], cluster: Cluster, items: list[dict[str
     """Upsert rows the cluster owns in bulk, plus one audit entry each (what changed, by whom)."""
     if not items:
         return 0
-    keys = [((item["metadata"].get("namespace") or "default"), item["metadata"]["name"]) for item in items]
+    keys = [_key(item) for item in items]
     before = {
         (ns, name): {"spec": spec, "labels": labels, "annotations": annotations}
         for ns, name, spec, labels, annotations in model.objects.filter(
@@ -198,10 +223,9 @@ def _audit_entries(model, cluster, items, keys, pks, before):
 
 
 def _tombstone_missing(
-    model: type[KubeObject], cluster: Cluster, namespace: str | None, items: list[dict[str, Any]], started: datetime
+    model: type[KubeObject], cluster: Cluster, namespace: str | None, listed: set[tuple[str, str]], started: datetime
 ) -> int:
     """A relist never reports deletions: rows the cluster had but no longer lists are tombstoned."""
-    listed = {(item["metadata"].get("namespace") or "default", item["metadata"]["name"]) for item in items}
     # Rows written after the list began (by the watcher) may hold objects the list could not see yet.
     rows = (
         model.objects.filter(cluster=cluster, updated_at__lt=started)

@@ -11,6 +11,7 @@ from typing import Any
 from django.db import transaction
 
 from clusters.audit import Actor, json_diff, record
+from clusters.edits import lock_for_edit
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.validation import FieldError, ManifestInvalid
 
@@ -56,15 +57,18 @@ def _queue_apply(obj: KubeObject) -> None:
     transaction.on_commit(lambda: enqueue_apply(obj))
 
 
-def save_portal_edit(obj: KubeObject, actor: Actor) -> KubeObject:
+def save_portal_edit(obj: KubeObject, actor: Actor, *, made_from: str | None) -> KubeObject:
     """Save a portal-side change, audit it, and queue its apply to the cluster on commit.
 
+    ``made_from`` is the :meth:`~clusters.models.KubeObject.edit_version` of the copy the edit was
+    made from; an edit of an older copy, or of a row being deleted, raises
+    :class:`clusters.edits.EditRefused` and saves nothing (see :func:`clusters.edits.lock_for_edit`).
     Snapshot clusters (demo data) have no API server: their rows are the truth and stay
     ``Synced``. Editing a row in ``Conflict`` is a resolution by edit: the cluster's side becomes
     the merge base and the edit is applied over it.
     """
     with transaction.atomic():
-        stored = type(obj).objects.select_for_update().filter(pk=obj.pk).first() if obj.pk else None
+        stored = lock_for_edit(type(obj), obj.pk, made_from, obj.desired_document())
         before = stored.desired_document() if stored else {}
         if stored:
             _keep_cluster_bookkeeping(obj, stored)
@@ -130,9 +134,11 @@ def resolve_conflict(obj: KubeObject, take: str, actor: Actor) -> KubeObject:
     if take not in Resolution.CHOICES:
         raise ManifestInvalid([FieldError("take", take, "must be 'portal' or 'cluster'")])
     if take == Resolution.TAKE_PORTAL:
-        record(obj, AuditEntry.Action.RESOLVED, actor, message="kept the portal's values")
-        return save_portal_edit(obj, actor)
+        with transaction.atomic():
+            record(obj, AuditEntry.Action.RESOLVED, actor, message="kept the portal's values")
+            return save_portal_edit(obj, actor, made_from=obj.edit_version())
     with transaction.atomic():
+        lock_for_edit(type(obj), obj.pk, obj.edit_version(), obj.desired_document())
         conflict = obj.conflict or {}
         before = obj.desired_document()
         if conflict.get("cluster") is None:

@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -22,6 +23,7 @@ from clusters.audit import Actor
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.portal import (
     PORTAL,
+    KubeObjectPageForm,
     ManifestForm,
     ResolveConflictView,
     non_empty,
@@ -125,6 +127,14 @@ def _require_perm(request: HttpRequest, model: type[KubeObject], action: str) ->
         raise PermissionDenied(f"you need {meta.app_label}.{action}_{meta.model_name}")
 
 
+def _save_valid(request: HttpRequest, form: KubeObjectPageForm | ManifestForm) -> KubeObject | None:
+    """Validate and save a posted form in one transaction: its version check locks the row until saved."""
+    if request.method != "POST":
+        return None
+    with transaction.atomic():
+        return form.save(Actor.from_request(request, PORTAL)) if form.is_valid() else None
+
+
 @login_required
 def model_form(request: HttpRequest, kind: str, pk: int | None = None) -> HttpResponse:
     """Create (no pk) or edit one serving model with the kind's form."""
@@ -133,8 +143,8 @@ def model_form(request: HttpRequest, kind: str, pk: int | None = None) -> HttpRe
     _require_perm(request, model, "change" if obj else "add")
     form_class = FORMS[model]
     form = form_class(request.POST or None, user=request.user, instance=obj)
-    if request.method == "POST" and form.is_valid():
-        saved = form.save(Actor.from_request(request, PORTAL))
+    saved = _save_valid(request, form)
+    if saved:
         return redirect(obj_url(saved))
     return render(
         request, "portal/object_form.html", {"form": form, "obj": obj, "kind": model.kube.kind, "kind_slug": kind}
@@ -148,8 +158,8 @@ def model_yaml(request: HttpRequest, kind: str, pk: int | None = None) -> HttpRe
     obj = visible_object(request, model, pk, CHANGE) if pk else None
     _require_perm(request, model, "change" if obj else "add")
     form = ManifestForm(request.POST or None, user=request.user, model=model, instance=obj)
-    if request.method == "POST" and form.is_valid():
-        saved = form.save(Actor.from_request(request, PORTAL))
+    saved = _save_valid(request, form)
+    if saved:
         return redirect(obj_url(saved))
     return render(
         request, "portal/object_yaml.html", {"form": form, "obj": obj, "kind": model.kube.kind, "kind_slug": kind}

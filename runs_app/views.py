@@ -53,7 +53,7 @@ def submit_run(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         run = InferenceRun(cluster=form.cleaned_data["config"].cluster)
         assign_manifest(run, form.manifest)
-        save_portal_edit(run, Actor.from_request(request, PORTAL))
+        save_portal_edit(run, Actor.from_request(request, PORTAL), made_from=None)
         return redirect("run-page", pk=run.pk)
     return render(request, "runs_app/submit.html", {"form": form})
 

@@ -106,7 +106,8 @@ class TestAdmin:
         assert "spec.memory: &quot;80GB&quot; does not match the pattern" in response.content.decode()
         assert InferenceModel.objects.get(pk=obj.pk).spec["memory"] == "80Gi"
         good = html.unescape(spec_yaml).replace("memory: 80Gi", "memory: 78Gi")
-        assert staff_client.post(url, {"labels": "team: ml", "annotations": "", "spec": good}).status_code == 302
+        form = {"labels": "team: ml", "annotations": "", "spec": good, "edit_version": obj.edit_version()}
+        assert staff_client.post(url, form).status_code == 302
         saved = InferenceModel.objects.get(pk=obj.pk)
         assert saved.spec["memory"] == "78Gi" and saved.labels == {"team": "ml"}
         assert saved.memory_bytes == 78 * 1024**3

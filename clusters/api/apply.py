@@ -1,4 +1,10 @@
-"""``POST /api/apply/``: like ``kubectl apply -f`` for every mirrored kind, all or nothing."""
+"""``POST /api/apply/``: like ``kubectl apply -f`` for every mirrored kind, all or nothing.
+
+A document that names ``metadata.resourceVersion`` was made from that version of the portal's
+object: if the object changed since, nothing is written and the answer is 409 naming the
+document and the differences. A document without one states the whole object, as a file
+under version control does, and replaces the portal's intent.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from clusters.api.exceptions import field_error_detail
 from clusters.api.parsers import JSONParser, PlainTextYAMLParser, TextYAMLParser, YAMLParser
 from clusters.api.views import CLUSTER_PARAMETER
 from clusters.audit import Actor
+from clusters.edits import EditRefused
 from clusters.kinds import all_models
 from clusters.manifests import resolve_kind, validate_manifest
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
@@ -33,6 +40,14 @@ def _documents(data: Any) -> list[Any]:
         else:
             documents.append(document)
     return documents
+
+
+class DocumentRefused(Exception):
+    """One document's edit was refused (:class:`clusters.edits.EditRefused`): the whole apply is undone."""
+
+    def __init__(self, failure: dict[str, Any]) -> None:
+        self.failure = failure
+        super().__init__(failure["detail"])
 
 
 class ApplyResultSerializer(serializers.Serializer):
@@ -60,6 +75,10 @@ class ApplyView(APIView):
             200: ApplyResultSerializer(many=True),
             400: OpenApiResponse(description="Per-document errors: {documents: [{index, errors}]}"),
             403: OpenApiResponse(description="Every failing document targets a namespace outside your teams'"),
+            409: OpenApiResponse(
+                description="A document's object changed since its metadata.resourceVersion, "
+                "or is being deleted: {documents: [{index, errors, fields...}]}"
+            ),
         },
     )
     def post(self, request):
@@ -82,9 +101,12 @@ class ApplyView(APIView):
             forbidden = all([failure.pop("forbidden") for failure in failures])  # pop from every failure
             code = status.HTTP_403_FORBIDDEN if forbidden else status.HTTP_400_BAD_REQUEST
             return Response({"documents": failures}, status=code)
-        with transaction.atomic():
-            actor = Actor.from_request(request, AuditEntry.Source.API)
-            results = [self._write(index, cluster, model, manifest, actor) for index, model, manifest in planned]
+        actor = Actor.from_request(request, AuditEntry.Source.API)
+        try:
+            with transaction.atomic():
+                results = [self._write(index, cluster, model, manifest, actor) for index, model, manifest in planned]
+        except DocumentRefused as refused:
+            return Response({"documents": [refused.failure]}, status=status.HTTP_409_CONFLICT)
         return Response(results)
 
     def _authorize_all(self, request, cluster: Cluster, documents: list[Any]):
@@ -141,7 +163,18 @@ class ApplyView(APIView):
         if before is not None and before == obj.to_manifest() and obj.sync_state == SyncState.SYNCED:
             action = "unchanged"
         else:
-            save_portal_edit(obj, actor)
+            try:
+                save_portal_edit(obj, actor, made_from=metadata.get("resourceVersion") if before else None)
+            except EditRefused as refused:
+                raise DocumentRefused(
+                    {
+                        "index": index,
+                        "kind": model.kube.kind,
+                        "name": obj.name,
+                        "errors": field_error_detail(refused.errors),
+                        **refused.as_dict(),
+                    }
+                ) from None
         return {
             "index": index,
             "kind": model.kube.kind,

@@ -1,13 +1,16 @@
-"""Turn validation failures raised below the serializers into field-level 400s, never 500s."""
+"""Turn validation failures raised below the serializers into field-level 400s, never 500s, and
+refused edits (an older copy, a deleting object) into 409s naming the reason."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import exceptions
+from rest_framework import exceptions, status
+from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from clusters.edits import EditRefused
 from clusters.validation import FieldError, ManifestInvalid
 
 
@@ -20,6 +23,8 @@ def field_error_detail(errors: list[FieldError]) -> dict[str, list[str]]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]):
+    if isinstance(exc, EditRefused):
+        return Response(exc.as_dict(), status=status.HTTP_409_CONFLICT)
     if isinstance(exc, ManifestInvalid):
         exc = exceptions.ValidationError(field_error_detail(exc.errors))
     elif isinstance(exc, DjangoValidationError):

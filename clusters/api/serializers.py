@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from clusters.api.exceptions import field_error_detail
 from clusters.audit import Actor
+from clusters.edits import VERSION_PATH
 from clusters.manifests import identity_errors, validate_manifest
 from clusters.merge import apply_merge_patch
 from clusters.models import AuditEntry, Cluster, KubeObject
@@ -84,6 +85,12 @@ def _model_values(instance: Cluster) -> dict[str, Any]:
     return {field.name: getattr(instance, field.name) for field in Cluster._meta.concrete_fields if field.name != "id"}
 
 
+VERSION_REQUIRED = (
+    "is required to update: send the metadata.resourceVersion of the copy you edited (as GET returns it), "
+    "or PATCH only the fields you change"
+)
+
+
 class KubeObjectSerializer(serializers.Serializer):
     """One mirrored object, in and out in the shape ``kubectl get -o yaml`` prints.
 
@@ -91,6 +98,11 @@ class KubeObjectSerializer(serializers.Serializer):
     belongs to the cluster, as with a CRD's ``/status`` subresource). ``PATCH`` is a JSON merge
     patch of the manifest. The target cluster comes from ``cluster`` in the body or the
     ``?cluster=`` parameter, defaulting to the only cluster.
+
+    Updates name the copy they were made from in ``metadata.resourceVersion`` (the portal's
+    version, as GET shows it; required for PUT, as the Kubernetes API requires it for custom
+    resources): an older one is refused with 409 (:mod:`clusters.edits`). A PATCH without it is
+    applied to the current object, which the view holds locked for the request.
     """
 
     model: type[KubeObject]
@@ -143,6 +155,8 @@ class KubeObjectSerializer(serializers.Serializer):
             cluster = self._target_cluster(attrs.get("cluster"))
             manifest = validate_manifest(self.model, manifest)
             errors = identity_errors(self.model, cluster, manifest["metadata"], self.instance)
+            if self.instance is not None and not manifest["metadata"].get("resourceVersion"):
+                errors.append(FieldError(VERSION_PATH, None, VERSION_REQUIRED))
             if errors:
                 raise ManifestInvalid(errors)
         except ManifestInvalid as invalid:
@@ -163,11 +177,11 @@ class KubeObjectSerializer(serializers.Serializer):
     def create(self, validated: dict[str, Any]) -> KubeObject:
         obj = self.model(cluster=validated["cluster"])
         assign_manifest(obj, validated["manifest"])
-        return save_portal_edit(obj, self._actor())
+        return save_portal_edit(obj, self._actor(), made_from=None)
 
     def update(self, obj: KubeObject, validated: dict[str, Any]) -> KubeObject:
         assign_manifest(obj, validated["manifest"])
-        return save_portal_edit(obj, self._actor())
+        return save_portal_edit(obj, self._actor(), made_from=validated["manifest"]["metadata"]["resourceVersion"])
 
 
 def manifest_serializer_for(model: type[KubeObject]) -> type[KubeObjectSerializer]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -39,7 +40,16 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
         if self.action == "list":
             # The merge base is never shown in lists; skipping its two JSON columns saves their decoding.
             queryset = queryset.defer("last_synced_spec", "last_synced_metadata")
+        if self.action in ("update", "partial_update"):
+            # An update (a merge patch above all) is computed from the row it reads: lock that row
+            # until the edit is saved, so concurrent edits apply one after the other, none lost.
+            queryset = queryset.select_for_update(of=("self",))
         return queryset
+
+    def update(self, request, *args, **kwargs):
+        """PUT or PATCH in one transaction holding the row's lock (see ``get_queryset``)."""
+        with transaction.atomic():
+            return super().update(request, *args, **kwargs)
 
     def perform_create(self, serializer) -> None:
         """The validated (defaulted) namespace is checked again: it is the one actually written."""

@@ -24,6 +24,7 @@ def apply_recommendation(model: InferenceModel, policy: Policy, actor: Actor) ->
         raise ManifestInvalid(
             [FieldError("spec.memory", model.spec.get("memory"), f"has no change to apply ({row.recommendation})")]
         )
+    made_from = model.edit_version()  # the row the recommendation was read with: refused if it changed since
     model.spec = {**model.spec, "memory": format_bytes(row.recommended_bytes)}
     model.clean()  # the CRD schema and rules, like every other edit
-    return save_portal_edit(model, actor)
+    return save_portal_edit(model, actor, made_from=made_from)

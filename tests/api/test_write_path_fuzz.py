@@ -209,8 +209,10 @@ class WritePaths:
         if path_name == "api-create":
             return self._json("post", endpoint, manifest)
         if path_name == "api-put":
-            if isinstance(manifest["metadata"], dict):
-                manifest["metadata"] = {**manifest["metadata"], "name": existing.name}
+            if isinstance(manifest["metadata"], dict):  # a copy of the current object, as GET gave it
+                existing.refresh_from_db()
+                manifest["metadata"] = {**manifest["metadata"], "name": existing.name,
+                                        "resourceVersion": existing.edit_version()}
             return self._json("put", f"{endpoint}{existing.pk}/", manifest)
         if path_name == "api-patch":
             return self._json("patch", f"{endpoint}{existing.pk}/", patch)

@@ -81,9 +81,9 @@ def test_member_submits_a_run_and_watches_it_finish(page, shoot, world):
     run = InferenceRun.objects.get(name="browser-run")
     contract = base64.b64encode(b'{"jobName": "inf-browser-run"}').decode()  # status.contract is format: byte
     succeeded = {"jobStatus": {"succeeded": 1}, "contract": contract}
-    for phase, extra in (("Running", {"jobStatus": {"active": 1}}), ("Succeeded", succeeded)):
+    for version, (phase, extra) in enumerate((("Running", {"jobStatus": {"active": 1}}), ("Succeeded", succeeded))):
         manifest = run.to_manifest()
-        manifest["metadata"]["uid"] = "uid-browser-run"
+        manifest["metadata"].update(uid="uid-browser-run", resourceVersion=f"cluster-{version}")  # as the cluster says
         manifest["status"] = {"phase": phase, "jobRef": {"name": "inf-browser-run", "namespace": "vision"}, **extra}
         upsert_from_cluster(InferenceRun, world.cluster, manifest, Actor.cluster(manifest))
         expect(page.locator("#run-phase")).to_have_text(phase, timeout=8_000)  # htmx polls every 2 s

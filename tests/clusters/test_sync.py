@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+import kubernetes
 import pytest
 from django.core.management import call_command
 
@@ -73,10 +74,17 @@ class TestPortalToCluster:
         obj = create_through_api(editor, kube)
         current = kube.read(KIND, "mistral-7b")
         current["metadata"]["finalizers"] = ["inference.eh-ops.io/finalizer"]
-        current["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}]
+        # A real owner: the garbage collector deletes dependents of owners that do not exist.
+        owner = kubernetes.client.CoreV1Api(kube.api_client).create_namespaced_config_map(
+            kube.namespace, {"metadata": {"name": "o"}}
+        )
+        current["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": owner.metadata.uid}
+        ]
         kube.write(current, field_manager="controller")
         resync_cluster(live_cluster)
-        editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "10Gi"}}, format="json")
+        response = editor.patch(f"{URL}{obj.pk}/", {"spec": {"memory": "10Gi"}}, format="json")
+        assert response.status_code == 200, response.json()
         after = kube.read(KIND, "mistral-7b")
         assert after["spec"]["memory"] == "10Gi"
         assert after["metadata"]["finalizers"] == ["inference.eh-ops.io/finalizer"]
@@ -389,7 +397,7 @@ class TestFaults:
 
     def test_expired_continue_token_restarts_the_list(self, live_cluster, kube) -> None:
         from clusters.gateway import ClusterGateway
-        from clusters.resync import list_all
+        from clusters.resync import ResyncReport, resync_namespace
 
         def write(index: int) -> None:
             manifest = sample_manifest("inferencemodel-mistral-7b.yaml")
@@ -406,11 +414,13 @@ class TestFaults:
 
         hook = kube.proxy.before("list", "inferencemodels", another_write_then_compact, query_key="continue")
         gateway = ClusterGateway(live_cluster)
-        items, _ = list_all(gateway, InferenceModel, kube.namespace, page_size=3)
+        report = ResyncReport("InferenceModel")
+        resync_namespace(gateway, InferenceModel, kube.namespace, report, page_size=3)
         gateway.close()
         assert hook.times == 0
         # m7 was written after the first page: only a list restarted after the 410 can hold it.
-        assert sorted(item["metadata"]["name"] for item in items) == [f"m{i}" for i in range(8)]
+        assert report.listed == 8
+        assert sorted(InferenceModel.objects.values_list("name", flat=True)) == [f"m{i}" for i in range(8)]
 
     def test_a_silently_stalled_watch_is_noticed_and_reconnected(self, transactional_db, kube) -> None:
         from tests.clusters.conftest import RunningWatch

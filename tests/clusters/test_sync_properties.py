@@ -1,28 +1,43 @@
-"""Random interleavings of portal edits, cluster edits, faults and resyncs always end with portal and
-cluster equal, except for conflicts that are surfaced; no write is ever silently lost."""
+"""Random interleavings of portal edits (fresh, from stale copies, concurrent), cluster edits, faults,
+resyncs racing the watcher and deletes always end with portal and cluster equal, except for
+conflicts that are surfaced; no write is ever silently lost, reverted or cancels a delete."""
 
 from __future__ import annotations
 
 import itertools
+import threading
+from unittest import mock
 
 import pytest
+from django.db import connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rest_framework.test import APIClient
 
+from clusters import resync
 from clusters.audit import Actor
+from clusters.edits import EditRefused, ObjectDeleting
+from clusters.inbound import upsert_from_cluster
 from clusters.models import AuditEntry, SyncState
 from clusters.outbound import apply_object
 from clusters.resync import resync_cluster
-from clusters.services import save_portal_edit
+from clusters.services import request_delete, save_portal_edit
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
 
 KIND = InferenceModel.kube
 FIELDS = {"memory": lambda n: f"{n}Gi", "cooldownPeriod": lambda n: f"{n}m"}
+FINALIZER = "inference.eh-ops.io/finalizer"
+field = st.sampled_from(sorted(FIELDS))
 operations = st.lists(
     st.one_of(
-        st.tuples(st.just("portal"), st.sampled_from(sorted(FIELDS))),
-        st.tuples(st.just("cluster"), st.sampled_from(sorted(FIELDS))),
+        st.tuples(st.just("portal"), field),
+        st.tuples(st.just("cluster"), field),
+        st.tuples(st.just("copy")),
+        st.tuples(st.just("from copy"), field),
+        st.tuples(st.just("concurrent labels")),
+        st.tuples(st.just("resync racing watcher"), field),
+        st.tuples(st.just("delete")),
         st.tuples(st.just("fault"), st.sampled_from(["patch", "create"]), st.sampled_from([409, 429, 500])),
         st.tuples(st.just("fault"), st.just("get"), st.sampled_from([429, 500])),
         st.tuples(st.just("resync")),
@@ -33,61 +48,166 @@ operations = st.lists(
 names = itertools.count()
 
 
+class Run:
+    """One example's object, and what the portal and the cluster wrote to it."""
+
+    def __init__(self, cluster, kube, user) -> None:
+        self.cluster, self.kube, self.user = cluster, kube, user
+        self.name = f"m-{next(names)}"
+        self.values = itertools.count(20)
+        self.last_write: dict[str, tuple[str, str]] = {}  # field -> (side, value) of the latest write
+        self.labels: dict[str, str] = {}  # labels the portal accepted
+        self.must_surface = False  # a portal edit over a cluster change the portal had not seen
+        self.copy: tuple[str, dict] | None = None  # (version, spec) of a copy taken earlier
+        self.deleted = False
+        manifest = sample_manifest("inferencemodel-mistral-7b.yaml", kube.namespace)
+        manifest["metadata"]["name"] = self.name
+        kube.write(manifest)
+        resync_cluster(cluster)
+
+    def row(self) -> InferenceModel:
+        return InferenceModel.objects.get(cluster=self.cluster, name=self.name)
+
+    def value(self, name: str) -> str:
+        return FIELDS[name](next(self.values))
+
+    def portal_edit(self, spec: dict, name: str, made_from: str) -> None:
+        """Save ``spec`` with ``name`` changed, as made from version ``made_from``; check the refusals."""
+        obj = self.row()
+        value = self.value(name)
+        stale, deleting = made_from != obj.edit_version(), obj.sync_state == SyncState.DELETING
+        unseen = self.kube.read(KIND, self.name)["spec"].get(name) != (obj.last_synced_spec or {}).get(name)
+        obj.spec = {**spec, name: value}
+        try:
+            save_portal_edit(obj, Actor("prop", "api"), made_from=made_from)
+        except ObjectDeleting:
+            assert deleting, "refused as deleting while not deleting"
+            return
+        except EditRefused:
+            assert stale and not deleting, "a current copy was refused"
+            return
+        assert not (stale or deleting), "an edit from a stale copy, or of a deleting object, was saved"
+        self.must_surface |= unseen and obj.sync_state != SyncState.CONFLICT
+        self.last_write[name] = ("portal", value)
+
+    def cluster_edit(self, name: str) -> None:
+        current = self.kube.read(KIND, self.name)
+        value = self.value(name)
+        current["spec"][name] = value
+        self.kube.write(current)
+        self.last_write[name] = ("cluster", value)
+
+    def concurrent_labels(self) -> None:
+        """Two API clients PATCH a label each at the same moment, each in its own thread and connection."""
+        start, answers = threading.Barrier(2), {}
+        keys = [f"c{next(self.values)}" for _ in range(2)]
+
+        def patch(key: str) -> None:
+            client = APIClient()
+            client.force_authenticate(self.user)
+            start.wait()
+            try:
+                body = {"metadata": {"labels": {key: "x"}}}
+                answers[key] = client.patch(f"/api/inferencemodels/{self.row().pk}/", body, format="json").status_code
+            finally:
+                connections.close_all()
+
+        threads = [threading.Thread(target=patch, args=(key,)) for key in keys]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(answers.values()) == [409 if self.deleted else 200] * 2, answers
+        if not self.deleted:
+            self.labels |= dict.fromkeys(keys, "x")
+
+    def resync_racing_watcher(self, name: str) -> None:
+        """A resync lists; before it writes, the cluster changes and the watcher records the change."""
+        real_list_pages = resync.list_pages
+
+        def list_then_watcher_writes(gateway, model, *args, **kwargs):
+            for began, page in real_list_pages(gateway, model, *args, **kwargs):
+                if model is InferenceModel:  # the page is listed; before it is stored, the watcher writes
+                    self.cluster_edit(name)
+                    upsert_from_cluster(InferenceModel, self.cluster, self.kube.read(KIND, self.name))
+                yield began, page
+
+        with mock.patch.object(resync, "list_pages", list_then_watcher_writes):
+            resync_cluster(self.cluster)
+        obj, in_cluster = self.row(), self.kube.read(KIND, self.name)
+        if obj.sync_state == SyncState.SYNCED:  # the list's older copy must not have replaced the watcher's
+            assert (obj.spec, obj.resource_version) == (in_cluster["spec"], in_cluster["metadata"]["resourceVersion"])
+
+    def delete(self) -> None:
+        """A controller holds the object with a finalizer; the portal deletes it (``Deleting``)."""
+        if self.deleted:
+            return
+        current = self.kube.read(KIND, self.name)
+        current["metadata"]["finalizers"] = [FINALIZER]
+        self.kube.write(current, field_manager="controller")
+        request_delete(self.row(), Actor("prop", "api"))
+        self.deleted = True
+
+    def settle(self) -> None:
+        """The controller lets the object go; retries and the periodic sweep run."""
+        self.kube.proxy.clear_faults()
+        if self.deleted and self.kube.read(KIND, self.name):
+            held = self.kube.read(KIND, self.name)
+            held["metadata"]["finalizers"] = []
+            self.kube.write(held, field_manager="controller")
+        for _ in range(4):
+            obj = self.row()
+            if obj.sync_state in (SyncState.PENDING_APPLY, SyncState.DELETING):
+                apply_object(InferenceModel, obj.pk)
+            resync_cluster(self.cluster)
+
+
 @pytest.mark.usefixtures("needs_faults")
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=operations)
-def test_random_interleavings_converge_or_surface_conflicts(live_cluster, kube, steps) -> None:
-    name = f"m-{next(names)}"
-    manifest = sample_manifest("inferencemodel-mistral-7b.yaml", kube.namespace)
-    manifest["metadata"]["name"] = name
-    kube.write(manifest)
-    resync_cluster(live_cluster)
-    values = itertools.count(20)
-    last_write: dict[str, tuple[str, str]] = {}  # field -> (side, value) of the latest write
-    must_surface = False  # a portal edit over a cluster change the portal had not seen
-
+def test_random_interleavings_converge_or_surface_conflicts(live_cluster, kube, make_user, steps) -> None:
+    run = Run(live_cluster, kube, make_user(f"prop-{next(names)}", perms=["models_app.change_inferencemodel"]))
     for step in steps:
-        obj = InferenceModel.objects.get(cluster=live_cluster, name=name)
         if step[0] == "portal":
-            value = FIELDS[step[1]](next(values))
-            unseen = kube.read(KIND, name)["spec"].get(step[1]) != (obj.last_synced_spec or {}).get(step[1])
-            must_surface |= unseen and obj.sync_state != SyncState.CONFLICT
-            obj.spec = {**obj.spec, step[1]: value}
-            save_portal_edit(obj, Actor("prop", "api"))
-            last_write[step[1]] = ("portal", value)
+            obj = run.row()
+            run.portal_edit(obj.spec, step[1], obj.edit_version())
         elif step[0] == "cluster":
-            current = kube.read(KIND, name)
-            value = FIELDS[step[1]](next(values))
-            current["spec"][step[1]] = value
-            kube.write(current)
-            last_write[step[1]] = ("cluster", value)
+            run.cluster_edit(step[1])
+        elif step[0] == "copy":
+            run.copy = (run.row().edit_version(), run.row().spec)
+        elif step[0] == "from copy" and run.copy:
+            run.portal_edit(run.copy[1], step[1], run.copy[0])
+        elif step[0] == "concurrent labels":
+            run.concurrent_labels()
+        elif step[0] == "resync racing watcher":
+            run.resync_racing_watcher(step[1])
+        elif step[0] == "delete":
+            run.delete()
         elif step[0] == "fault":
-            kube.proxy.inject(step[1], "inferencemodels", name=name, status=step[2], times=1)
-        else:
+            kube.proxy.inject(step[1], "inferencemodels", name=run.name, status=step[2], times=1)
+        elif step[0] == "resync":
             resync_cluster(live_cluster)
+    run.settle()
 
-    kube.proxy.clear_faults()
-    for _ in range(4):  # what the retries and the periodic sweep do
-        obj = InferenceModel.objects.get(cluster=live_cluster, name=name)
-        if obj.sync_state == SyncState.PENDING_APPLY:
-            apply_object(InferenceModel, obj.pk)
-        resync_cluster(live_cluster)
-    obj = InferenceModel.objects.get(cluster=live_cluster, name=name)
-    in_cluster = kube.read(KIND, name)["spec"]
-
+    obj = run.row()
+    if run.deleted:
+        assert obj.sync_state == SyncState.DELETED_IN_CLUSTER and kube.read(KIND, run.name) is None
+        return
+    in_cluster = kube.read(KIND, run.name)
     assert obj.sync_state in (SyncState.SYNCED, SyncState.CONFLICT), (obj.sync_state, obj.last_error)
+    assert run.labels.items() <= obj.labels.items(), "a label a concurrent PATCH added was lost"
     if obj.sync_state == SyncState.SYNCED:
-        assert obj.spec == in_cluster
+        assert obj.spec == in_cluster["spec"] and obj.labels == in_cluster["metadata"].get("labels", {})
     conflicted = {field["path"].removeprefix("spec.") for field in (obj.conflict or {}).get("fields", [])}
     if obj.sync_state == SyncState.CONFLICT:
         assert conflicted, "a Conflict must name its fields"
-        for field in conflicted:
-            assert obj.spec[field] != in_cluster[field]
-    if must_surface:
+        for name in conflicted:
+            assert obj.spec[name] != in_cluster["spec"][name]
+    if run.must_surface:
         surfaced = AuditEntry.objects.filter(kind="InferenceModel", object_id=obj.pk, action="conflict")
         assert surfaced.exists(), "a portal edit overwrote a cluster change it had never seen, without a conflict"
-    for field, (side, value) in last_write.items():
-        holder = in_cluster if side == "cluster" else obj.spec
-        assert holder[field] == value, f"the last {side} write of {field} ({value}) was lost"
+    for name, (side, value) in run.last_write.items():
+        holder = in_cluster["spec"] if side == "cluster" else obj.spec
+        assert holder[name] == value, f"the last {side} write of {name} ({value}) was lost"
         if side == "portal" and obj.sync_state == SyncState.SYNCED:  # a Conflict holds the whole edit back
-            assert in_cluster.get(field) == value, f"portal write of {field} never reached the cluster"
+            assert in_cluster["spec"].get(name) == value, f"portal write of {name} never reached the cluster"

@@ -138,7 +138,9 @@ def test_edit_form_keeps_identity_and_the_rest_of_the_spec(world):
     page = text(world.browser("member").get(url))
     assert 'value="ollama://gemma2:2b"' in page and "loadBalancing" in page
     form = {"url": "hf://google/gemma-2-2b", "engine": "OLlama", "features": "TextGeneration", "labels": "",
-            "resource_profile": "cpu:2", "more_spec": "replicas: 1\nautoscalingDisabled: true"}  # fmt: skip
+            "resource_profile": "cpu:2", "more_spec": "replicas: 1\nautoscalingDisabled: true",
+            "edit_version": model.edit_version()}  # fmt: skip
+    assert f'name="edit_version" value="{model.edit_version()}"' in page
     wrong = text(world.browser("member").post(url, form))
     assert (
         "spec.url: &quot;hf://google/gemma-2-2b&quot; must use ollama:// exactly when spec.engine is OLlama"

@@ -30,7 +30,8 @@ run: migrate
 test-deps:
 	bash .ci/install-packages.sh
 	bash .ci/start-services.sh
-	bash tools/kube-control-plane/build.sh >/dev/null
+	@# exit 2: no Go toolchain here; the cluster tests then skip with that reason (CI fails them)
+	bash tools/kube-control-plane/build.sh >/dev/null || test $$? -eq 2
 
 ## test: the whole suite on PostgreSQL (DATABASE_URL overrides; sqlite:///... works without the server)
 test: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test

@@ -2,6 +2,7 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
@@ -17,17 +18,20 @@ api_patterns = [
     path("", include("scheduler.api.urls")),
     path("", include("scheduler.rightsizing.api.urls")),
     path("token/", ObtainTokenView.as_view(), name="api-token"),
-    # anonymous users see nothing but the login page: the schema and its docs need a login too
+    # anonymous users see nothing but the login page: the schema and its docs need a login too;
+    # the docs are pages for people, so they send a logged-out visitor to the login page
     path("schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]), name="api-schema"),
     path(
         "docs/",
-        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[IsAuthenticated]),
+        login_required(SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[IsAuthenticated])),
         name="api-docs",
     ),
     path(
         "redoc/",
-        SpectacularRedocView.as_view(
-            url_name="api-schema", permission_classes=[IsAuthenticated], template_name="api/redoc.html"
+        login_required(
+            SpectacularRedocView.as_view(
+                url_name="api-schema", permission_classes=[IsAuthenticated], template_name="api/redoc.html"
+            )
         ),
         name="api-redoc",
     ),

@@ -144,3 +144,21 @@ def test_production_settings_require_the_keys(environment: dict[str, str], refus
         assert result.returncode == 0, result.stderr
     else:
         assert result.returncode != 0 and refusal in result.stderr
+
+
+def test_the_demo_admin_keeps_its_password_and_sessions_across_runs(db, tmp_path, monkeypatch, client) -> None:
+    """``make run`` runs ensure_demo_admin every time: the password must not rotate (it logged everyone out)."""
+    import io
+
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+
+    monkeypatch.delenv("DEMO_ADMIN_PASSWORD", raising=False)
+    monkeypatch.setenv("DEMO_ADMIN_PASSWORD_FILE", str(tmp_path / "pw"))
+    first, second = io.StringIO(), io.StringIO()
+    call_command("ensure_demo_admin", stdout=first)
+    client.force_login(User.objects.get(username="admin"))
+    call_command("ensure_demo_admin", stdout=second)
+    assert first.getvalue() == second.getvalue() and "password" in first.getvalue()
+    assert (tmp_path / "pw").stat().st_mode & 0o777 == 0o600
+    assert client.get("/").status_code == 200  # still logged in

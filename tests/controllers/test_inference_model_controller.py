@@ -13,7 +13,7 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.controllers import reconcile_cluster
 from clusters.quantities import quantity_to_int
-from models_app.controller import FINALIZER
+from models_app.controller import FINALIZER, ready_replicas
 from models_app.models import InferenceModel
 from scheduler.models import MemoryReservation, NodePool
 from tests.clusters.conftest import RunningWatch, sample_manifest, wait_for
@@ -37,9 +37,10 @@ def cr(kube, name: str) -> dict:
 
 
 def ready(kube, name: str, replicas: int = 1) -> None:
-    """Wait until the Deployment controller reports the pods kwok runs as ready."""
+    """Wait until the Deployment controller reports the pods kwok runs as ready, for the current
+    generation of the Deployment (as the controller counts them)."""
     wait_for(
-        lambda: ((deployment(kube, name) or {}).get("status") or {}).get("readyReplicas") == replicas,
+        lambda: ready_replicas(deployment(kube, name)) == replicas,
         timeout=30,
         message=f"{name} to have {replicas} ready replicas",
     )
@@ -242,8 +243,10 @@ def test_dependencies_start_first(managed, pool, editor) -> None:
     kube.write(fixed)
     kube.sync()
     ready(kube, "tokenizer-service")
-    kube.sync()
-    assert deployment(kube, "codellama-34b")["spec"]["replicas"] == 1
+    # The controller starts it within a pass or two of its dependency being ready (the Deployment
+    # controller may still be finishing the dependency's rollout during the first).
+    wait_for(lambda: kube.sync() and deployment(kube, "codellama-34b")["spec"]["replicas"] == 1, timeout=30,
+             message="codellama-34b started once its dependency is ready")
 
 
 def test_missing_or_cyclic_dependencies_are_refused_naming_them(managed, pool, editor) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from django.conf import settings
+from django.db import DataError
 
 from clusters.limits import MAX_NESTING_DEPTH, MAX_REQUEST_BODY_BYTES
 from models_app.models import InferenceModel, KubeAIModel
@@ -227,3 +228,15 @@ def test_cluster_namespaces_must_be_namespace_names(api_as) -> None:
         response = staff.post("/api/clusters/", body, format="json")
         assert response.status_code == 400 and "must be a list of namespace names" in response.json()["namespaces"][0]
     assert staff.post("/api/clusters/", {**body, "namespaces": ["ml", "serving"]}, format="json").status_code == 201
+
+
+@pytest.mark.parametrize(
+    "error", [DataError("value too long for type character varying(63)"), RecursionError("maximum recursion depth")]
+)
+def test_a_database_or_recursion_error_past_validation_is_a_400_not_a_500(error) -> None:
+    """The safety net under every check above: whatever still slips through is the client's bad input."""
+    from clusters.api.exceptions import exception_handler
+
+    response = exception_handler(error, {"view": None, "request": None})
+    assert response.status_code == 400
+    assert "varying(63)" in str(response.data) or "nested too deeply" in str(response.data)

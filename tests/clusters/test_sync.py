@@ -388,8 +388,9 @@ class TestFaults:
 
         models = [w for w in watcher.watch.watchers if getattr(w, "model", None) is InferenceModel]
         before = sum(w.relists for w in models)
+        wait_for(lambda: kube.proxy.open_watches("inferencemodels"), message="the watch to be open")
         kube.proxy.inject("watch", "inferencemodels", status=410, times=None)
-        kube.proxy.disconnect_watches()
+        assert kube.proxy.disconnect_watches() >= 1
         time.sleep(2)
         kube.proxy.clear_faults()
         relists = sum(w.relists for w in models) - before
@@ -429,6 +430,7 @@ class TestFaults:
         running = RunningWatch(cluster).start()
         try:
             wait_for(running.ready, message="watchers ready")
+            wait_for(lambda: kube.proxy.open_watches("inferencemodels"), message="the watch to be open")
             assert kube.proxy.stall_watches() >= 1  # connected, but nothing more arrives
             kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml"))
             wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b").exists(), timeout=15,

@@ -144,6 +144,9 @@ class KubeCluster:
     def compact_behind_the_watch(self, plural: str, change: Callable[[], Any]) -> None:
         """Keep the watches of ``plural`` away (503) while ``change()`` moves the cluster on and etcd
         compacts past their resourceVersion; let them back: they meet a real 410 and relist."""
+        deadline = time.monotonic() + 10
+        while not self.proxy.open_watches(plural) and time.monotonic() < deadline:
+            time.sleep(0.02)  # a watcher opens its stream a moment after its list
         self.proxy.inject("watch", plural, status=503, times=None)
         self.proxy.disconnect_watches()
         change()

@@ -96,7 +96,7 @@ class FaultProxy:
         self._server_ssl.load_cert_chain(cert_file, key_file)
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
-        self._watches: dict[int, tuple[web.Request, asyncio.Event]] = {}
+        self._watches: dict[int, tuple[web.Request, asyncio.Event, str]] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
         self.requests_seen: list[RequestInfo] = []
@@ -154,8 +154,10 @@ class FaultProxy:
         """Keep every open watch connected but pass nothing more on it (a silently stalled stream)."""
         return self._call(self._end_watches(abort=False))
 
-    def open_watches(self) -> int:
-        return len(self._watches)
+    def open_watches(self, plural: str | None = None) -> int:
+        """Watches passing through now (of ``plural`` only, when given): wait for one before cutting
+        or stalling it, as a watcher opens its stream a moment after its list."""
+        return sum(1 for _, _, each in list(self._watches.values()) if plural in (None, each))
 
     # -- internals -------------------------------------------------------------------------------
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -179,7 +181,7 @@ class FaultProxy:
 
     async def _end_watches(self, abort: bool) -> int:
         watches = list(self._watches.values())
-        for request, stalled in watches:
+        for request, stalled, _plural in watches:
             if abort:
                 if request.transport is not None:
                     request.transport.abort()
@@ -222,7 +224,7 @@ class FaultProxy:
             await response.prepare(request)
             stalled = asyncio.Event()
             if info.verb == "watch":
-                self._watches[id(request)] = (request, stalled)
+                self._watches[id(request)] = (request, stalled, info.plural)
             try:
                 async for chunk in upstream.content.iter_any():
                     if stalled.is_set():

@@ -231,6 +231,20 @@ def _record_applied(obj: KubeObject, result: dict[str, Any], sent: dict[str, Any
         if locked.updated_at >= sent_at:
             if locked.sync_state == SyncState.PENDING_APPLY and locked.desired_document() == sent:
                 return None
+            if (
+                locked.sync_state == SyncState.PENDING_APPLY
+                and (locked.uid, locked.resource_version) == (obj.uid, obj.resource_version)
+            ):
+                # Only a newer portal edit came meanwhile; no newer cluster state was recorded, so this
+                # answer is the newest the portal knows of the cluster: it becomes the base the newer
+                # edit merges from (else that edit would meet its own earlier apply as a "conflict").
+                take_cluster_bookkeeping(locked, result)
+                locked.set_base(cluster_document(result))
+                locked.status = result.get("status") or locked.status
+                locked.save()
+                record(locked, AuditEntry.Action.APPLIED, SYNC_ENGINE, changes,
+                       message=f"resourceVersion {locked.resource_version} (a newer edit follows)")
+                return Outcome.APPLIED
             message = f"resourceVersion {result['metadata'].get('resourceVersion', '')} (the row changed meanwhile)"
             record(locked, AuditEntry.Action.APPLIED, SYNC_ENGINE, changes, message=message)
             return Outcome.APPLIED

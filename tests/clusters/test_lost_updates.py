@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from html.parser import HTMLParser
 
 import pytest
 import requests
@@ -26,6 +25,7 @@ from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
 from tests.clusters.test_sync import KIND, URL, create_through_api, row
 from tests.conftest import ALL_KIND_PERMS
+from tests.support.html_forms import form_fields
 
 PAGE = "/models/inferencemodels/{pk}/{mode}/"
 
@@ -36,46 +36,6 @@ def changed_in_the_cluster(kube, live_cluster, **spec: str) -> None:
     current["spec"].update(spec)
     kube.write(current)
     resync_cluster(live_cluster)
-
-
-class _FormFields(HTMLParser):
-    """The values a browser would submit from a page's inputs, textareas and selected options."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fields: dict[str, str] = {}
-        self._textarea: str | None = None
-        self._select: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = dict(attrs)
-        name = attributes.get("name")
-        if tag == "input" and name and attributes.get("type") not in ("submit", "checkbox"):
-            self.fields[name] = attributes.get("value") or ""
-        elif tag == "textarea" and name:
-            self._textarea = name
-            self.fields[name] = ""
-        elif tag == "select":
-            self._select = name
-        elif tag == "option" and self._select and "selected" in attributes:
-            self.fields[self._select] = attributes.get("value") or ""
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "textarea":
-            self._textarea = None
-        elif tag == "select":
-            self._select = None
-
-    def handle_data(self, data: str) -> None:
-        if self._textarea:
-            self.fields[self._textarea] += data
-
-
-def form_fields(page: str) -> dict[str, str]:
-    parser = _FormFields()
-    parser.feed(page)
-    parser.fields.pop("csrfmiddlewaretoken", None)
-    return parser.fields
 
 
 class TestOlderCopies:
@@ -321,3 +281,25 @@ def test_a_deleting_object_refuses_edits_everywhere(live_cluster, kube, editor, 
     kube.write(held, field_manager="controller")
     resync_cluster(live_cluster)
     assert row().sync_state == SyncState.DELETED_IN_CLUSTER
+
+
+def test_an_edit_saved_while_the_previous_apply_is_in_flight_is_no_conflict(live_cluster, kube, editor) -> None:
+    """Two quick edits: the second is saved while the first's write is on the wire. The first's
+    answer becomes the second's merge base, so the second applies on top; before, it met its own
+    earlier apply as a change of the cluster's and stopped as a Conflict."""
+    obj = create_through_api(editor, kube)
+
+    def newer_edit_saved_meanwhile() -> None:
+        row_now = InferenceModel.objects.get(pk=obj.pk)
+        row_now.spec = {**row_now.spec, "memory": "14Gi"}
+        row_now.sync_state = SyncState.PENDING_APPLY
+        row_now.save()  # saved; its own apply task has not run yet
+
+    InferenceModel.objects.filter(pk=obj.pk).update(spec={**obj.spec, "memory": "12Gi"},
+                                                    sync_state=SyncState.PENDING_APPLY)
+    kube.proxy.before("patch", "inferencemodels", newer_edit_saved_meanwhile)
+    assert str(apply_object(InferenceModel, obj.pk)) == "applied"  # the first edit's write (12Gi)
+    assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "12Gi"
+    assert str(apply_object(InferenceModel, obj.pk)) == "applied"  # the newer edit's task
+    assert row().sync_state == SyncState.SYNCED, row().conflict
+    assert kube.read(KIND, "mistral-7b")["spec"]["memory"] == "14Gi"

@@ -4,53 +4,16 @@ and posted back as a browser would."""
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
-from typing import Any
-
 import pytest
 
 from clusters.models import Cluster
 from clusters.validation import default_manifest
 from models_app.views import KINDS
 from tests.conftest import ALL_KIND_PERMS, load_samples
+from tests.support.html_forms import form_fields
 
 SLUG_OF = {model.kube.kind: slug for slug, model in KINDS.items()}
 SAMPLES = [(name, manifest) for name, manifest in load_samples() if manifest["kind"] in SLUG_OF]
-
-
-class FormFields(HTMLParser):
-    """The values a browser would submit for the page's form: inputs, textareas, selected options."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.data: dict[str, Any] = {}
-        self._textarea: str | None = None
-        self._select: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = dict(attrs)
-        name = attributes.get("name")
-        if tag == "input" and name and attributes.get("type") not in ("submit", "button"):
-            if attributes.get("type") in ("checkbox", "radio") and "checked" not in attributes:
-                return
-            self.data[name] = attributes.get("value") or ""
-        elif tag == "textarea" and name:
-            self._textarea = name
-            self.data[name] = ""
-        elif tag == "select" and name:
-            self._select = name
-        elif tag == "option" and self._select and "selected" in attributes:
-            self.data[self._select] = attributes.get("value") or ""
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "textarea":
-            self._textarea = None
-        elif tag == "select":
-            self._select = None
-
-    def handle_data(self, data: str) -> None:
-        if self._textarea:
-            self.data[self._textarea] += data.removeprefix("\n") if not self.data[self._textarea] else data
 
 
 @pytest.fixture
@@ -72,9 +35,7 @@ def test_saving_a_page_unchanged_keeps_the_object_unchanged(editor_client, file_
     url = f"/models/{SLUG_OF[manifest['kind']]}/{row.pk}/{mode}/"
     page = editor_client.get(url)
     assert page.status_code == 200
-    fields = FormFields()
-    fields.feed(page.content.decode())
-    response = editor_client.post(url, fields.data)
+    response = editor_client.post(url, form_fields(page.content.decode()))
     assert response.status_code == 302, response.content.decode()[:3000]
     row.refresh_from_db()
     assert (row.spec, row.labels) == before

@@ -28,7 +28,7 @@ run: migrate
 ## Redis (started on loopback), Prometheus, Chromium (Debian packages), and the Kubernetes control
 ## plane built from the pinned Go modules in tools/kube-control-plane (cached by go.sum hash)
 test-deps:
-	bash .ci/install-packages.sh
+	for script in .ci/setup.d/*.sh; do bash "$$script"; done  # apt-get install postgresql redis-server prometheus chromium, when missing
 	bash .ci/start-services.sh
 	@# exit 2: no Go toolchain here; the cluster tests then skip with that reason (CI fails them)
 	bash tools/kube-control-plane/build.sh >/dev/null || test $$? -eq 2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, the real parts the tests start when any is missing:
-# PostgreSQL and Redis servers, Prometheus (and promtool), Chromium. One `apt-get update` at most.
-# Idempotent: does nothing when everything is there.
+# PostgreSQL and Redis servers (apt-get install postgresql redis-server), Prometheus (and
+# promtool), Chromium. One `apt-get update` at most. Idempotent: does nothing when all are there.
 set -euo pipefail
 missing=()
 compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing+=(postgresql)

@@ -15,7 +15,7 @@ from django.dispatch import receiver
 
 from clusters.controllers import controller_finalizer
 from clusters.gateway import ClusterGateway, ConflictError, GatewayError, NotFoundError
-from clusters.kinds import all_models
+from clusters.kinds import KindInfo, all_models
 from clusters.models import Cluster, SyncState
 
 logger = logging.getLogger(__name__)
@@ -35,32 +35,37 @@ def release_finalizers(cluster: Cluster, kinds: list[str], gateway: ClusterGatew
                 continue
             rows = model.objects.filter(cluster=cluster).exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
             for namespace, name in rows.values_list("namespace", "name"):
-                released += _release_one(gateway, model.kube, namespace, name, finalizer)
+                released += remove_finalizer(gateway, model.kube, namespace, name, finalizer)
     finally:
         if own:
             gateway.close()
     return released
 
 
-def _release_one(gateway: ClusterGateway, kind: Any, namespace: str, name: str, finalizer: str) -> int:
+def remove_finalizer(
+    gateway: ClusterGateway, kind: KindInfo, namespace: str, name: str, finalizer: str,
+    current: dict[str, Any] | None = None,
+) -> bool:
+    """Take ``finalizer`` off the object (``current`` when the caller just read it), as a merge
+    patch carrying its resourceVersion; on 409 read again and retry. True when it was removed."""
     for _ in range(5):
         try:
-            current = gateway.get(kind, namespace, name)
+            current = current or gateway.get(kind, namespace, name)
         except NotFoundError:
-            return 0
+            return False
         finalizers = current["metadata"].get("finalizers") or []
         if finalizer not in finalizers:
-            return 0
+            return False
         patch = {"metadata": {"finalizers": [f for f in finalizers if f != finalizer],
                               "resourceVersion": current["metadata"]["resourceVersion"]}}
         try:
             gateway.patch(kind, namespace, name, patch)
-            return 1
+            return True
         except ConflictError:
-            continue
+            current = None
     logger.warning("%s %s/%s: the finalizer list kept changing; %s left in place", kind.kind, namespace, name,
                    finalizer)
-    return 0
+    return False
 
 
 @receiver(pre_save, sender=Cluster)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.utils.dateparse import parse_datetime
 from kubernetes import client
 
 from clusters.gateway import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
@@ -50,12 +51,9 @@ def _micro_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, str) and value:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return None
+def _as_datetime(value: datetime | str | None) -> datetime | None:
+    """The typed client gives Lease times as datetimes; be lenient with text as well."""
+    return parse_datetime(value) if isinstance(value, str) else value
 
 
 class LeaseElector:
@@ -95,12 +93,12 @@ class LeaseElector:
             return True
         spec = lease.spec
         holder = spec.holder_identity
-        renewed = _parse_time(spec.renew_time)
+        renewed = _as_datetime(spec.renew_time)
         duration = timedelta(seconds=spec.lease_duration_seconds or self.timing.lease_duration)
         if holder and holder != self.identity and renewed and now < renewed + duration:
             return False
         taking_over = holder != self.identity
-        acquired = now if taking_over else (_parse_time(spec.acquire_time) or now)
+        acquired = now if taking_over else (_as_datetime(spec.acquire_time) or now)
         transitions = (spec.lease_transitions or 0) + (1 if taking_over and holder else 0)
         body = {
             "metadata": {"name": self.name, "namespace": self.namespace,

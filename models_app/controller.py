@@ -18,10 +18,12 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.db.models import Exists, OuterRef
 from django.utils.dateparse import parse_datetime
 
 from clusters.conditions import rfc3339, set_condition
 from clusters.gateway import ClusterGateway, NotFoundError
+from clusters.handover import remove_finalizer
 from clusters.inbound import upsert_from_cluster
 from clusters.models import Cluster, SyncState
 from clusters.owned import NotOwnedError, ensure, label_value
@@ -94,7 +96,7 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
         return "gone"
     finalizers = cr["metadata"].get("finalizers") or []
     if cr["metadata"].get("deletionTimestamp"):
-        return _finalize(gateway, row, cr, finalizers, now) if FINALIZER in finalizers else "deleting"
+        return _finalize(gateway, row, cr, now) if FINALIZER in finalizers else "deleting"
     if FINALIZER not in finalizers:
         cr = gateway.patch(
             KIND,
@@ -127,17 +129,13 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
 def release_departed(cluster: Cluster) -> int:
     """Release the budget held for models that left without their finalizer (deleted while the
     portal did not manage them, finalizer removed by hand): their rows are gone or
-    ``DeletedInCluster``, so no reconcile reaches them. Returns how many were released."""
-    live = set(
-        InferenceModel.objects.filter(cluster=cluster)
-        .exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
-        .values_list("namespace", "name")
+    ``DeletedInCluster``, so no reconcile reaches them. One query per pass; returns how many."""
+    live = InferenceModel.objects.filter(cluster=cluster, namespace=OuterRef("namespace"), name=OuterRef("name"))
+    departed = MemoryReservation.objects.filter(pool__cluster=cluster, kind=KIND.kind).exclude(
+        Exists(live.exclude(sync_state=SyncState.DELETED_IN_CLUSTER))
     )
-    held = MemoryReservation.objects.filter(pool__cluster=cluster, kind=KIND.kind)
-    departed = {(ns, name) for ns, name in held.values_list("namespace", "name") if (ns, name) not in live}
-    for namespace, name in departed:
-        release(cluster.pk, KIND.kind, namespace, name)
-    return len(departed)
+    released, _ = departed.delete()
+    return released
 
 
 def _plan(
@@ -355,7 +353,7 @@ def _status(cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, n
 
 
 def _finalize(
-    gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], finalizers: list[str], now: datetime
+    gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], now: datetime
 ) -> str:
     """The reference's cleanup: release the budget (the metrics went when the row became
     ``Deleting``), remove the finalizer."""
@@ -370,15 +368,5 @@ def _finalize(
     )
     cr = gateway.patch_status(KIND, row.namespace, row.name, {"ready": False, "conditions": conditions})
     release(row.cluster_id, KIND.kind, row.namespace, row.name)
-    gateway.patch(
-        KIND,
-        row.namespace,
-        row.name,
-        {
-            "metadata": {
-                "finalizers": [name for name in finalizers if name != FINALIZER],
-                "resourceVersion": cr["metadata"]["resourceVersion"],
-            }
-        },
-    )
+    remove_finalizer(gateway, KIND, row.namespace, row.name, FINALIZER, current=cr)
     return "finalized"

@@ -5,6 +5,7 @@ compaction), or the cluster KUBECONFIG names (tests that inject faults are then 
 from __future__ import annotations
 
 import io
+import time
 
 import kubernetes
 import pytest
@@ -384,8 +385,6 @@ class TestFaults:
         assert sum(w.relists for w in watcher.watch.watchers) > relists
 
     def test_repeated_410s_back_off_instead_of_relisting_in_a_loop(self, live_cluster, kube, watcher) -> None:
-        import time
-
         models = [w for w in watcher.watch.watchers if getattr(w, "model", None) is InferenceModel]
         before = sum(w.relists for w in models)
         wait_for(lambda: kube.proxy.open_watches("inferencemodels"), message="the watch to be open")

@@ -13,6 +13,8 @@ from accounts.forms import NewTokenForm
 from accounts.models import ApiToken, NamespaceGrant
 from accounts.tokens import TokenLimitReached, active_tokens, issue_token
 
+NEW_KEY = "accounts.new_token_key"  # the session key holding a just-created token until shown
+
 
 def _page(
     request: HttpRequest, form: NewTokenForm | None = None, new_key: str | None = None, status: int = 200
@@ -31,18 +33,20 @@ def _page(
 @never_cache
 @login_required
 def account_page(request: HttpRequest) -> HttpResponse:
-    """Lists tokens by name, creation and expiry; never a key (only its digest is stored)."""
-    return _page(request)
+    """Lists tokens by name, creation and expiry; a new key once, right after it was created
+    (taken out of the session as it is shown); never again (only its digest is stored)."""
+    return _page(request, new_key=request.session.pop(NEW_KEY, None))
 
 
 @never_cache
 @require_POST
 @login_required
 def create_token(request: HttpRequest) -> HttpResponse:
-    """A new named token, its key shown in this response only.
+    """A new named token, then post/redirect/get to the account page, which shows its key once.
 
-    Rendered directly instead of redirecting, so the key never sits in a session or a URL, and
-    ``never_cache`` keeps it out of browser and proxy caches.
+    Rendering the key in the POST's answer made a reload post the form again, issuing another
+    token and losing the key just copied. The key waits in the session (server-side, never in a
+    URL) only until the redirected page takes it; ``never_cache`` keeps that page out of caches.
     """
     form = NewTokenForm(request.POST)
     if not form.is_valid():
@@ -52,7 +56,8 @@ def create_token(request: HttpRequest) -> HttpResponse:
     except TokenLimitReached as refused:
         form.add_error(None, str(refused))
         return _page(request, form=form, status=400)
-    return _page(request, new_key=key)
+    request.session[NEW_KEY] = key
+    return redirect("account")
 
 
 @require_POST

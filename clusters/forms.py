@@ -11,6 +11,7 @@ from django import forms
 from clusters import yaml_input
 from clusters.edits import EditRefused, StaleCopy, lock_for_edit
 from clusters.models import KubeObject
+from clusters.validation import load_crd
 
 
 def to_yaml(value: Any) -> str:
@@ -18,6 +19,14 @@ def to_yaml(value: Any) -> str:
     if value in (None, {}, []):
         return ""
     return yaml.safe_dump(value, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def crd_enum(model, *path: str) -> list[tuple[str, str]]:
+    """Choices from the CRD's enum at ``spec.<path>`` (the CRD is the one source of allowed values)."""
+    node = load_crd(model.kube)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    for key in path:
+        node = node["properties"][key] if key != "[]" else node["items"]
+    return [("", "—")] + [(value, value) for value in node.get("enum", [])]
 
 
 class YAMLField(forms.CharField):

@@ -33,6 +33,11 @@ class KindInfo:
         return f"{self.plural}.{self.group}"
 
 
+def with_article(kind: str) -> str:
+    """``an InferenceModel``, ``a Model``: the article a kind's name takes when spoken."""
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
+
+
 _models: dict[tuple[str, str], type[KubeObject]] = {}
 
 

@@ -15,17 +15,18 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, QueryDict
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views import View
 
-from accounts.access import ADD, CHANGE, VIEW, can_act_in, restrict
+from accounts.access import ADD, CHANGE, DELETE, VIEW, can_act_in, restrict
 from clusters.audit import Actor
 from clusters.forms import CopyVersionMixin, YAMLField, copy_version_field, to_yaml
 from clusters.manifests import ManifestInvalid, identity_errors, validate_manifest
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
-from clusters.services import assign_manifest, resolve_conflict, save_portal_edit
+from clusters.services import assign_manifest, request_delete, resolve_conflict, save_portal_edit
 
 PORTAL = AuditEntry.Source.PORTAL
 
@@ -38,6 +39,12 @@ def non_empty(params: QueryDict) -> QueryDict:
         if kept:
             cleaned.setlist(key, kept)
     return cleaned
+
+
+def bad_request(request: HttpRequest, message: str) -> HttpResponse:
+    """A 400 page in the portal's style naming the parameter, its value and the rule (the API's
+    wording), with the way back to the unfiltered list."""
+    return render(request, "portal/bad_request.html", {"message": message, "back": request.path}, status=400)
 
 
 def dig(data: Any, path: tuple[str, ...]) -> Any:
@@ -224,15 +231,28 @@ def visible_object(request: HttpRequest, model: type[KubeObject], pk: int, actio
     return get_object_or_404(restrict(model.objects.select_related("cluster"), request.user, action), pk=pk)
 
 
+def may(request: HttpRequest, obj: KubeObject, action: str) -> bool:
+    """The user holds the kind's permission for ``action`` and a team grant over the object's namespace."""
+    meta = obj._meta
+    return (
+        request.user.has_perm(f"{meta.app_label}.{action}_{meta.model_name}")
+        and restrict(type(obj).objects.filter(pk=obj.pk), request.user, action).exists()
+    )
+
+
+def require_perm(request: HttpRequest, model: type[KubeObject], action: str) -> None:
+    """403 naming the Django permission the user lacks for ``action`` on the kind."""
+    meta = model._meta
+    if not request.user.has_perm(f"{meta.app_label}.{action}_{meta.model_name}"):
+        raise PermissionDenied(f"you need {meta.app_label}.{action}_{meta.model_name}")
+
+
 def object_context(request: HttpRequest, obj: KubeObject) -> dict[str, Any]:
     """What every object page shows: spec and status as YAML, conditions, sync state, conflict, audit."""
     status = obj.status or {}
     conflict = obj.conflict if obj.sync_state == SyncState.CONFLICT else None
     model = type(obj)
-    can_change = (
-        request.user.has_perm(f"{model._meta.app_label}.change_{model._meta.model_name}")
-        and restrict(model.objects.filter(pk=obj.pk), request.user, CHANGE).exists()
-    )
+    can_change = may(request, obj, CHANGE) and obj.sync_state != SyncState.DELETING
     return {
         "obj": obj,
         "kind": model.kube.kind,
@@ -242,8 +262,76 @@ def object_context(request: HttpRequest, obj: KubeObject) -> dict[str, Any]:
         "conflict": conflict,
         "audit": AuditEntry.objects.filter(kind=model.kube.kind, object_id=obj.pk).select_related("actor")[:50],
         "can_change": can_change,
+        "can_delete": may(request, obj, DELETE) and obj.sync_state != SyncState.DELETING,
+        "delete_url": reverse(f"{model._meta.model_name}-delete-page", args=[obj.pk]),
         "resolve_url_name": f"{model._meta.model_name}-resolve-page",
     }
+
+
+def save_valid(request: HttpRequest, form: KubeObjectPageForm | ManifestForm) -> KubeObject | None:
+    """Validate and save a posted form in one transaction: its version check locks the row until saved."""
+    if request.method != "POST":
+        return None
+    with transaction.atomic():
+        return form.save(Actor.from_request(request, PORTAL)) if form.is_valid() else None
+
+
+def mode_urls(prefix: str, pk: int | None, *args: Any) -> dict[str, str]:
+    """The form and YAML modes of one create or edit (``<prefix>-edit``, ``<prefix>-edit-yaml``,
+    ``<prefix>-create``, ``<prefix>-create-yaml``), each page linking to the other."""
+    if pk:
+        return {"form_url": reverse(f"{prefix}-edit", args=[*args, pk]),
+                "yaml_url": reverse(f"{prefix}-edit-yaml", args=[*args, pk])}  # fmt: skip
+    return {"form_url": reverse(f"{prefix}-create", args=args), "yaml_url": reverse(f"{prefix}-create-yaml", args=args)}
+
+
+def edit_page(
+    request: HttpRequest, model: type[KubeObject], pk: int | None, make_form: Any, template: str, **context: Any
+) -> HttpResponse:
+    """Create (no pk) or edit one object with ``make_form(obj)``: permission and team checked, saved
+    through :func:`save_valid`, then the object's page; else the form again with its errors."""
+    obj = visible_object(request, model, pk, CHANGE) if pk else None
+    require_perm(request, model, "change" if obj else "add")
+    form = make_form(obj)
+    saved = save_valid(request, form)
+    if saved:
+        return redirect(obj_url(saved))
+    return render(request, template, {"form": form, "obj": obj, "kind": model.kube.kind, **context})
+
+
+class DeleteObjectView(LoginRequiredMixin, View):
+    """GET: a confirmation page naming the object and what deleting it does. POST: delete.
+
+    An object the cluster has is marked ``Deleting`` and deleted there (clusters.services.request_delete);
+    the row keeps showing Deleting until the cluster's finalizers are gone and the watcher sees it
+    go. Needs the kind's delete permission and a team grant over the namespace (else 403 / 404).
+    """
+
+    model: type[KubeObject] | None = None
+    list_url_name = ""
+
+    def _object(self, request: HttpRequest, pk: int) -> KubeObject:
+        obj = visible_object(request, self.model, pk, DELETE)
+        require_perm(request, self.model, "delete")
+        return obj
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        obj = self._object(request, pk)
+        context = {"obj": obj, "kind": self.model.kube.kind, "object_url": obj_url(obj),
+                   "in_cluster": bool(obj.uid) and obj.cluster.auth_method != Cluster.AuthMethod.SNAPSHOT}  # fmt: skip
+        return render(request, "portal/object_delete.html", context)
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        obj = self._object(request, pk)
+        label = f"{self.model.kube.kind} {obj.namespace}/{obj.name}"
+        if request_delete(obj, Actor.from_request(request, PORTAL)):
+            messages.success(request, f"{label} deleted.")
+        else:
+            messages.success(
+                request, f"{label} is being deleted in cluster {obj.cluster.name}: it shows Deleting until the "
+                "cluster's finalizers let it go."
+            )  # fmt: skip
+        return redirect(self.list_url_name)
 
 
 class ResolveConflictView(LoginRequiredMixin, View):
@@ -254,9 +342,7 @@ class ResolveConflictView(LoginRequiredMixin, View):
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         obj = visible_object(request, self.model, pk, CHANGE)
-        meta = self.model._meta
-        if not request.user.has_perm(f"{meta.app_label}.change_{meta.model_name}"):
-            raise PermissionDenied(f"you need {meta.app_label}.change_{meta.model_name}")
+        require_perm(request, self.model, "change")
         try:
             resolve_conflict(obj, request.POST.get("take", ""), Actor.from_request(request, PORTAL))
         except ManifestInvalid as invalid:

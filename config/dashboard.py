@@ -7,9 +7,11 @@ It composes every app, so it lives in ``config/`` (which depends on the apps), n
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.db.models import Count, Q
+from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.generic import TemplateView
 
@@ -25,6 +27,22 @@ from scheduler.rightsizing.report import build_report
 from scheduler.visibility import team_accounts
 
 RECENT = 8
+# Where each kind is listed, with the filter that narrows that list to the kind: the serving kinds
+# share the catalog; configs and runs have their own pages.
+LIST_PAGES = {
+    "InferenceModel": ("catalog", {"kind": "InferenceModel"}),
+    "Model": ("catalog", {"kind": "Model"}),
+    "ModelService": ("catalog", {"kind": "ModelService"}),
+    "InferenceConfig": ("config-list", {}),
+    "InferenceRun": ("run-list", {}),
+}
+
+
+def list_url(kind: str, **filters: str) -> str:
+    """The list page of ``kind`` filtered by ``filters`` (e.g. ``sync_state``, ``cluster``)."""
+    name, base = LIST_PAGES[kind]
+    query = urlencode({**base, **filters})
+    return f"{reverse(name)}?{query}" if query else reverse(name)
 
 
 class HomeView(LoginRequiredMixin, TemplateView):
@@ -40,12 +58,14 @@ class HomeView(LoginRequiredMixin, TemplateView):
             counts = restrict(model.objects.all(), user, VIEW).aggregate(
                 total=Count("id"), **{state: Count("id", filter=Q(sync_state=state)) for state in states}
             )
-            cells = [(state, counts[state]) for state in states]
+            kind = model.kube.kind
+            cells = [(state, counts[state], list_url(kind, sync_state=state)) for state in states]
             kinds.append(
                 {
-                    "kind": model.kube.kind,
+                    "kind": kind,
                     "api_version": model.kube.api_version,
                     "total": counts["total"],
+                    "url": list_url(kind),
                     "cells": cells,
                 }
             )

@@ -6,13 +6,15 @@ drops out rather than ignoring it); the union is sorted and paginated by the dat
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from django.db.models import CharField, F, PositiveSmallIntegerField, QuerySet, Value
+from django.db.models import CharField, Count, F, PositiveSmallIntegerField, QuerySet, Value
 from django.db.models.functions import Cast
 
 from accounts.access import VIEW, restrict
+from clusters.api.ordering import ordering_error
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 
@@ -45,7 +47,7 @@ def catalog(params: Mapping[str, str], user: Any) -> QuerySet:
         raise CatalogError(f"kind: {unknown[0]!r} must be one of {', '.join(FILTERSETS)}")
     ordering = params.get("ordering") or "name"
     if ordering.lstrip("-") not in SORTABLE:
-        raise CatalogError(f"ordering: {ordering!r} must be one of {', '.join(SORTABLE)} (optionally prefixed with -)")
+        raise CatalogError(ordering_error(ordering, list(SORTABLE)))
     parts = []
     known = {name for _, filterset_class in FILTERSETS.values() for name in filterset_class.base_filters}
     given = {key for key, value in params.items() if value not in ("", None) and key in known}
@@ -78,10 +80,19 @@ def catalog(params: Mapping[str, str], user: Any) -> QuerySet:
 
 
 def filter_choices(user: Any) -> dict[str, list[str]]:
-    """Values offered in the catalog's selects: the pools and engines of models the user can see."""
-    pools, engines = set(), set()
+    """Values offered in the catalog's selects: the pools and engines of models the user can see.
+
+    Engines are matched case-insensitively (``engine`` filters with ``iexact``), so ``VLLM`` and
+    ``vLLM`` are one choice, shown in the spelling most models use; stored values stay as written.
+    """
+    pools: set[str] = set()
+    engines: Counter[str] = Counter()
     for model, _ in FILTERSETS.values():
         rows = restrict(model.objects.all(), user, VIEW)
         pools.update(rows.exclude(node_pool="").values_list("node_pool", flat=True).distinct())
-        engines.update(rows.exclude(engine="").values_list("engine", flat=True).distinct())
-    return {"pools": sorted(pools), "engines": sorted(engines)}
+        for engine, count in rows.exclude(engine="").values_list("engine").annotate(count=Count("id")):
+            engines[engine] += count
+    spellings: dict[str, str] = {}
+    for engine, _ in sorted(engines.items(), key=lambda item: (-item[1], item[0])):
+        spellings.setdefault(engine.lower(), engine)
+    return {"pools": sorted(pools), "engines": sorted(spellings.values(), key=str.lower)}

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from django import forms
 
+from clusters.forms import crd_enum
 from clusters.portal import KubeObjectPageForm
-from clusters.validation import load_crd
 from models_app.models import InferenceModel, KubeAIModel, ModelService
-
-
-def crd_enum(model, *path: str) -> list[tuple[str, str]]:
-    """Choices from the CRD's enum at ``spec.<path>`` (the CRD is the one source of allowed values)."""
-    node = load_crd(model.kube)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    for key in path:
-        node = node["properties"][key] if key != "[]" else node["items"]
-    return [("", "—")] + [(value, value) for value in node.get("enum", [])]
 
 
 class InferenceModelPageForm(KubeObjectPageForm):

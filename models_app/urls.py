@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from clusters.portal import DeleteObjectView
 from models_app import views
 
 urlpatterns = [
@@ -16,4 +17,9 @@ for slug, model in views.KINDS.items():
     urlpatterns += [
         path(f"models/{slug}/<int:pk>/", views.model_page, {"kind": slug}, name=f"{name}-detail-page"),
         path(f"models/{slug}/<int:pk>/resolve/", views.resolve_view(model), name=f"{name}-resolve-page"),
+        path(
+            f"models/{slug}/<int:pk>/delete/",
+            DeleteObjectView.as_view(model=model, list_url_name="catalog"),
+            name=f"{name}-delete-page",
+        ),
     ]

@@ -9,31 +9,29 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 
-from accounts.access import CHANGE, VIEW, restrict
-from clusters.audit import Actor
+from accounts.access import VIEW, restrict
+from clusters.forms import crd_enum
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.portal import (
-    PORTAL,
-    KubeObjectPageForm,
     ManifestForm,
     ResolveConflictView,
+    bad_request,
+    edit_page,
+    mode_urls,
     non_empty,
-    obj_url,
     object_context,
     visible_object,
 )
 from models_app.catalog import COLUMN_LABELS, CatalogError, catalog, filter_choices
 from models_app.charts import memory_chart
-from models_app.forms import FORMS, crd_enum
+from models_app.forms import FORMS
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 from runs_app.models import InferenceConfig, InferenceRun
 
@@ -56,7 +54,7 @@ def catalog_page(request: HttpRequest) -> HttpResponse:
     try:
         rows = catalog(non_empty(request.GET), request.user)
     except CatalogError as error:
-        return HttpResponse(str(error), status=400, content_type="text/plain")
+        return bad_request(request, str(error))
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -81,11 +79,16 @@ def catalog_page(request: HttpRequest) -> HttpResponse:
     )
 
 
+def configs_using(model: KubeObject, user: Any) -> QuerySet:
+    """The InferenceConfigs (same cluster) whose KServe modelName is this model's modelName."""
+    if not model.model_name:
+        return InferenceConfig.objects.none()
+    return restrict(InferenceConfig.objects.filter(cluster=model.cluster, model_name=model.model_name), user, VIEW)
+
+
 def runs_using(model: KubeObject, user: Any) -> list[InferenceRun]:
     """InferenceRuns whose InferenceConfig's modelName is this model's modelName (same cluster)."""
-    if not model.model_name:
-        return []
-    configs = restrict(InferenceConfig.objects.filter(cluster=model.cluster, model_name=model.model_name), user, VIEW)
+    configs = configs_using(model, user)
     pairs = Q()
     for namespace, name in configs.values_list("namespace", "name"):
         pairs |= Q(config_namespace=namespace, config_name=name)
@@ -110,6 +113,8 @@ def model_page(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
     context.update(
         kind_slug=kind,
         runs=runs_using(obj, request.user),
+        run_config=configs_using(obj, request.user).order_by("namespace", "name").first(),
+        can_run=request.user.has_perm("runs_app.add_inferencerun"),
         wake_url=wake_url(obj),
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         chart=mark_safe(memory_chart(obj)) if isinstance(obj, InferenceModel) else "",
@@ -121,49 +126,25 @@ def model_page(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
     return render(request, "models_app/model.html", context)
 
 
-def _require_perm(request: HttpRequest, model: type[KubeObject], action: str) -> None:
-    meta = model._meta
-    if not request.user.has_perm(f"{meta.app_label}.{action}_{meta.model_name}"):
-        raise PermissionDenied(f"you need {meta.app_label}.{action}_{meta.model_name}")
-
-
-def _save_valid(request: HttpRequest, form: KubeObjectPageForm | ManifestForm) -> KubeObject | None:
-    """Validate and save a posted form in one transaction: its version check locks the row until saved."""
-    if request.method != "POST":
-        return None
-    with transaction.atomic():
-        return form.save(Actor.from_request(request, PORTAL)) if form.is_valid() else None
-
-
 @login_required
 def model_form(request: HttpRequest, kind: str, pk: int | None = None) -> HttpResponse:
     """Create (no pk) or edit one serving model with the kind's form."""
     model = _model(kind)
-    obj = visible_object(request, model, pk, CHANGE) if pk else None
-    _require_perm(request, model, "change" if obj else "add")
-    form_class = FORMS[model]
-    form = form_class(request.POST or None, user=request.user, instance=obj)
-    saved = _save_valid(request, form)
-    if saved:
-        return redirect(obj_url(saved))
-    return render(
-        request, "portal/object_form.html", {"form": form, "obj": obj, "kind": model.kube.kind, "kind_slug": kind}
-    )
+    return edit_page(
+        request, model, pk, lambda obj: FORMS[model](request.POST or None, user=request.user, instance=obj),
+        "portal/object_form.html", **mode_urls("model", pk, kind),
+    )  # fmt: skip
 
 
 @login_required
 def model_yaml(request: HttpRequest, kind: str, pk: int | None = None) -> HttpResponse:
     """YAML mode: paste a manifest; every error is listed with its path."""
     model = _model(kind)
-    obj = visible_object(request, model, pk, CHANGE) if pk else None
-    _require_perm(request, model, "change" if obj else "add")
-    form = ManifestForm(request.POST or None, user=request.user, model=model, instance=obj)
-    saved = _save_valid(request, form)
-    if saved:
-        return redirect(obj_url(saved))
-    return render(
-        request, "portal/object_yaml.html", {"form": form, "obj": obj, "kind": model.kube.kind, "kind_slug": kind}
-    )
+    return edit_page(
+        request, model, pk,
+        lambda obj: ManifestForm(request.POST or None, user=request.user, model=model, instance=obj),
+        "portal/object_yaml.html", **mode_urls("model", pk, kind),
+    )  # fmt: skip
 
 
 def resolve_view(model: type[KubeObject]):

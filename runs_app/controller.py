@@ -290,3 +290,24 @@ def _auto_delete(gateway: ClusterGateway, row: InferenceRun, run, status, name, 
         status.get("conditions"), "JobDeleted", True, policy, f"Job {name} and its contract deleted ({policy})", now
     )
     return f"{status['phase']} (deleted by {policy})"
+
+
+def cancel_in_cluster(gateway: ClusterGateway, row: InferenceRun, message: str, now: datetime) -> dict[str, Any]:
+    """End a run early: its status says Failed with ``message`` (reason ``Cancelled``), then its Job
+    goes with its pods (background propagation) and the contract ConfigMap with it.
+
+    The status is written first: a reconcile checks the phase before anything else and leaves a
+    finished run alone, so the Job is never re-created nor the run reported as "Job lost".
+    Returns the run as the cluster has it afterwards.
+    """
+    run = gateway.get(KIND, row.namespace, row.name)
+    status = dict(run.get("status") or {})
+    status.update(_phase(status, "Failed", message, now, run))
+    status["conditions"] = set_condition(status["conditions"], "Cancelled", True, "Cancelled", message, now)
+    status["completionTime"] = rfc3339(now)
+    run = gateway.patch_status(KIND, row.namespace, row.name, status)
+    job = (status.get("jobRef") or {}).get("name")
+    if job:
+        gateway.builtin("batch/v1", "Job").delete(row.namespace, job)
+        gateway.builtin("v1", "ConfigMap").delete(row.namespace, f"{job}-contract")
+    return run

@@ -1,4 +1,4 @@
-"""Run pages: submit, list, and a run page whose status polls (htmx) until the run ends."""
+"""Run pages: submit (or rerun), list, cancel, and a run page whose status polls (htmx) until the run ends."""
 
 from __future__ import annotations
 
@@ -7,24 +7,31 @@ import binascii
 import json
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_POST
 
-from accounts.access import VIEW, restrict
+from accounts.access import CHANGE, VIEW, restrict
 from clusters.audit import Actor
 from clusters.forms import to_yaml
-from clusters.models import Cluster
-from clusters.portal import PORTAL, non_empty, object_context, visible_object
+from clusters.models import Cluster, SyncState
+from clusters.portal import PORTAL, bad_request, non_empty, object_context, require_perm, visible_object
 from clusters.services import assign_manifest, save_portal_edit
+from runs_app.cancel import CancelRefused
+from runs_app.cancel import cancel as cancel_run
+from runs_app.cancel import refusal as cancel_refusal
+from runs_app.charts import duration_chart
 from runs_app.filtersets import InferenceRunFilterSet
 from runs_app.forms import RunForm
-from runs_app.models import InferenceRun
+from runs_app.models import InferenceConfig, InferenceRun
 
 TERMINAL = ("Succeeded", "Failed")
 PAGE_SIZE = 25
+CHART_RUNS = 30  # the latest runs of a config drawn on a run's page
 
 
 @login_required
@@ -33,7 +40,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     filterset = InferenceRunFilterSet(non_empty(request.GET), queryset=runs)
     if not filterset.is_valid():
         field, errors = next(iter(filterset.errors.items()))
-        return HttpResponse(f"{field}: {request.GET.get(field)!r} {errors[0]}", status=400, content_type="text/plain")
+        return bad_request(request, f"{field}: {request.GET.get(field)!r} {errors[0]}")
     page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -41,14 +48,15 @@ def run_list(request: HttpRequest) -> HttpResponse:
         request,
         "runs_app/run_list.html",
         {"page": page, "params": request.GET, "query": query.urlencode(),
-         "clusters": Cluster.objects.values_list("name", flat=True)},
+         "clusters": Cluster.objects.values_list("name", flat=True), "sync_states": SyncState.choices,
+         # pygal escapes every label it draws; the SVG is ours, not user HTML.
+         "duration_chart": mark_safe(duration_chart(page.object_list, "Durations of the runs listed"))},
     )  # fmt: skip
 
 
 @login_required
 def submit_run(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm("runs_app.add_inferencerun"):
-        raise PermissionDenied("you need runs_app.add_inferencerun")
+    require_perm(request, InferenceRun, "add")
     form = RunForm(request.POST or None, user=request.user, initial={"config": request.GET.get("config")})
     if request.method == "POST" and form.is_valid():
         run = InferenceRun(cluster=form.cleaned_data["config"].cluster)
@@ -56,6 +64,35 @@ def submit_run(request: HttpRequest) -> HttpResponse:
         save_portal_edit(run, Actor.from_request(request, PORTAL), made_from=None)
         return redirect("run-page", pk=run.pk)
     return render(request, "runs_app/submit.html", {"form": form})
+
+
+@login_required
+def rerun(request: HttpRequest, pk: int) -> HttpResponse:
+    """"Run again with these parameters": the submit form filled in from an earlier run (config,
+    timeout, schedule, parameters) under a new name, to change what differs and submit."""
+    require_perm(request, InferenceRun, "add")
+    run = visible_object(request, InferenceRun, pk)
+    configs = InferenceConfig.objects.filter(cluster=run.cluster, namespace=run.config_namespace, name=run.config_name)
+    spec = run.spec or {}
+    initial = {"config": configs.values_list("pk", flat=True).first(), "timeout_seconds": spec.get("timeoutSeconds"),
+               "schedule": spec.get("schedule", "")}  # fmt: skip
+    form = RunForm(user=request.user, initial=initial, parameters=spec.get("parameters") or {})
+    return render(request, "runs_app/submit.html", {"form": form, "rerun_of": run})
+
+
+@login_required
+@require_POST
+def cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """End a run that has not finished (see runs_app.cancel for what that means in the cluster)."""
+    run = visible_object(request, InferenceRun, pk, CHANGE)
+    require_perm(request, InferenceRun, "change")
+    try:
+        cancel_run(run, Actor.from_request(request, PORTAL))
+    except CancelRefused as refused:
+        messages.error(request, f"Cannot cancel {run.name}: {refused}")
+    else:
+        messages.success(request, f"Run {run.name} cancelled: its Job and pods are being deleted.")
+    return redirect("run-page", pk=run.pk)
 
 
 def decode_contract(value: Any) -> Any:
@@ -99,7 +136,19 @@ def _status_context(run: InferenceRun) -> dict[str, Any]:
 @login_required
 def run_page(request: HttpRequest, pk: int) -> HttpResponse:
     run = visible_object(request, InferenceRun, pk)
-    return render(request, "runs_app/run.html", {**object_context(request, run), **_status_context(run)})
+    context = {**object_context(request, run), **_status_context(run)}
+    config = InferenceConfig.objects.filter(cluster=run.cluster, namespace=run.config_namespace, name=run.config_name)
+    context["config"] = restrict(config, request.user, VIEW).first()
+    context["cancel_refused"] = cancel_refusal(run)
+    context["can_rerun"] = request.user.has_perm("runs_app.add_inferencerun")
+    siblings = InferenceRun.objects.filter(
+        cluster=run.cluster, config_namespace=run.config_namespace, config_name=run.config_name
+    ).order_by("-created_at")
+    # pygal escapes every label it draws; the SVG is ours, not user HTML.
+    context["duration_chart"] = mark_safe(
+        duration_chart(restrict(siblings, request.user, VIEW)[:CHART_RUNS], f"Runs of {run.config_name}")
+    )
+    return render(request, "runs_app/run.html", context)
 
 
 @login_required

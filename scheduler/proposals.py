@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusters.kinds import with_article
 from clusters.manifests import resolve_kind, validate_manifest
 from clusters.merge import apply_merge_patch
 from clusters.models import Cluster, KubeObject
@@ -101,7 +102,11 @@ def proposal_from_request(
     row = model.objects.filter(cluster=cluster, pk=item.get("id")).first()
     if row is None or (visible is not None and not visible(row.cluster_id, row.namespace)):
         raise ManifestInvalid(
-            [FieldError(f"{path}.id", item.get("id"), f"is not the id of a {kind} in cluster {cluster.name}")]
+            [
+                FieldError(
+                    f"{path}.id", item.get("id"), f"is not the id of {with_article(kind)} in cluster {cluster.name}"
+                )
+            ]
         )
     if item.get("spec") is None:
         return _from_row(model, row, "existing", path)

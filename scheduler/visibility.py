@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from clusters.kinds import with_article
 from clusters.validation import FieldError
 from scheduler.accounting import PoolAccount
 from scheduler.proposals import Proposal
@@ -38,7 +39,7 @@ def hidden_proposals(
 ) -> list[FieldError]:
     """Existing models named by id that the user cannot see, worded exactly as an unknown id is (no leak)."""
     return [
-        FieldError(f"{p.path}.id", item.get("id"), f"is not the id of a {p.kind} in cluster {cluster_name}")
+        FieldError(f"{p.path}.id", item.get("id"), f"is not the id of {with_article(p.kind)} in cluster {cluster_name}")
         for p, item in zip(proposals, items, strict=True)
         if p.origin in ("existing", "edited") and not visible(p.cluster_id, p.namespace)
     ]

@@ -125,7 +125,7 @@ def test_planning_pools_hide_other_teams_models(world):
     )
     assert hidden.status_code == 400
     assert hidden.json() == {
-        "models[0].id": [f"models[0].id: {secret.pk} is not the id of a InferenceModel in cluster east"]
+        "models[0].id": [f"models[0].id: {secret.pk} is not the id of an InferenceModel in cluster east"]
     }
     plan = world.api("member").post(
         "/api/planning/plan/",

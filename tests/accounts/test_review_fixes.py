@@ -22,7 +22,7 @@ def test_planning_by_id_answers_other_teams_ids_like_missing_ones(world) -> None
         response = world.api("member").post("/api/planning/plan/", {"cluster": "east", "models": [body]}, format="json")
         assert response.status_code == 400
         assert "nlp" not in response.content.decode() and secret.name not in response.content.decode()
-        assert "is not the id of a InferenceModel in cluster east" in json.dumps(response.json())
+        assert "is not the id of an InferenceModel in cluster east" in json.dumps(response.json())
 
 
 def test_a_run_cannot_read_another_teams_config(world) -> None:

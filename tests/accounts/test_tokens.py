@@ -21,9 +21,20 @@ KEY = re.compile(r'<code id="token-key">([^<]+)</code>')
 
 
 def create(browser: Client, name: str, days: int = 30) -> str:
+    """Post the form, follow the redirect (post/redirect/get) and read the key shown once."""
     response = browser.post("/account/token/create/", {"name": name, "days": days})
-    assert response.status_code == 200 and "no-store" in response["Cache-Control"]
-    return KEY.search(response.content.decode()).group(1)
+    assert response.status_code == 302 and response["Location"] == "/account/"
+    shown = browser.get("/account/")
+    assert "no-store" in shown["Cache-Control"]
+    return KEY.search(shown.content.decode()).group(1)
+
+
+def test_reloading_the_page_after_creating_a_token_neither_creates_another_nor_shows_the_key(world):
+    browser = world.browser("member")
+    key = create(browser, "laptop")
+    reloaded = browser.get("/account/").content.decode()  # what a reload of the redirected page does
+    assert key not in reloaded and 'id="token-key"' not in reloaded
+    assert ApiToken.objects.filter(user=world.member).count() == 1
 
 
 def api_with(key: str) -> APIClient:
@@ -83,7 +94,7 @@ def test_token_forms_need_csrf_and_login(world):
     page = strict.get("/account/").content.decode()
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
     created = strict.post("/account/token/create/", {"csrfmiddlewaretoken": token, "name": "x", "days": 30})
-    assert created.status_code == 200
+    assert created.status_code == 302
     digest = ApiToken.objects.get().digest
     assert strict.post(f"/account/token/{digest}/revoke/").status_code == 403
     anonymous = Client()

@@ -38,7 +38,7 @@ def test_planning_page_shows_accounts_chart_and_a_plan(make_user, cluster, gpu_p
     assert "larger than any node: needs 90.0Gi; the pool&#x27;s biggest node has 64.0Gi allocatable" in result
 
     bad = client.post("/planning/", {"cluster": "prod", "models": "- {kind: InferenceModel, id: 424242}"})
-    assert "models[0].id: 424242 is not the id of a InferenceModel in cluster prod" in bad.content.decode()
+    assert "models[0].id: 424242 is not the id of an InferenceModel in cluster prod" in bad.content.decode()
 
 
 def test_calculator_page_shows_every_term(make_user, db):

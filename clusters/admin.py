@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
+from clusters.admin_quantities import QuantityAdminMixin
 from clusters.audit import Actor
+from clusters.connection import check_connection
+from clusters.controllers import controllable_kinds
 from clusters.forms import KubeObjectForm, to_yaml
+from clusters.metadata_rules import DNS1123_LABEL
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.services import Resolution, request_delete, resolve_conflict, save_portal_edit
+from clusters.tasks import resync_cluster_task
 
 
 def _value(field: dict, side: str) -> str:
@@ -22,9 +27,43 @@ def _yaml_block(value) -> str:
     return format_html('<pre style="margin:0">{}</pre>', to_yaml(value) or "—")
 
 
+class NamespaceListField(forms.CharField):
+    """Namespaces one per line (commas and spaces also separate), cleaned to a list of names;
+    each bad one is named with the rule it breaks."""
+
+    widget = forms.Textarea(attrs={"rows": 4, "cols": 40, "placeholder": "one namespace per line"})
+
+    def prepare_value(self, value):
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value) -> list[str]:
+        if isinstance(value, list):
+            return value
+        names = list(dict.fromkeys((value or "").replace(",", " ").split()))
+        bad = [name for name in names if len(name) > 63 or not DNS1123_LABEL.fullmatch(name)]
+        if bad:
+            raise forms.ValidationError(
+                f"{', '.join(map(repr, bad))}: a namespace name is at most 63 lowercase letters, digits and '-', "
+                "starting and ending with a letter or digit"
+            )
+        return names
+
+
 class ClusterForm(forms.ModelForm):
     """Credentials are write-only: never rendered back; an empty submit keeps the stored one, unless
-    the URL it is sent to changed (then it must be given again)."""
+    the URL it is sent to changed (then it must be given again). Namespaces are lines of text and
+    managed kinds checkboxes, never JSON to type."""
+
+    namespaces = NamespaceListField(
+        required=False, help_text="Namespaces to sync, one per line; empty means all namespaces."
+    )
+    managed_kinds = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        choices=lambda: [(kind, kind) for kind in controllable_kinds()],
+        help_text="Kinds the portal acts as the controller for in this cluster; leave unchecked where another "
+        "controller acts on them (never both).",
+    )
 
     prometheus_auth_header = forms.CharField(
         required=False,
@@ -80,9 +119,39 @@ class ClusterAdmin(admin.ModelAdmin):
     list_filter = ["auth_method", "healthy"]
     search_fields = ["name", "description", "server_url"]
     readonly_fields = ["healthy", "last_error", "missing_kinds", "last_full_resync_at", "created_at", "updated_at"]
+    actions = ["sync_now", "test_connection"]
+
+    @admin.action(description="Sync now: read every mirrored object from the selected clusters again")
+    def sync_now(self, request, queryset):
+        snapshots = [cluster.name for cluster in queryset if cluster.auth_method == Cluster.AuthMethod.SNAPSHOT]
+        started = [cluster for cluster in queryset if cluster.name not in snapshots]
+        for cluster in started:
+            resync_cluster_task.delay(cluster.pk)
+        if started:
+            self.message_user(
+                request,
+                f"Sync started for {', '.join(c.name for c in started)}: the Healthy and Last full resync columns "
+                "show the outcome (reload the list).",
+                messages.SUCCESS,
+            )
+        if snapshots:
+            self.message_user(
+                request, f"Not synced: {', '.join(snapshots)} (snapshots have no API server).", messages.WARNING
+            )
+
+    @admin.action(description="Test connection: reach the API server and list each mirrored kind")
+    def test_connection(self, request, queryset):
+        for cluster in queryset:
+            report = check_connection(cluster)
+            self.message_user(request, report.summary(), messages.SUCCESS if report.ok else messages.ERROR)
 
 
-class KubeObjectAdmin(admin.ModelAdmin):
+def _as_shown(field: str) -> str:
+    """A derived byte column is shown as a quantity (``80Gi``), through QuantityAdminMixin."""
+    return f"{field}_quantity" if field.endswith("_bytes") else field
+
+
+class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
     """Base admin for mirrored kinds: sync fields read-only, spec and status shown as YAML."""
 
     form = KubeObjectForm
@@ -116,7 +185,7 @@ class KubeObjectAdmin(admin.ModelAdmin):
             "conflict_table",
             "audit_history",
             "last_synced_spec_yaml",
-            *self.model.projected_fields(),
+            *map(_as_shown, self.model.projected_fields()),
         ]
         return [*readonly, "cluster", "namespace", "name"] if obj else readonly
 
@@ -126,7 +195,7 @@ class KubeObjectAdmin(admin.ModelAdmin):
             (None, {"fields": identity}),
             ("Spec", {"fields": ["spec"]}),
             ("Status (from the cluster)", {"fields": ["status_yaml"]}),
-            ("Derived columns", {"fields": list(self.model.projected_fields()), "classes": ["collapse"]}),
+            ("Derived columns", {"fields": [*map(_as_shown, self.model.projected_fields())], "classes": ["collapse"]}),
             ("Sync", {"fields": [*self.sync_fields, "conflict_table", "last_synced_spec_yaml"]}),
             ("History", {"fields": ["audit_history"], "classes": ["collapse"]}),
         ]

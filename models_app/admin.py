@@ -6,7 +6,7 @@ from models_app.models import InferenceModel, KubeAIModel, ModelService
 
 @admin.register(InferenceModel)
 class InferenceModelAdmin(KubeObjectAdmin):
-    kind_list_display = ("model_name", "node_pool", "memory_bytes", "ready", "utilization_percent")
+    kind_list_display = ("model_name", "node_pool", "memory_bytes_quantity", "ready", "utilization_percent")
     kind_list_filter = ("node_pool", "ready")
     search_fields = ["name", "namespace", "model_name"]
 

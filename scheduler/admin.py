@@ -2,31 +2,31 @@
 
 from django.contrib import admin
 
+from clusters.admin_quantities import QuantityAdminMixin
 from scheduler.models import MemoryReservation, Node, NodePool
 
 
-class NodeInline(admin.TabularInline):
+class NodeInline(QuantityAdminMixin, admin.TabularInline):
     """Nodes are read from the cluster on every refresh, so hand edits would be overwritten."""
 
     model = Node
     extra = 0
     can_delete = False
     fields = readonly_fields = [
-        "name",
-        "allocatable_bytes",
-        "capacity_bytes",
-        "gpu_count",
-        "gpu_memory_bytes",
+        "name", "allocatable_bytes_quantity", "capacity_bytes_quantity", "gpu_count", "gpu_memory_bytes_quantity",
         "schedulable",
-    ]
+    ]  # fmt: skip
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
 
 @admin.register(NodePool)
-class NodePoolAdmin(admin.ModelAdmin):
-    list_display = ["name", "cluster", "source", "node_count", "allocatable_bytes", "budget_bytes", "gpu_count"]
+class NodePoolAdmin(QuantityAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "name", "cluster", "source", "node_count", "allocatable_bytes_quantity", "budget_bytes_quantity", "gpu_count",
+    ]  # fmt: skip
+    quantity_fields = ("allocatable_bytes", "largest_node_bytes", "gpu_memory_bytes", "budget_bytes")
     list_filter = ["cluster", "source"]
     search_fields = ["name"]
     readonly_fields = ["refreshed_at"]
@@ -34,13 +34,13 @@ class NodePoolAdmin(admin.ModelAdmin):
 
 
 @admin.register(MemoryReservation)
-class MemoryReservationAdmin(admin.ModelAdmin):
+class MemoryReservationAdmin(QuantityAdminMixin, admin.ModelAdmin):
     """Staff may delete a reservation left behind by a controller that never released it."""
 
-    list_display = ["kind", "namespace", "name", "pool", "memory_bytes", "created_at"]
+    list_display = ["kind", "namespace", "name", "pool", "memory_bytes_quantity", "created_at"]
     list_filter = ["pool__cluster", "pool", "kind"]
     search_fields = ["name", "namespace"]
-    readonly_fields = ["pool", "kind", "namespace", "name", "memory_bytes", "created_at", "updated_at"]
+    readonly_fields = ["pool", "kind", "namespace", "name", "memory_bytes_quantity", "created_at", "updated_at"]
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -62,8 +62,8 @@ def test_a_moved_url_needs_its_credential_again(api_as, cluster) -> None:
 def test_admin_form_refuses_a_moved_url_without_its_credential(client, cluster, django_user_model) -> None:
     client.force_login(django_user_model.objects.create_superuser("root", "r@example.com", "pw"))
     form = {
-        "name": cluster.name, "auth_method": "token", "server_url": "https://evil:6443", "namespaces": "[]",
-        "managed_kinds": "[]", "request_timeout_seconds": 10,
+        "name": cluster.name, "auth_method": "token", "server_url": "https://evil:6443", "namespaces": "",
+        "request_timeout_seconds": 10,
     }  # fmt: skip
     response = client.post(f"/admin/clusters/cluster/{cluster.pk}/change/", form)
     assert response.status_code == 200 and "must be given again when server_url changes" in response.content.decode()

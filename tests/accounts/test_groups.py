@@ -1,0 +1,30 @@
+"""The ready-made groups: "ML team member" works with the mirrored kinds in its teams'
+namespaces; "Platform staff" also runs clusters, teams and pools (README "Teams and access")."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+
+def test_ready_made_groups_make_a_new_user_one_click_from_working(db, world) -> None:
+    member = User.objects.create_user("nina", password="pw")
+    member.groups.add(Group.objects.get(name="ML team member"))
+    world.vision.members.add(member)
+    browser = Client()
+    browser.force_login(member)
+    config = world.objects[("InferenceConfig", "vision")]
+    created = browser.post("/runs/new/", {"config": config.pk, "name": "first", "timeout_seconds": 60})
+    assert created.status_code == 302
+    model = world.objects[("InferenceModel", "vision")]
+    assert browser.get(f"/models/inferencemodels/{model.pk}/delete/").status_code == 200
+    assert browser.get("/api/clusters/").status_code == 403  # clusters are platform staff's
+
+    platform = User.objects.create_user("paula", password="pw", is_staff=True)
+    platform.groups.add(Group.objects.get(name="Platform staff"))
+    browser.force_login(platform)
+    assert browser.get("/api/clusters/").status_code == 200
+    assert browser.get(f"/admin/clusters/cluster/{world.cluster.pk}/change/").status_code == 200
+    assert browser.get("/admin/accounts/team/add/").status_code == 200
+    assert browser.get("/admin/scheduler/nodepool/").status_code == 200
+    assert not Group.objects.get(name="ML team member").permissions.filter(content_type__app_label="clusters").exists()

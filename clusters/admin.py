@@ -6,6 +6,7 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.template.loader import render_to_string
 from django.utils.html import format_html, format_html_join
 
 from clusters.admin_quantities import QuantityAdminMixin
@@ -223,28 +224,11 @@ class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Audit history (newest first)")
     def audit_history(self, obj: KubeObject) -> str:
+        """Each change as its field path with the old and new values in YAML, as on the portal's pages."""
         entries = AuditEntry.objects.filter(kind=obj.kube.kind, object_id=obj.pk)[:50]
-        rows = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><pre>{}</pre></td></tr>",
-            (
-                (
-                    f"{entry.at:%Y-%m-%d %H:%M:%S}",
-                    entry.get_action_display(),
-                    entry.get_source_display(),
-                    entry.actor_label,
-                    to_yaml(entry.changes) or entry.message,
-                )
-                for entry in entries
-            ),
-        )
-        return (
-            format_html(
-                "<table><tr><th>when</th><th>what</th><th>from</th><th>who</th><th>changes</th></tr>{}</table>", rows
-            )
-            if entries
-            else "—"
-        )
+        if not entries:
+            return "—"
+        return render_to_string("portal/_audit.html", {"audit": entries})
 
     @admin.action(description="Resolve conflicts: keep the portal's values (applied over the cluster's)")
     def resolve_take_portal(self, request, queryset):

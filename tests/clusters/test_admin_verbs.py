@@ -11,7 +11,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from clusters.models import Cluster
+from clusters.audit import Actor, record
+from clusters.models import AuditEntry, Cluster
 from models_app.models import InferenceModel
 from scheduler.models import NodePool
 from tests.accounts.conftest import sample_in, store
@@ -59,11 +60,16 @@ def test_pool_memory_is_shown_and_entered_as_quantities(staff, cluster) -> None:
     assert pool.budget_bytes is None
 
 
-def test_model_memory_is_a_quantity_in_the_admin(staff, cluster) -> None:
+def test_model_memory_is_a_quantity_and_history_is_yaml_in_the_admin(staff, cluster) -> None:
     model = store(cluster, sample_in("InferenceModel", "vision"))
     listed = page(staff.get("/admin/models_app/inferencemodel/"))
     assert f"{model.memory_bytes // GI}Gi" in listed and str(model.memory_bytes) not in listed
-    assert f"{model.memory_bytes // GI}Gi" in page(staff.get(f"/admin/models_app/inferencemodel/{model.pk}/change/"))
+    changes = [{"path": "spec.nodeSelector", "old": {"pool": "a"}, "new": {"pool": "b"}}]
+    record(model, AuditEntry.Action.UPDATED, Actor("vera", AuditEntry.Source.PORTAL), changes)
+    change_page = page(staff.get(f"/admin/models_app/inferencemodel/{model.pk}/change/"))
+    assert f"{model.memory_bytes // GI}Gi" in change_page
+    assert "<code>spec.nodeSelector</code>" in change_page and "<pre>pool: b</pre>" in change_page
+    assert "{'pool'" not in change_page
 
 
 def test_namespaces_and_managed_kinds_are_widgets(staff, cluster) -> None:

@@ -15,6 +15,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
@@ -45,6 +46,28 @@ def bad_request(request: HttpRequest, message: str) -> HttpResponse:
     """A 400 page in the portal's style naming the parameter, its value and the rule (the API's
     wording), with the way back to the unfiltered list."""
     return render(request, "portal/bad_request.html", {"message": message, "back": request.path}, status=400)
+
+
+PAGE_SIZE = 25
+
+
+def list_page(
+    request: HttpRequest, filterset_class: type, queryset: Any, template: str, extra: Any = None
+) -> HttpResponse:
+    """A filtered, paginated list of one kind: the kind's FilterSet (the API's), a styled 400 naming
+    the bad parameter, ``PAGE_SIZE`` rows a page. ``extra(page)`` adds context from the page's rows."""
+    filterset = filterset_class(non_empty(request.GET), queryset=queryset)
+    if not filterset.is_valid():
+        field, errors = next(iter(filterset.errors.items()))
+        return bad_request(request, f"{field}: {request.GET.get(field)!r} {errors[0]}")
+    page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "page": page, "params": request.GET, "query": query.urlencode(),
+        "clusters": Cluster.objects.values_list("name", flat=True), "sync_states": SyncState.choices,
+    }  # fmt: skip
+    return render(request, template, {**context, **(extra(page) if extra else {})})
 
 
 def dig(data: Any, path: tuple[str, ...]) -> Any:

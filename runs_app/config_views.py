@@ -7,36 +7,20 @@ for the admin. Access, validation and writes are the shared ones of clusters.por
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from accounts.access import VIEW, restrict
-from clusters.models import Cluster, SyncState
-from clusters.portal import ManifestForm, bad_request, edit_page, mode_urls, non_empty, object_context, visible_object
+from clusters.portal import ManifestForm, edit_page, list_page, mode_urls, object_context, visible_object
 from runs_app.filtersets import InferenceConfigFilterSet
 from runs_app.forms import InferenceConfigPageForm
 from runs_app.models import InferenceConfig, InferenceRun
-
-PAGE_SIZE = 25
 
 
 @login_required
 def config_list(request: HttpRequest) -> HttpResponse:
     configs = restrict(InferenceConfig.objects.select_related("cluster"), request.user, VIEW)
-    filterset = InferenceConfigFilterSet(non_empty(request.GET), queryset=configs)
-    if not filterset.is_valid():
-        field, errors = next(iter(filterset.errors.items()))
-        return bad_request(request, f"{field}: {request.GET.get(field)!r} {errors[0]}")
-    page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
-    return render(
-        request,
-        "runs_app/config_list.html",
-        {"page": page, "params": request.GET, "query": query.urlencode(),
-         "clusters": Cluster.objects.values_list("name", flat=True), "sync_states": SyncState.choices},
-    )  # fmt: skip
+    return list_page(request, InferenceConfigFilterSet, configs, "runs_app/config_list.html")
 
 
 @login_required

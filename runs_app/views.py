@@ -9,7 +9,6 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
@@ -18,8 +17,7 @@ from django.views.decorators.http import require_POST
 from accounts.access import CHANGE, VIEW, restrict
 from clusters.audit import Actor
 from clusters.forms import to_yaml
-from clusters.models import Cluster, SyncState
-from clusters.portal import PORTAL, bad_request, non_empty, object_context, require_perm, visible_object
+from clusters.portal import PORTAL, list_page, object_context, require_perm, visible_object
 from clusters.services import assign_manifest, save_portal_edit
 from runs_app.cancel import CancelRefused
 from runs_app.cancel import cancel as cancel_run
@@ -30,27 +28,16 @@ from runs_app.forms import RunForm
 from runs_app.models import InferenceConfig, InferenceRun
 
 TERMINAL = ("Succeeded", "Failed")
-PAGE_SIZE = 25
 CHART_RUNS = 30  # the latest runs of a config drawn on a run's page
 
 
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
     runs = restrict(InferenceRun.objects.select_related("cluster"), request.user, VIEW).order_by("-created_at")
-    filterset = InferenceRunFilterSet(non_empty(request.GET), queryset=runs)
-    if not filterset.is_valid():
-        field, errors = next(iter(filterset.errors.items()))
-        return bad_request(request, f"{field}: {request.GET.get(field)!r} {errors[0]}")
-    page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
-    return render(
-        request,
-        "runs_app/run_list.html",
-        {"page": page, "params": request.GET, "query": query.urlencode(),
-         "clusters": Cluster.objects.values_list("name", flat=True), "sync_states": SyncState.choices,
-         # pygal escapes every label it draws; the SVG is ours, not user HTML.
-         "duration_chart": mark_safe(duration_chart(page.object_list, "Durations of the runs listed"))},
+    return list_page(
+        request, InferenceRunFilterSet, runs, "runs_app/run_list.html",
+        # pygal escapes every label it draws; the SVG is ours, not user HTML.
+        lambda page: {"duration_chart": mark_safe(duration_chart(page.object_list, "Durations of the runs listed"))},
     )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from scheduler.models import NodePool
 from tests.accounts.conftest import sample_in, store
 from tests.browser.test_portal_in_browser import log_in
 from tests.clusters.conftest import sample_manifest, wait_for
+from tests.portal.test_verbs_in_cluster import finish_cleanup
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GI = 1024**3
@@ -52,11 +53,7 @@ def test_delete_asks_then_shows_deleting_until_the_finalizers_go(page, shoot, wo
     expect(row.locator(".badge.Deleting")).to_have_text("Deleting")
     shoot(page, "delete-deleting")
 
-    held = kube.read(InferenceModel.kube, "mistral-7b")
-    held["metadata"]["finalizers"] = []
-    kube.write(held, field_manager="controller")
-    wait_for(lambda: kube.read(InferenceModel.kube, "mistral-7b") is None, message="the object to go")
-    kube.sync()
+    finish_cleanup(kube, "mistral-7b")
     page.reload()
     expect(row.locator(".badge.DeletedInCluster")).to_have_text("DeletedInCluster")
     shoot(page, "delete-deleted-in-cluster")

@@ -17,6 +17,15 @@ from tests.conftest import ALL_KIND_PERMS
 FINALIZER = "inference.eh-ops.io/finalizer"
 
 
+def finish_cleanup(kube, name: str) -> None:
+    """The other controller finishes: it removes its finalizer, the object goes, a resync sees it."""
+    held = kube.read(InferenceModel.kube, name)
+    held["metadata"]["finalizers"] = []
+    kube.write(held, field_manager="controller")
+    wait_for(lambda: kube.read(InferenceModel.kube, name) is None, message="the object to go")
+    kube.sync()
+
+
 @pytest.fixture
 def portal(transactional_db, make_user) -> Client:
     browser = Client()
@@ -48,11 +57,7 @@ def test_delete_shows_deleting_until_the_finalizers_are_gone(kube, portal) -> No
     row.refresh_from_db()
     assert row.sync_state == SyncState.DELETING
 
-    held = kube.read(InferenceModel.kube, "mistral-7b")
-    held["metadata"]["finalizers"] = []
-    kube.write(held, field_manager="controller")
-    wait_for(lambda: kube.read(InferenceModel.kube, "mistral-7b") is None, message="the object to go")
-    kube.sync()
+    finish_cleanup(kube, "mistral-7b")
     row.refresh_from_db()
     assert row.sync_state == SyncState.DELETED_IN_CLUSTER
 

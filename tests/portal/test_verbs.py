@@ -152,6 +152,18 @@ def test_cancel_is_explained_where_the_portal_cannot_cancel(world) -> None:
     assert world.browser("viewer").post(f"/runs/{run.pk}/cancel/").status_code == 404
 
 
+def test_cancel_is_refused_with_the_way_out_where_another_controller_runs_the_run(world) -> None:
+    run = world.objects[("InferenceRun", "vision")]
+    InferenceRun.objects.filter(pk=run.pk).update(uid="uid-1", phase="Running")  # the cluster has it, running
+    page = text(world.browser("member").get(f"/runs/{run.pk}/"))
+    assert "runs InferenceRuns with another controller, which has no way to stop a run: delete the run" in page
+    world.cluster.managed_kinds = ["InferenceRun"]
+    world.cluster.save()
+    InferenceRun.objects.filter(pk=run.pk).update(schedule="0 3 * * *")
+    page = text(world.browser("member").get(f"/runs/{run.pk}/"))
+    assert "a scheduled run starts a Job on each tick: delete the run to stop its schedule" in page
+
+
 def test_history_shows_field_paths_with_yaml_values(world) -> None:
     model = world.objects[("InferenceModel", "vision")]
     changes = [
@@ -159,6 +171,7 @@ def test_history_shows_field_paths_with_yaml_values(world) -> None:
         {"path": "spec.container", "old": None, "new": {"resources": {"limits": {"cpu": "4"}}}},
         {"path": "spec.dependencies", "old": ["tokenizer"], "new": []},
         {"path": "spec.maxReplicas", "old": 2, "new": None},
+        {"path": "spec.command", "old": "echo one", "new": "echo one\necho two"},
     ]
     record(model, AuditEntry.Action.UPDATED, Actor("vera", AuditEntry.Source.PORTAL), changes)
     page = text(world.browser("member").get(detail_url(model)))
@@ -166,7 +179,7 @@ def test_history_shows_field_paths_with_yaml_values(world) -> None:
     assert "<code>spec.memory</code>" in audit and "<pre>80Gi</pre>" in audit and "<pre>96Gi</pre>" in audit
     assert "<pre>resources:\n  limits:\n    cpu: '4'</pre>" in audit
     assert "<pre>- tokenizer</pre>" in audit and "<pre>[]</pre>" in audit and "<pre>2</pre>" in audit
-    assert "<em>not set</em>" in audit
+    assert "<em>not set</em>" in audit and "<pre>|-\n  echo one\n  echo two</pre>" in audit
     assert "{'" not in audit and "['" not in audit and "None" not in audit  # no Python reprs
 
 

@@ -17,6 +17,7 @@ import operator
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import orjson
 from django.db import connection, models
@@ -69,6 +70,9 @@ def insert(model: type[models.Model], rows: Iterable[models.Model]) -> None:
     _copy_into(model, model._meta.db_table, rows)
 
 
+_staging_tables: WeakKeyDictionary[Any, set[str]] = WeakKeyDictionary()  # per database session
+
+
 def staged_update(
     model: type[models.Model],
     rows: Iterable[models.Model],
@@ -88,12 +92,18 @@ def staged_update(
     key_columns = _columns(model, unique)
     joined = " AND ".join(f"t.{c} = s.{c}" for c in key_columns)
     assignments = ", ".join(f"{c} = s.{c}" for c in _columns(model, update))
+    if not connection.in_atomic_block:
+        raise RuntimeError("staged_update needs a transaction: its staging table empties at commit")
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TEMP TABLE IF NOT EXISTS {staging} AS "
-            f"SELECT {_quoted_columns(_fields(model))} FROM {table} WITH NO DATA"
-        )
-        cursor.execute(f"TRUNCATE {staging}")
+        created = _staging_tables.setdefault(connection.connection, set())
+        if staging_name not in created:
+            # Once per database session; it empties itself at each commit (a watch batch saves the
+            # two round trips of creating and truncating it).
+            cursor.execute(
+                f"CREATE TEMP TABLE IF NOT EXISTS {staging} ON COMMIT DELETE ROWS AS "
+                f"SELECT {_quoted_columns(_fields(model))} FROM {table} WITH NO DATA"
+            )
+            created.add(staging_name)
         _copy_into(model, staging_name, rows)
         cursor.execute(
             f"UPDATE {table} t SET {assignments} FROM {staging} s WHERE {joined}"

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from clusters import sync_stats
 from clusters.audit import Actor
+from clusters.bulk import gc_paused
 from clusters.gateway import ClusterGateway, GatewayError, GoneError, ListPage, NotFoundError
 from clusters.inbound import mark_deleted_in_cluster
 from clusters.ingest import ingest_items, object_key
@@ -48,7 +49,8 @@ def list_pages(
         began = timezone.now()
         try:
             while True:
-                page = gateway.list_page(model.kube, namespace, page_size, token)
+                with gc_paused():  # decoding a page builds thousands of containers, all kept
+                    page = gateway.list_page(model.kube, namespace, page_size, token)
                 yield began, page
                 if not page.continue_token:
                     return

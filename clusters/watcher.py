@@ -137,10 +137,6 @@ class WatchLoop:
         finally:
             connection.close()
 
-    def handle(self, event: dict[str, Any]) -> None:
-        """Act on one watch event (see :meth:`handle_batch`)."""
-        self.handle_batch([event])
-
     def handle_batch(self, events: list[dict[str, Any]]) -> None:
         """Act on the events that arrived together, in order, and advance the tracked resourceVersion
         (bookmarks included) past the ones applied. An ERROR event ends the stream after the events
@@ -245,9 +241,6 @@ class KindWatcher(WatchLoop):
 
     def stream(self, gateway: ClusterGateway, timeout: int) -> Iterator[dict[str, Any]]:
         return gateway.watch(self.model.kube, self.namespace, self.resource_version or "", timeout)
-
-    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
-        self.apply_batch([{"type": event_type, "object": obj}])
 
     def apply_batch(self, events: list[dict[str, Any]]) -> None:
         """Store a batch of events in order: each run of ADDED/MODIFIED events in bulk (the last

@@ -1,9 +1,8 @@
 """Full resync of one kind in one cluster: paged list, upsert what changed, tombstone what is gone.
 
-It repairs anything a watch missed and gives the watch its starting resourceVersion. Unchanged
-objects (same uid and resourceVersion) cost one dictionary lookup; new and changed ones whose
-rows are not ahead of the cluster are written in bulk (``INSERT ... ON CONFLICT DO UPDATE``),
-and the rest go through :func:`clusters.inbound.upsert_from_cluster` one by one.
+It repairs anything a watch missed and gives the watch its starting resourceVersion. Each page is
+stored as it arrives by :func:`clusters.ingest.ingest_items` (unchanged objects write nothing);
+rows the cluster no longer lists are tombstoned in one UPDATE.
 """
 
 from __future__ import annotations
@@ -11,17 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from clusters import bulk, sync_stats
-from clusters.audit import Actor, json_diff
+from clusters import sync_stats
+from clusters.audit import Actor
+from clusters.bulk import gc_paused
 from clusters.gateway import ClusterGateway, GatewayError, GoneError, ListPage, NotFoundError
-from clusters.inbound import PORTAL_AHEAD, mark_deleted_in_cluster, take_cluster_bookkeeping, upsert_from_cluster
+from clusters.inbound import mark_deleted_in_cluster
+from clusters.ingest import ingest_items, object_key
 from clusters.kinds import all_models
-from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
+from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 
 PAGE_SIZE = 500
 MAX_LIST_RESTARTS = 3
@@ -49,7 +49,8 @@ def list_pages(
         began = timezone.now()
         try:
             while True:
-                page = gateway.list_page(model.kube, namespace, page_size, token)
+                with gc_paused():  # decoding a page builds thousands of containers, all kept
+                    page = gateway.list_page(model.kube, namespace, page_size, token)
                 yield began, page
                 if not page.continue_token:
                     return
@@ -84,7 +85,7 @@ def resync_namespace(
     for began, page in list_pages(gateway, model, namespace, page_size):
         if began != started:  # the first page, or a restarted list
             started, listed = began, set()
-        listed.update(_key(item) for item in page.items)
+        listed.update(object_key(item) for item in page.items)
         written += ingest_items(model, gateway.cluster, page.items, started)
     report.listed += len(listed)
     report.written += written
@@ -92,140 +93,13 @@ def resync_namespace(
     return page.resource_version
 
 
-def _key(item: dict[str, Any]) -> tuple[str, str]:
-    return item["metadata"].get("namespace") or "default", item["metadata"]["name"]
-
-
-def ingest_items(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]], listed_at: datetime) -> int:
-    """Upsert listed objects that are new or changed; returns how many rows were written.
-
-    A list is a snapshot taken when it began (``listed_at``): rows written after that (by the
-    watcher, an apply, a portal edit or delete) already hold something newer than the snapshot,
-    or an intent it knows nothing of, so they are left alone, and an object the watcher saw
-    deleted meanwhile is not brought back. ResourceVersions cannot be compared to tell which is
-    newer; what happened after the list began can. The rows' states are read under row locks in
-    the same transaction as the writes, so a portal edit saved meanwhile waits and is never
-    overwritten by the cluster's older spec.
-    """
-    with transaction.atomic():
-        return _ingest_locked(model, cluster, items, listed_at)
-
-
-def _ingest_locked(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]], listed_at: datetime) -> int:
-    # Lock the rows of these objects only (not every row of the kind): edits of others go on.
-    keys = {_key(item) for item in items}
-    known = {
-        (namespace, name): (uid, resource_version, state, updated_at)
-        for namespace, name, uid, resource_version, state, updated_at in model.objects.select_for_update()
-        .filter(cluster=cluster, name__in={name for _, name in keys})
-        .values_list("namespace", "name", "uid", "resource_version", "sync_state", "updated_at")
-        if (namespace, name) in keys
-    }
-    bulk: list[dict[str, Any]] = []
-    written = 0
-    for item in items:
-        metadata = item["metadata"]
-        key = (metadata.get("namespace") or "default", metadata["name"])
-        seen = known.get(key)
-        if seen and seen[3] >= listed_at:
-            continue  # changed after the list began: newer than this snapshot
-        if (
-            seen
-            and seen[0] == metadata.get("uid")
-            and seen[1] == metadata.get("resourceVersion")
-            and seen[2] != SyncState.DELETED_IN_CLUSTER
-        ):
-            continue
-        if seen and seen[2] in PORTAL_AHEAD:
-            written += upsert_from_cluster(model, cluster, item) is not None
-        else:
-            bulk.append(item)
-    return written + _bulk_upsert(model, cluster, bulk)
-
-
-_SYNCED_FIELDS = [
-    "uid",
-    "resource_version",
-    "generation",
-    "observed_generation",
-    "labels",
-    "annotations",
-    "spec",
-    "status",
-    "last_synced_spec",
-    "last_synced_metadata",
-    "sync_state",
-    "last_error",
-    "conflict",
-    "cluster_created_at",
-    "updated_at",
-]
-
-
-def _bulk_upsert(model: type[KubeObject], cluster: Cluster, items: list[dict[str, Any]]) -> int:
-    """Upsert rows the cluster owns in bulk, plus one audit entry each (what changed, by whom)."""
-    if not items:
-        return 0
-    keys = [_key(item) for item in items]
-    before = {
-        (ns, name): {"spec": spec, "labels": labels, "annotations": annotations}
-        for ns, name, spec, labels, annotations in model.objects.filter(
-            cluster=cluster, name__in={name for _, name in keys}
-        ).values_list("namespace", "name", "spec", "labels", "annotations")
-    }
-    now = timezone.now()
-    scratch = model(cluster=cluster, updated_at=now, created_at=now)
-
-    def rows():
-        for item, (namespace, name) in zip(items, keys, strict=True):
-            scratch.namespace, scratch.name = namespace, name
-            take_cluster_bookkeeping(scratch, item)
-            document = cluster_document(item)
-            scratch.set_desired(document)
-            scratch.set_base(document)
-            scratch.status = item.get("status") or {}
-            scratch.observed_generation = scratch.status.get("observedGeneration")
-            scratch.sync_state = SyncState.DELETING if item["metadata"].get("deletionTimestamp") else SyncState.SYNCED
-            scratch.last_error, scratch.conflict = "", None
-            scratch.project()
-            yield scratch
-
-    try:
-        with transaction.atomic():
-            pks = bulk.upsert(
-                model,
-                rows(),
-                unique=["cluster", "namespace", "name"],
-                update=[*_SYNCED_FIELDS, *model.projected_fields()],
-                all_new=not before,
-            )
-            bulk.insert(AuditEntry, _audit_entries(model, cluster, items, keys, pks, before))
-    except DatabaseError:
-        # One object the database cannot hold fails the whole batch: store them one by one, so that
-        # one becomes an Error row naming the reason and every other object still gets through.
-        for item in items:
-            upsert_from_cluster(model, cluster, item)
-    return len(items)
-
-
-def _audit_entries(model, cluster, items, keys, pks, before):
-    """One entry per written object; yields one reused instance (bulk.insert reads it at once)."""
-    entry = AuditEntry(kind=model.kube.kind, cluster=cluster, source=AuditEntry.Source.CLUSTER)
-    for item, key in zip(items, keys, strict=True):
-        previous = before.get(key)
-        entry.object_id = pks[(cluster.pk, *key)]
-        entry.namespace, entry.name = key
-        entry.action = AuditEntry.Action.UPDATED if previous else AuditEntry.Action.CREATED
-        entry.actor_label = Actor.cluster(item).label
-        entry.changes = json_diff(previous or {}, cluster_document(item))
-        entry.at = None
-        yield entry
-
-
 def _tombstone_missing(
     model: type[KubeObject], cluster: Cluster, namespace: str | None, listed: set[tuple[str, str]], started: datetime
 ) -> int:
-    """A relist never reports deletions: rows the cluster had but no longer lists are tombstoned."""
+    """A relist never reports deletions: rows the cluster had but no longer lists are tombstoned.
+
+    Rows the cluster owns are marked in one UPDATE (with one audit entry each); rows with portal
+    intent go through :func:`mark_deleted_in_cluster`, which may surface a conflict."""
     # Rows written after the list began (by the watcher) may hold objects the list could not see yet.
     rows = (
         model.objects.filter(cluster=cluster, updated_at__lt=started)
@@ -235,11 +109,41 @@ def _tombstone_missing(
     if namespace:
         rows = rows.filter(namespace=namespace)
     gone = [
-        (ns, name, uid) for ns, name, uid in rows.values_list("namespace", "name", "uid") if (ns, name) not in listed
+        (pk, ns, name, uid, state)
+        for pk, ns, name, uid, state in rows.values_list("pk", "namespace", "name", "uid", "sync_state")
+        if (ns, name) not in listed
     ]
-    return sum(
-        mark_deleted_in_cluster(model, cluster, ns, name, uid, Actor.cluster()) is not None for ns, name, uid in gone
+    intent = [(ns, name, uid) for _, ns, name, uid, state in gone if state in _CONFLICT_ON_DELETE]
+    marked = _mark_gone(model, cluster, [pk for pk, *_, state in gone if state not in _CONFLICT_ON_DELETE], started)
+    return marked + sum(
+        mark_deleted_in_cluster(model, cluster, ns, name, uid, Actor.cluster()) is not None for ns, name, uid in intent
     )
+
+
+_CONFLICT_ON_DELETE = (SyncState.PENDING_APPLY, SyncState.CONFLICT, SyncState.ERROR)
+
+
+def _mark_gone(model: type[KubeObject], cluster: Cluster, pks: list[int], started: datetime) -> int:
+    """Mark rows deleted in the cluster, unless written since the list began; audit each."""
+    if not pks:
+        return 0
+    with transaction.atomic():
+        marked = list(
+            model.objects.filter(pk__in=pks, updated_at__lt=started)
+            .exclude(sync_state__in=[*_CONFLICT_ON_DELETE, SyncState.DELETED_IN_CLUSTER])
+            .select_for_update()
+            .values_list("pk", "namespace", "name")
+        )
+        model.objects.filter(pk__in=[pk for pk, *_ in marked]).update(
+            sync_state=SyncState.DELETED_IN_CLUSTER, uid="", resource_version="", updated_at=timezone.now()
+        )
+        actor = Actor.cluster()
+        AuditEntry.objects.bulk_create(
+            AuditEntry(kind=model.kube.kind, object_id=pk, cluster=cluster, namespace=ns, name=name,
+                       action=AuditEntry.Action.DELETED, source=actor.source, actor_label=actor.label)
+            for pk, ns, name in marked
+        )
+    return len(marked)
 
 
 def resync_cluster(cluster: Cluster, gateway: ClusterGateway | None = None) -> list[ResyncReport]:

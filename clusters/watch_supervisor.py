@@ -33,11 +33,13 @@ class ClusterSupervisor:
         identity: str | None = None,
         report: Callable[[str], None] = logger.info,
         check_every: float = 1.0,
+        gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
     ) -> None:
         self.cluster_id, self.stop = cluster_id, stop
         self.settings, self.timing = settings, timing or LeaseTiming()
         self.identity = identity or holder_identity()
         self.report, self.check_every = report, check_every
+        self.gateway_factory = gateway_factory  # how this replica reaches the API server
         self.leading = threading.Event()
         self.watching = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"supervise cluster {cluster_id}", daemon=True)
@@ -66,7 +68,7 @@ class ClusterSupervisor:
 
     def _supervise(self, cluster: Cluster) -> None:
         """Lead and watch this version of the cluster's row until it changes, goes, or ``stop``."""
-        gateway = ClusterGateway(cluster)
+        gateway = self.gateway_factory(cluster)
         elector = LeaseElector(gateway, lease_namespace(cluster.namespaces), self.identity, self.timing)
         election_stop, watch_stop = threading.Event(), threading.Event()
         self.leading.clear()
@@ -78,7 +80,7 @@ class ClusterSupervisor:
             while not self.stop.wait(min(self.check_every, self.timing.retry_period / 2)):
                 if self.leading.is_set() and watch is None:
                     watch_stop = threading.Event()
-                    watch = ClusterWatch(cluster, watch_stop, self.settings)
+                    watch = ClusterWatch(cluster, watch_stop, self.settings, self.gateway_factory)
                     watch.start()
                     self.watching.set()
                     self.report(f"watching {cluster.name} ({len(watch.watchers)} watches)")

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from queue import Empty, Queue
 from typing import Any
 
 from django.db import close_old_connections, connection
@@ -23,7 +24,8 @@ from django.db import close_old_connections, connection
 from clusters import sync_stats
 from clusters.controllers import ChildKind, controller_children
 from clusters.gateway import ClusterGateway, GatewayError, GoneError, TransientError
-from clusters.inbound import mark_deleted_in_cluster, upsert_from_cluster
+from clusters.inbound import mark_deleted_in_cluster
+from clusters.ingest import ingest
 from clusters.kinds import all_models
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.resync import ResyncReport, resync_namespace
@@ -54,6 +56,7 @@ class Backoff:
 class WatchSettings:
     timeout_range: tuple[int, int] = (300, 600)
     backoff: Callable[[], Backoff] = Backoff
+    idle_close: float = 1.0  # seconds without events after which a watch's database connection is closed
 
 
 class WatchLoop:
@@ -88,6 +91,11 @@ class WatchLoop:
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    def apply_batch(self, events: list[dict[str, Any]]) -> None:
+        """Act on a batch of ADDED/MODIFIED/DELETED events, in order; by default one at a time."""
+        for event in events:
+            self.apply(event["type"], event.get("object") or {})
+
     def run(self) -> None:
         backoff = self.settings.backoff()
         try:
@@ -100,10 +108,9 @@ class WatchLoop:
                             self.relists += 1
                             self.resource_version = self.relist(gateway)
                             sync_stats.listed(self.cluster, self.kind)
-                        for event in self.stream(gateway, random.randint(*self.settings.timeout_range)):
-                            if self.stop.is_set():
-                                return
-                            self.handle(event)
+                        events = self.stream(gateway, random.randint(*self.settings.timeout_range))
+                        for batch in batches(events, self.stop, self.settings.idle_close):
+                            self.handle_batch(batch)
                     finally:
                         gateway.close()
                     backoff.stream_lasted(time.monotonic() - started)
@@ -130,17 +137,81 @@ class WatchLoop:
         finally:
             connection.close()
 
-    def handle(self, event: dict[str, Any]) -> None:
-        """Act on one watch event and advance the tracked resourceVersion (bookmarks included)."""
-        event_type, obj = event.get("type"), event.get("object") or {}
-        if event_type == "ERROR":
-            code = obj.get("code")
-            message = obj.get("message", "watch error")
-            raise GoneError(message, 410) if code == 410 else TransientError(message, code or 0)
+    def handle_batch(self, events: list[dict[str, Any]]) -> None:
+        """Act on the events that arrived together, in order, and advance the tracked resourceVersion
+        (bookmarks included) past the ones applied. An ERROR event ends the stream after the events
+        before it are applied (410: relist)."""
         close_old_connections()
-        if event_type != "BOOKMARK":
-            self.apply(event_type, obj)
-        self.resource_version = (obj.get("metadata") or {}).get("resourceVersion") or self.resource_version
+        pending: list[dict[str, Any]] = []
+        for event in events:
+            event_type, obj = event.get("type"), event.get("object") or {}
+            if event_type == "ERROR":
+                self._apply_pending(pending)
+                code = obj.get("code")
+                message = obj.get("message", "watch error")
+                raise GoneError(message, 410) if code == 410 else TransientError(message, code or 0)
+            if event_type != "BOOKMARK":
+                pending.append(event)
+            else:
+                self._apply_pending(pending)
+                self.resource_version = (obj.get("metadata") or {}).get("resourceVersion") or self.resource_version
+        self._apply_pending(pending)
+
+    def _apply_pending(self, pending: list[dict[str, Any]]) -> None:
+        if pending:
+            self.apply_batch(pending)
+            last = (pending[-1].get("object") or {}).get("metadata") or {}
+            self.resource_version = last.get("resourceVersion") or self.resource_version
+            pending.clear()
+
+
+_END = object()
+
+
+def batches(
+    events: Iterator[dict[str, Any]], stop: threading.Event, idle_close: float, limit: int = 500
+) -> Iterator[list[dict[str, Any]]]:
+    """The stream's events in batches: whatever arrived while the previous batch was applied (up to
+    ``limit``), so a burst costs one transaction per batch, not several statements per event.
+
+    A reader thread drains the stream into a queue (an exception it meets is re-raised here, after
+    the events before it). While no event comes for ``idle_close`` seconds the thread's database
+    connection is closed: 10 clusters x 5 kinds of quiet watches hold no connections."""
+    queue: Queue = Queue()
+
+    def read() -> None:
+        try:
+            for event in events:
+                queue.put(event)
+                if stop.is_set():
+                    break
+            queue.put(_END)
+        except BaseException as error:  # handed to the consuming thread, which raises it
+            queue.put(error)
+
+    threading.Thread(target=read, name="watch reader", daemon=True).start()
+    while not stop.is_set():
+        try:
+            first = queue.get(timeout=idle_close)
+        except Empty:
+            connection.close()
+            continue
+        batch: list[dict[str, Any]] = []
+        item = first
+        while True:
+            if item is _END or isinstance(item, BaseException):
+                if batch:
+                    yield batch
+                if isinstance(item, BaseException):
+                    raise item
+                return
+            batch.append(item)
+            if len(batch) >= limit or queue.empty():
+                break
+            item = queue.get_nowait()
+        if stop.is_set():
+            return
+        yield batch
 
 
 class KindWatcher(WatchLoop):
@@ -171,22 +242,32 @@ class KindWatcher(WatchLoop):
     def stream(self, gateway: ClusterGateway, timeout: int) -> Iterator[dict[str, Any]]:
         return gateway.watch(self.model.kube, self.namespace, self.resource_version or "", timeout)
 
-    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
-        metadata = obj.get("metadata") or {}
-        if event_type in ("ADDED", "MODIFIED"):
-            row = upsert_from_cluster(self.model, self.cluster, obj)
-            if row is not None and self.cluster.manages(self.model.kube.kind):
-                from clusters.tasks import enqueue_reconcile
+    def apply_batch(self, events: list[dict[str, Any]]) -> None:
+        """Store a batch of events in order: each run of ADDED/MODIFIED events in bulk (the last
+        version of each object counts, clusters/ingest.py), each DELETED on its own, so an
+        object deleted and created again within a batch ends as the cluster has it."""
+        written: list[int] = []
+        run: list[dict[str, Any]] = []
+        for event in [*events, None]:
+            if event is not None and event["type"] in ("ADDED", "MODIFIED"):
+                run.append(event["object"])
+                continue
+            if run:
+                written += ingest(self.model, self.cluster, run, listed_at=None).values()
+                run = []
+            if event is not None and event["type"] == "DELETED":
+                metadata = event["object"].get("metadata") or {}
+                row = mark_deleted_in_cluster(
+                    self.model, self.cluster, metadata.get("namespace") or "default", metadata["name"],
+                    metadata.get("uid"),
+                )
+                if row is not None:
+                    written.append(row.pk)  # the controller forgets what it held for the object
+        if written and self.cluster.manages(self.model.kube.kind):
+            from clusters.tasks import reconcile_object_task
 
-                enqueue_reconcile(row)
-        elif event_type == "DELETED":
-            row = mark_deleted_in_cluster(
-                self.model, self.cluster, metadata.get("namespace") or "default", metadata["name"], metadata.get("uid")
-            )
-            if row is not None and self.cluster.manages(self.model.kube.kind):
-                from clusters.tasks import enqueue_reconcile
-
-                enqueue_reconcile(row)  # the controller forgets what it held for the object
+            for pk in dict.fromkeys(written):
+                reconcile_object_task.delay(self.model._meta.label, pk)
 
 
 class ChildWatcher(WatchLoop):

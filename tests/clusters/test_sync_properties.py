@@ -1,11 +1,13 @@
 """Random interleavings of portal edits (fresh, from stale copies, concurrent), cluster edits, faults,
-resyncs racing the watcher and deletes always end with portal and cluster equal, except for
-conflicts that are surfaced; no write is ever silently lost, reverted or cancels a delete."""
+resyncs racing the watcher, a watcher losing its Lease to another replica, and deletes always end
+with portal and cluster equal, except for conflicts that are surfaced; no write is ever silently
+lost, reverted or cancels a delete."""
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from unittest import mock
 
 import pytest
@@ -17,13 +19,17 @@ from rest_framework.test import APIClient
 from clusters import resync
 from clusters.audit import Actor
 from clusters.edits import EditRefused, ObjectDeleting
+from clusters.gateway import ClusterGateway
 from clusters.inbound import upsert_from_cluster
+from clusters.leader import LeaseTiming
 from clusters.models import AuditEntry, SyncState
 from clusters.outbound import apply_object
 from clusters.resync import resync_cluster
 from clusters.services import request_delete, save_portal_edit
+from clusters.watch_supervisor import ClusterSupervisor
+from clusters.watcher import Backoff, WatchSettings
 from models_app.models import InferenceModel
-from tests.clusters.conftest import sample_manifest
+from tests.clusters.conftest import sample_manifest, wait_for
 
 KIND = InferenceModel.kube
 FIELDS = {"memory": lambda n: f"{n}Gi", "cooldownPeriod": lambda n: f"{n}m"}
@@ -41,6 +47,7 @@ operations = st.lists(
         st.tuples(st.just("fault"), st.sampled_from(["patch", "create"]), st.sampled_from([409, 429, 500])),
         st.tuples(st.just("fault"), st.just("get"), st.sampled_from([429, 500])),
         st.tuples(st.just("resync")),
+        st.tuples(st.just("lost leader"), field),
     ),
     min_size=1,
     max_size=8,
@@ -138,6 +145,43 @@ class Run:
         if obj.sync_state == SyncState.SYNCED:  # the list's older copy must not have replaced the watcher's
             assert (obj.spec, obj.resource_version) == (in_cluster["spec"], in_cluster["metadata"]["resourceVersion"])
 
+    def lost_leader(self, name: str) -> None:
+        """The replica watching the cluster loses its Lease (its API server connection fails, 503
+        from the proxy it goes through): it stops watching within its lease, before another
+        replica, reaching the API server directly, takes over; a cluster edit made after the
+        handover reaches the portal through the new leader: nothing is lost, never two at once."""
+        timing = LeaseTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
+        fast = WatchSettings(timeout_range=(5, 6), backoff=lambda: Backoff(initial=0.05, maximum=0.5), idle_close=0.3)
+        stops = threading.Event(), threading.Event()
+        direct = self.kube.plane.api_client
+
+        def replica(number: int, **options) -> ClusterSupervisor:
+            return ClusterSupervisor(self.cluster.pk, stops[number], fast, timing, f"replica-{next(names)}",
+                                     report=lambda _: None, check_every=0.1, **options).start()
+
+        old, new, lost = replica(0), None, None
+        try:
+            wait_for(old.watching.is_set, timeout=15, message="the first replica to watch")
+            lost = self.kube.proxy.inject("*", "leases", status=503, times=None)
+            lost_at = time.monotonic()
+            wait_for(lambda: not old.watching.is_set(), timeout=15, message="the lost leader to stop watching")
+            assert time.monotonic() - lost_at < timing.lease_duration + 1.0, "the lost leader watched past its lease"
+            new = replica(1, gateway_factory=lambda cluster: ClusterGateway(cluster, api_client=direct()))
+            wait_for(new.watching.is_set, timeout=15, message="the other replica to take over")
+            assert not old.watching.is_set(), "two replicas watched at once"
+            self.cluster_edit(name)
+            in_cluster = self.kube.read(KIND, self.name)["metadata"]["resourceVersion"]
+            if self.row().sync_state == SyncState.SYNCED:
+                wait_for(lambda: self.row().resource_version == in_cluster, timeout=15,
+                         message="the new leader to record the edit")
+        finally:
+            if lost is not None:
+                lost.times = 0  # the proxy lets the old replica's requests through again
+            for stop in stops:
+                stop.set()
+            for supervisor in (old, new):
+                assert supervisor is None or supervisor.join(15), "a replica did not stop"
+
     def delete(self) -> None:
         """A controller holds the object with a finalizer; the portal deletes it (``Deleting``)."""
         if self.deleted:
@@ -185,6 +229,8 @@ def test_random_interleavings_converge_or_surface_conflicts(live_cluster, kube, 
             run.delete()
         elif step[0] == "fault":
             kube.proxy.inject(step[1], "inferencemodels", name=run.name, status=step[2], times=1)
+        elif step[0] == "lost leader":
+            run.lost_leader(step[1])
         elif step[0] == "resync":
             resync_cluster(live_cluster)
     run.settle()

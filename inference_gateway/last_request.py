@@ -53,7 +53,7 @@ def stamp(route: Route, at: datetime) -> str:
             with translated():
                 current = apps.read_namespaced_deployment(route.name, route.namespace, _request_timeout=gateway.timeout)
             there = parse_datetime((current.metadata.annotations or {}).get(LAST_REQUEST_ANNOTATION) or "")
-            if there is not None and there >= at:
+            if there is not None and there >= at.replace(microsecond=0):
                 return "newer already"
             patch = {"metadata": {"resourceVersion": current.metadata.resource_version,
                                   "annotations": {LAST_REQUEST_ANNOTATION: rfc3339(at)}}}

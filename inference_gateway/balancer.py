@@ -21,7 +21,7 @@ from inference_gateway.db_thread import in_thread
 from inference_gateway.endpoints import discover
 from inference_gateway.routes import Route
 
-_ticks = itertools.count()
+_ticks = itertools.count(1)  # 0 is "never picked"
 
 
 @dataclass

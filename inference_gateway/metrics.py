@@ -31,6 +31,10 @@ TOKENS = Counter(
     "gateway_tokens", "Tokens the backends reported in usage, by model and type (prompt, completion).",
     ["model", "type"], registry=REGISTRY,
 )
+UPSTREAM_ERRORS = Counter(
+    "gateway_upstream_errors", "Replicas that could not be reached (each then skipped for a while), by model.",
+    ["model"], registry=REGISTRY,
+)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 

@@ -177,6 +177,7 @@ class Gateway:
             except (aiohttp.ClientConnectionError, TimeoutError) as error:
                 replica.outstanding -= 1
                 self.balancer.failed(replica)
+                metrics.UPSTREAM_ERRORS.labels(route.model).inc()
                 reason = f"{replica.url}: {type(error).__name__}: {error}"
                 continue
             self.balancer.succeeded(replica)

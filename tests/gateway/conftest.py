@@ -143,6 +143,20 @@ def api_key(transactional_db, make_user):
     return key
 
 
+def metrics_text(gateway) -> str:
+    return requests.get(f"{gateway.url}/metrics", headers={"Authorization": "Bearer metrics-token-for-tests"},
+                        timeout=5).text
+
+
+def sample_value(text: str, name: str, **labels: str) -> float:
+    """The value of one series in a Prometheus exposition (0 when absent)."""
+    wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{") and line.split("{", 1)[1].split("}", 1)[0] == wanted:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def serve_model(cluster: Cluster, model_name: str, backend_url: str, namespace: str = "team-a",
                 **spec: Any) -> InferenceModel:
     """A mirrored InferenceModel row (as the sync stores it) whose backend is ``backend_url``."""

@@ -11,27 +11,13 @@ import requests
 
 from models_app.models import KubeAIModel, ModelService
 from tests.clusters.conftest import wait_for
-from tests.gateway.conftest import serve_model
+from tests.gateway.conftest import metrics_text, sample_value, serve_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def chat(client: openai.OpenAI, model: str, text: str = "hello gateway", **options):
     return client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}], **options)
-
-
-def metrics_text(gateway) -> str:
-    return requests.get(f"{gateway.url}/metrics", headers={"Authorization": "Bearer metrics-token-for-tests"},
-                        timeout=5).text
-
-
-def sample_value(text: str, name: str, **labels: str) -> float:
-    """The value of one series in a Prometheus exposition (0 when absent)."""
-    wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{") and line.split("{", 1)[1].split("}", 1)[0] == wanted:
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def test_chat_completion_and_embeddings_pass_through_with_metrics(cluster, gateway, api_key, start_backend) -> None:

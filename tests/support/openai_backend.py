@@ -3,7 +3,8 @@ tests and benchmark: ``python -m tests.support.openai_backend --host 127.0.0.2 -
 
 It answers like vLLM would, deterministically: a chat or completion echoes the last message (one
 token per word, ``max_tokens`` of them at most), streamed as Server-Sent Events one token per chunk
-(``--chunk-delay`` seconds apart, so a test can disconnect mid-stream); an embedding is a vector
+(``--chunk-delay`` seconds apart, so a test can disconnect mid-stream), after ``--think`` seconds
+(the time a model takes before its first token); an embedding is a vector
 derived from the input's bytes. Every answer names the replica (``system_fingerprint`` and the
 ``X-Backend`` header), so a test sees which one served it. ``GET /stats`` reports how many requests
 each route saw and how many streams ended because the client went away (``cancelled``).
@@ -22,6 +23,7 @@ from aiohttp import web
 STATS = web.AppKey("stats", dict)
 NAME = web.AppKey("name", str)
 DELAY = web.AppKey("delay", float)
+THINK = web.AppKey("think", float)
 
 
 def _words(body: dict[str, Any]) -> list[str]:
@@ -46,6 +48,8 @@ async def generate(request: web.Request) -> web.StreamResponse:
     stats, name = request.app[STATS], request.app[NAME]
     stats[request.path] = stats.get(request.path, 0) + 1
     words = _words(body)
+    if request.app[THINK]:
+        await asyncio.sleep(request.app[THINK])
     created, ident = int(time.time()), f"cmpl-{name}-{stats[request.path]}"
     headers = {"X-Backend": name}
     if not body.get("stream"):
@@ -113,9 +117,9 @@ async def stats_view(request: web.Request) -> web.Response:
     return web.json_response(request.app[STATS])
 
 
-def make_app(name: str, chunk_delay: float) -> web.Application:
+def make_app(name: str, chunk_delay: float, think: float = 0.0) -> web.Application:
     app = web.Application()
-    app[STATS], app[NAME], app[DELAY] = {}, name, chunk_delay
+    app[STATS], app[NAME], app[DELAY], app[THINK] = {}, name, chunk_delay, think
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", generate)
     app.router.add_post("/v1/completions", generate)
@@ -130,8 +134,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--name", default="backend")
     parser.add_argument("--chunk-delay", type=float, default=0.0)
+    parser.add_argument("--think", type=float, default=0.0, help="seconds before the first token (a model's prefill)")
     args = parser.parse_args()
-    web.run_app(make_app(args.name, args.chunk_delay), host=args.host, port=args.port, print=None,
+    web.run_app(make_app(args.name, args.chunk_delay, args.think), host=args.host, port=args.port, print=None,
                 access_log=None)
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from inference_gateway.db_thread import in_thread
+from inference_gateway.db_thread import CLUSTER_CALLS, in_thread
 from inference_gateway.endpoints import discover
 from inference_gateway.routes import Route
 
@@ -49,7 +49,7 @@ class Balancer:
         self.pools: dict[tuple, Pool] = {}
 
     async def _discover(self, route: Route) -> list[str]:
-        return await in_thread(lambda: self.discoverer(route))
+        return await in_thread(lambda: self.discoverer(route), CLUSTER_CALLS)
 
     def _update(self, pool: Pool, urls: list[str]) -> None:
         known = {replica.url: replica for replica in pool.replicas}

@@ -34,7 +34,7 @@ from kubernetes import client
 from clusters.conditions import rfc3339
 from clusters.gateway import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
 from clusters.models import Cluster
-from inference_gateway.db_thread import in_thread
+from inference_gateway.db_thread import CLUSTER_CALLS, in_thread
 from inference_gateway.routes import Route
 from models_app.models import InferenceModel
 from scheduler.holdings import LAST_REQUEST_ANNOTATION
@@ -107,7 +107,7 @@ class LastRequests:
         if at is None:
             return
         try:
-            outcome = await in_thread(lambda: stamp(route, at))
+            outcome = await in_thread(lambda: stamp(route, at), CLUSTER_CALLS)
         except GatewayError as error:
             outcome = f"failed: {error}"
         logger.debug("last request of %s at %s: %s", route.model, rfc3339(at), outcome)

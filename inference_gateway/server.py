@@ -182,10 +182,14 @@ class Gateway:
                 continue
             self.balancer.succeeded(replica)
             try:
-                return await self._relay(request, upstream, route, started)
+                response = await self._relay(request, upstream, route, started)
+            except BaseException:
+                upstream.close()  # cancelled (the client left) or failed: drop the call to the backend
+                raise
             finally:
                 replica.outstanding -= 1
-                upstream.close()
+            upstream.release()  # done: the connection goes back to the pool for the next request
+            return response
 
     async def _send(self, request: web.Request, replica: Replica, body: bytes) -> aiohttp.ClientResponse:
         headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}

@@ -24,7 +24,7 @@ from clusters.audit import Actor
 from clusters.controllers import reconcile_row
 from clusters.models import AuditEntry
 from inference_gateway.callers import Caller
-from inference_gateway.db_thread import in_thread
+from inference_gateway.db_thread import WAKES, in_thread
 from inference_gateway.routes import Route
 from models_app.controller import Reason
 from models_app.models import InferenceModel
@@ -83,7 +83,7 @@ class Waker:
         if state is None:
             state = WakeState(deadline=time.monotonic() + self.timeout)
             state.task = asyncio.ensure_future(
-                in_thread(lambda: wake_until_ready(route, caller, state, self.poll))
+                in_thread(lambda: wake_until_ready(route, caller, state, self.poll), WAKES)
             )
             state.task.add_done_callback(lambda _: self.wakes.pop(route.key, None))
             self.wakes[route.key] = state

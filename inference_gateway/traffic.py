@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pygal
-import requests
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 from pygal.style import CleanStyle
 
 from models_app.models import ServingModel
-from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError, _json
+from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError
 
 WINDOW = timedelta(days=1)
 STEP = timedelta(minutes=15)
@@ -32,18 +31,9 @@ class RangeClient(PrometheusClient):
 
     def query_range(self, promql: str, start: datetime, end: datetime, step: timedelta) -> list[tuple[float, float]]:
         """The first series' (unix time, value) points, NaN dropped; [] when there is no series."""
-        self.requests_made += 1
         form = {"query": promql, "start": f"{start.timestamp():.3f}", "end": f"{end.timestamp():.3f}",
                 "step": f"{step.total_seconds():g}"}
-        try:
-            response = self.session.post(f"{self.base_url}/api/v1/query_range", data=form, timeout=self.timeout)
-        except requests.RequestException as error:
-            raise PrometheusError(f"Prometheus at {self.shown_url} is unreachable ({type(error).__name__})") from None
-        body = _json(response)
-        if response.status_code != 200 or body.get("status") != "success":
-            detail = body.get("error") or response.reason or "no message"
-            raise PrometheusError(f"Prometheus at {self.shown_url} answered {response.status_code}: {detail}")
-        result = (body.get("data") or {}).get("result") or []
+        result = self.post("query_range", form).get("result") or []
         if not result:
             return []
         return [(float(at), float(value)) for at, value in result[0]["values"] if not math.isnan(float(value))]

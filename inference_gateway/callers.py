@@ -24,6 +24,7 @@ from accounts.access import VIEW, namespace_predicate
 from inference_gateway.db_thread import in_thread
 
 PREFIXES = ("Bearer ", "Token ")
+MAX_REMEMBERED = 10_000  # tokens; past it, expired entries are dropped before adding one
 
 
 class NotAuthenticated(Exception):
@@ -69,5 +70,8 @@ class Callers:
             return known[0]
         caller, expires = await in_thread(lambda: verify(key))
         valid_for = min(self.ttl, expires - timezone.now().timestamp())
+        if len(self._known) >= MAX_REMEMBERED:
+            now = time.monotonic()
+            self._known = {known: entry for known, entry in self._known.items() if entry[1] > now}
         self._known[digest] = (caller, time.monotonic() + valid_for)
         return caller

@@ -18,6 +18,7 @@ import pytest
 
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
+from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
 from tests.gateway.conftest import metrics_text, sample_value
 
@@ -80,6 +81,7 @@ def test_least_outstanding_requests_over_the_ready_replicas(mirrored, gateway, s
     c = start_backend("c", host=host)
     publish_replicas(kube, "llama", [a, b, c], ready=(True, True, False))
     serve_through_service(kube, "llama")
+    assert not InferenceModel.objects.get(name="llama-2-7b").ready  # mirrored: routed whatever its status says
     client = gateway.client(key)
 
     assert sorted(chat(client).system_fingerprint for _ in range(6)) == ["a"] * 3 + ["b"] * 3

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import itertools
+import signal
+import subprocess
+import sys
 import time
 
 import openai
 import pytest
 import requests
+from django.conf import settings
 
 from models_app.models import KubeAIModel, ModelService
 from tests.clusters.conftest import wait_for
-from tests.gateway.conftest import metrics_text, sample_value, serve_model
+from tests.gateway.conftest import metrics_text, sample_value, serve_model, wait_until_serving
+from tests.support.control_plane import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -131,3 +136,16 @@ def test_bad_bodies_are_400_with_the_field(gateway, api_key) -> None:
     assert (not_json.status_code, not_json.json()["error"]["code"]) == (400, "invalid_json")
     no_model = requests.post(f"{gateway.url}/v1/embeddings", json={"input": "x"}, headers=headers, timeout=5)
     assert (no_model.status_code, no_model.json()["error"]["param"]) == (400, "model")
+
+
+def test_manage_py_gateway_serves_until_sigterm() -> None:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "manage.py", "gateway", "--host", "127.0.0.1", "--port", str(port)],
+                               cwd=settings.BASE_DIR)
+    try:
+        wait_until_serving(f"http://127.0.0.1:{port}/healthz", "manage.py gateway")
+        refused = requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=5)
+        assert (refused.status_code, refused.json()["error"]["code"]) == (401, "invalid_api_key")
+    finally:
+        process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0

@@ -30,6 +30,8 @@ from models_app.controller import Reason
 from models_app.models import InferenceModel
 from models_app.wake import WakeRefused, wake
 
+FRESH_SECONDS = 30.0
+
 
 class NotAwake(Exception):
     """The model did not become ready in time (or cannot be woken); the message says why."""
@@ -62,9 +64,10 @@ def wake_until_ready(route: Route, caller: Caller, state: WakeState, poll: float
             state.reason = outcome
         if outcome.startswith(Reason.DEPLOYED + ":"):
             return True
-        if time.monotonic() + poll > state.deadline:
+        remaining = state.deadline - time.monotonic()
+        if remaining <= 0:
             return False
-        time.sleep(poll)
+        time.sleep(min(poll, remaining))
         row.refresh_from_db()
         outcome = reconcile_row(row)
 
@@ -75,10 +78,15 @@ class Waker:
     def __init__(self, timeout: float, poll: float) -> None:
         self.timeout, self.poll = timeout, poll
         self.wakes: dict[tuple, WakeState] = {}
-        self.started = 0  # wakes started by this process, for tests and logs
+        self.woken: dict[tuple, float] = {}
 
     async def until_ready(self, route: Route, caller: Caller) -> None:
-        """Return once the model serves; raise NotAwake with the reason after ``timeout``."""
+        """Return once the model serves; raise NotAwake with the reason after ``timeout``.
+
+        A model woken in the last ``FRESH_SECONDS`` counts as awake: the catalog may still show it
+        at zero for a moment, and no cooldown is that short."""
+        if time.monotonic() - self.woken.get(route.key, -FRESH_SECONDS) < FRESH_SECONDS:
+            return
         state = self.wakes.get(route.key)
         if state is None:
             state = WakeState(deadline=time.monotonic() + self.timeout)
@@ -87,12 +95,12 @@ class Waker:
             )
             state.task.add_done_callback(lambda _: self.wakes.pop(route.key, None))
             self.wakes[route.key] = state
-            self.started += 1
         try:
             ready = await asyncio.wait_for(asyncio.shield(state.task), timeout=self.timeout)
         except TimeoutError:
             ready = False
-        if not ready:
-            raise NotAwake(
-                f"model {route.model} is not ready after waiting {self.timeout:g} s for its wake: {state.reason}"
-            )
+        if ready:
+            self.woken[route.key] = time.monotonic()
+            return
+        waited = f"model {route.model} is not ready after waiting {self.timeout:g} s for its wake"
+        raise NotAwake(f"{waited}: {state.reason}")

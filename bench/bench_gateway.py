@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,10 +67,10 @@ def _start(args: list[str], health: str, env: dict[str, str] | None = None) -> s
 
 
 def _load(url: str, key: str, stream: bool = False) -> dict:
-    args = [sys.executable, "-m", "bench.load_generator", url, key, str(SECONDS), str(CLIENTS)]
-    output = subprocess.run([*args, "--stream"] if stream else args, cwd=ROOT, check=True, capture_output=True,
-                            text=True).stdout
-    return json.loads(output)
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        args = [sys.executable, "-m", "bench.load_generator", url, key, str(SECONDS), str(CLIENTS), out.name]
+        subprocess.run([*args, "--stream"] if stream else args, cwd=ROOT, check=True)
+        return json.loads(Path(out.name).read_text())
 
 
 def run() -> dict[str, float]:

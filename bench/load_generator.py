@@ -1,9 +1,9 @@
 """The gateway benchmark's load generator, a process of its own so its CPU is not the gateway's.
 
-``python -m bench.load_generator URL KEY SECONDS CLIENTS [--stream]``: ``CLIENTS`` concurrent
+``python -m bench.load_generator URL KEY SECONDS CLIENTS OUT [--stream]``: ``CLIENTS`` concurrent
 clients (aiohttp on uvloop, one keep-alive connection each) post one chat completion after
-another to ``URL`` for ``SECONDS``; prints JSON with the requests per second and every latency
-(for ``--stream``, the time to the first SSE chunk) in milliseconds.
+another to ``URL`` for ``SECONDS``; writes JSON with the requests per second and every latency
+(for ``--stream``, the time to the first SSE chunk) in milliseconds to the file ``OUT``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import aiohttp
 import uvloop
@@ -59,9 +60,11 @@ def main() -> None:
     parser.add_argument("key")
     parser.add_argument("seconds", type=float)
     parser.add_argument("clients", type=int)
+    parser.add_argument("out", type=Path)
     parser.add_argument("--stream", action="store_true")
     args = parser.parse_args()
-    print(json.dumps(uvloop.run(measure(args.url, args.key, args.seconds, args.clients, args.stream))))
+    result = uvloop.run(measure(args.url, args.key, args.seconds, args.clients, args.stream))
+    args.out.write_text(json.dumps(result))
 
 
 if __name__ == "__main__":

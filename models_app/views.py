@@ -29,10 +29,11 @@ from clusters.portal import (
     object_context,
     visible_object,
 )
+from inference_gateway.traffic import traffic
 from models_app.catalog import COLUMN_LABELS, CatalogError, catalog, filter_choices
 from models_app.charts import memory_chart
 from models_app.forms import FORMS
-from models_app.models import InferenceModel, KubeAIModel, ModelService
+from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
 from runs_app.models import InferenceConfig, InferenceRun
 
 KINDS: dict[str, type[KubeObject]] = {
@@ -118,6 +119,7 @@ def model_page(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
         wake_url=wake_url(obj),
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         chart=mark_safe(memory_chart(obj)) if isinstance(obj, InferenceModel) else "",
+        traffic=traffic(obj) if isinstance(obj, ServingModel) else None,
         recommendation=(obj.status or {}).get("recommendation", ""),
         can_apply=isinstance(obj, InferenceModel)
         and context["can_change"]

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "scheduler",
     "scheduler.rightsizing",
     "accounts",
+    "inference_gateway",
 ]
 
 MIDDLEWARE = [
@@ -249,3 +250,18 @@ MAX_MODEL_MEMORY = os.environ.get("MAX_MODEL_MEMORY", "96Gi")
 # MAX_RECONCILE_RATE is how many reconciles run at once.
 POLLING_INTERVAL = env_str("POLLING_INTERVAL", "1m")
 MAX_RECONCILE_RATE = env_int("MAX_RECONCILE_RATE", 4)
+
+# Inference gateway (`manage.py gateway`, inference_gateway/): how long a request for a model at
+# zero waits for its wake before a 503 with Retry-After; how stale its in-memory views may be (the
+# model catalog, a token's user and grants, a Service's ready replicas); how often it stamps a
+# model's last-request-time; how long a replica that failed is skipped.
+GATEWAY_WAKE_TIMEOUT_SECONDS = env_int("GATEWAY_WAKE_TIMEOUT_SECONDS", 300)
+GATEWAY_RETRY_AFTER_SECONDS = env_int("GATEWAY_RETRY_AFTER_SECONDS", 30)
+GATEWAY_CATALOG_TTL_SECONDS = env_int("GATEWAY_CATALOG_TTL_SECONDS", 2)
+GATEWAY_CALLER_TTL_SECONDS = env_int("GATEWAY_CALLER_TTL_SECONDS", 10)
+GATEWAY_LAST_REQUEST_INTERVAL_SECONDS = env_int("GATEWAY_LAST_REQUEST_INTERVAL_SECONDS", 5)
+GATEWAY_ENDPOINTS_TTL_SECONDS = env_int("GATEWAY_ENDPOINTS_TTL_SECONDS", 5)
+GATEWAY_EJECT_SECONDS = env_int("GATEWAY_EJECT_SECONDS", 10)
+GATEWAY_UPSTREAM_TIMEOUT_SECONDS = env_int("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", 600)
+GATEWAY_WAKE_POLL_SECONDS = 0.5
+GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024)

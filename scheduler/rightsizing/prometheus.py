@@ -50,22 +50,7 @@ class PrometheusClient:
 
     def query(self, promql: str, at: datetime) -> list[Sample]:
         """Evaluate ``promql`` at ``at``; the instant vector as samples (NaN values dropped)."""
-        self.requests_made += 1
-        url = f"{self.base_url}/api/v1/query"
-        try:
-            # POST: batched queries are long, and Prometheus takes form-encoded POSTs for queries.
-            response = self.session.post(
-                url, data={"query": promql, "time": f"{at.timestamp():.3f}"}, timeout=self.timeout
-            )
-        except requests.Timeout:
-            raise PrometheusError(f"Prometheus at {self.shown_url} did not answer within {self.timeout:g} s") from None
-        except requests.RequestException as error:
-            raise PrometheusError(f"Prometheus at {self.shown_url} is unreachable ({type(error).__name__})") from None
-        body = _json(response)
-        if response.status_code != 200 or body.get("status") != "success":
-            detail = body.get("error") or response.reason or "no message"
-            raise PrometheusError(f"Prometheus at {self.shown_url} answered {response.status_code}: {detail}")
-        data = body.get("data") or {}
+        data = self.post("query", {"query": promql, "time": f"{at.timestamp():.3f}"})
         if data.get("resultType") != "vector":
             raise PrometheusError(f"Prometheus at {self.shown_url} returned a {data.get('resultType')}, not a vector")
         samples = []
@@ -74,6 +59,23 @@ class PrometheusClient:
             if value == value:  # drop NaN
                 samples.append(Sample(item.get("metric") or {}, value))
         return samples
+
+    def post(self, endpoint: str, form: dict[str, str]) -> dict[str, Any]:
+        """``/api/v1/<endpoint>`` with ``form``; the answer's ``data``, or PrometheusError saying why not."""
+        self.requests_made += 1
+        url = f"{self.base_url}/api/v1/{endpoint}"
+        try:
+            # POST: batched queries are long, and Prometheus takes form-encoded POSTs for queries.
+            response = self.session.post(url, data=form, timeout=self.timeout)
+        except requests.Timeout:
+            raise PrometheusError(f"Prometheus at {self.shown_url} did not answer within {self.timeout:g} s") from None
+        except requests.RequestException as error:
+            raise PrometheusError(f"Prometheus at {self.shown_url} is unreachable ({type(error).__name__})") from None
+        body = _json(response)
+        if response.status_code != 200 or body.get("status") != "success":
+            detail = body.get("error") or response.reason or "no message"
+            raise PrometheusError(f"Prometheus at {self.shown_url} answered {response.status_code}: {detail}")
+        return body.get("data") or {}
 
 
 def _json(response: requests.Response) -> dict[str, Any]:

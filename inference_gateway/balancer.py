@@ -1,0 +1,93 @@
+"""Least outstanding requests over a model's ready replicas, with a passive health check.
+
+Each replica counts the requests it is serving now; a request goes to the replica with the
+fewest (ties: the one picked least recently), which follows uneven answer times (long generations)
+better than round robin. A replica whose connection fails is skipped for ``eject_seconds``; when
+every replica is skipped the least recently failed one is tried anyway, so a model whose only
+replica blipped is not refused for the whole period. The replica list of a route is rediscovered
+every ``ttl`` seconds in the background (``inference_gateway.endpoints``); counts and failures of
+replicas still listed are kept across refreshes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from inference_gateway.db_thread import CLUSTER_CALLS, in_thread
+from inference_gateway.endpoints import discover
+from inference_gateway.routes import Route
+
+_ticks = itertools.count(1)  # 0 is "never picked"
+
+
+@dataclass
+class Replica:
+    url: str
+    outstanding: int = 0
+    failed_until: float = 0.0
+    last_pick: int = field(default=0)
+
+
+@dataclass
+class Pool:
+    replicas: list[Replica]
+    refreshed: float
+    refresh: asyncio.Task | None = None
+
+
+class NoReplica(Exception):
+    """The model's Service lists no ready replica."""
+
+
+class Balancer:
+    def __init__(self, ttl: float, eject_seconds: float, discoverer: Callable[[Route], list[str]] = discover) -> None:
+        self.ttl, self.eject_seconds, self.discoverer = ttl, eject_seconds, discoverer
+        self.pools: dict[tuple, Pool] = {}
+
+    async def _discover(self, route: Route) -> list[str]:
+        return await in_thread(lambda: self.discoverer(route), CLUSTER_CALLS)
+
+    def _update(self, pool: Pool, urls: list[str]) -> None:
+        known = {replica.url: replica for replica in pool.replicas}
+        pool.replicas = [known.get(url) or Replica(url) for url in urls]
+        pool.refreshed = time.monotonic()
+
+    async def replicas(self, route: Route) -> list[Replica]:
+        pool = self.pools.get(route.key)
+        if pool is None or pool.refreshed == 0.0:
+            pool = self.pools.setdefault(route.key, Pool([], 0.0))
+            self._update(pool, await self._discover(route))
+        elif time.monotonic() - pool.refreshed > self.ttl and (pool.refresh is None or pool.refresh.done()):
+            pool.refresh = asyncio.ensure_future(self._refresh(route, pool))
+        return pool.replicas
+
+    async def _refresh(self, route: Route, pool: Pool) -> None:
+        self._update(pool, await self._discover(route))
+
+    def forget(self, route: Route) -> None:
+        """Rediscover the route's replicas on its next request (after a wake, for example)."""
+        self.pools.pop(route.key, None)
+
+    def pick(self, replicas: list[Replica], excluded: set[str] = frozenset()) -> Replica:
+        candidates = [replica for replica in replicas if replica.url not in excluded]
+        if not candidates:
+            raise NoReplica("no ready replica")
+        now = time.monotonic()
+        healthy = [replica for replica in candidates if replica.failed_until <= now]
+        if healthy:
+            chosen = min(healthy, key=lambda replica: (replica.outstanding, replica.last_pick))
+        else:
+            chosen = min(candidates, key=lambda replica: replica.failed_until)
+        chosen.last_pick = next(_ticks)
+        return chosen
+
+    def failed(self, replica: Replica) -> None:
+        replica.failed_until = time.monotonic() + self.eject_seconds
+
+    @staticmethod
+    def succeeded(replica: Replica) -> None:
+        replica.failed_until = 0.0

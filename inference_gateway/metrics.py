@@ -1,0 +1,59 @@
+"""The gateway's own ``/metrics`` (prometheus_client): per model, requests by status, latency,
+time to first token and tokens from the backend's ``usage``.
+
+Series are labelled by the served model name (what clients send as ``model``), the name the model
+page queries Prometheus with (``inference_gateway.charts``). Latency is the whole request as the
+client sees it, wake included; time to first token is when the first byte of the answer (the
+first SSE chunk of a stream) left for the client.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+REGISTRY = CollectorRegistry()
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+REQUESTS = Counter(
+    "gateway_requests", "Requests through the inference gateway, by model and HTTP status.",
+    ["model", "status"], registry=REGISTRY,
+)
+LATENCY = Histogram(
+    "gateway_request_duration_seconds", "Time from request to the last byte of the answer.",
+    ["model"], buckets=BUCKETS, registry=REGISTRY,
+)
+FIRST_TOKEN = Histogram(
+    "gateway_time_to_first_token_seconds", "Time from request to the first byte (first SSE chunk) of the answer.",
+    ["model"], buckets=BUCKETS, registry=REGISTRY,
+)
+TOKENS = Counter(
+    "gateway_tokens", "Tokens the backends reported in usage, by model and type (prompt, completion).",
+    ["model", "type"], registry=REGISTRY,
+)
+UPSTREAM_ERRORS = Counter(
+    "gateway_upstream_errors", "Replicas that could not be reached (each then skipped for a while), by model.",
+    ["model"], registry=REGISTRY,
+)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def observe(model: str, status: int, seconds: float, first_byte: float | None) -> None:
+    REQUESTS.labels(model, str(status)).inc()
+    LATENCY.labels(model).observe(seconds)
+    if first_byte is not None:
+        FIRST_TOKEN.labels(model).observe(first_byte)
+
+
+def count_usage(model: str, usage: object) -> None:
+    """Add a backend's ``usage`` object (OpenAI shape); anything else is ignored."""
+    if not isinstance(usage, dict):
+        return
+    for kind in ("prompt", "completion"):
+        value = usage.get(f"{kind}_tokens")
+        if isinstance(value, int) and value > 0:
+            TOKENS.labels(model, kind).inc(value)
+
+
+def exposition() -> bytes:
+    return generate_latest(REGISTRY)

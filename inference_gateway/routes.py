@@ -1,0 +1,117 @@
+"""Where each serving kind answers: the in-cluster conventions, one function per kind.
+
+- **InferenceModel** (reference 000): ``spec.backendUrl`` as written (a trailing ``/v1`` is
+  dropped, as the OpenAI path carries it). When its host names a Service (``svc``, ``svc.ns``,
+  ``svc.ns.svc``, ``svc.ns.svc.cluster.local``), its ready replicas are that Service's
+  EndpointSlices (``inference_gateway.endpoints``); any other host is used as is.
+- **KubeAI Model** (reference 002): KubeAI serves every Model through its own OpenAI proxy, the
+  Service ``kubeai`` (port 80) of the model's namespace, under ``/openai`` (as KubeAI's docs call
+  it: ``http://kubeai/openai/v1``). KubeAI balances its replicas and scales them from zero itself,
+  so the gateway hands it the request and never wakes it.
+- **ModelService** (reference 004): the operator exposes decode pods only through its
+  InferencePool and the Gateway API; the gateway talks to a Service named after the ModelService
+  in its namespace, on ``spec.engine.port`` (default 8000), selecting the pods the operator labels
+  ``llm-d.ai/model: <name>`` (README "Inference gateway" shows the Service to add).
+
+Only a kind the portal manages in the model's cluster (``Cluster.manages``) is woken from zero;
+a mirrored one is routed whatever its status says, as another controller owns its replicas.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
+
+KUBEAI_SERVICE, KUBEAI_PORT, KUBEAI_PREFIX = "kubeai", 80, "/openai"
+MODEL_SERVICE_PORT = 8000
+
+
+@dataclass(frozen=True)
+class Route:
+    """One served model: who may see it (cluster, namespace), where it answers, whether it may be woken."""
+
+    model: str
+    kind: str
+    pk: int
+    cluster_id: int
+    namespace: str
+    name: str
+    scheme: str
+    host: str
+    port: int
+    prefix: str
+    service: str | None
+    service_namespace: str
+    wakeable: bool
+    ready: bool
+    features: tuple[str, ...] = field(default=())
+
+    @property
+    def key(self) -> tuple[str, int, str, str]:
+        return (self.kind, self.cluster_id, self.namespace, self.name)
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self.prefix}"
+
+
+def _service_of(host: str, namespace: str) -> tuple[str | None, str]:
+    """The Service a host names, and its namespace; (None, namespace) for an IP or another name."""
+    try:
+        ipaddress.ip_address(host)
+        return None, namespace
+    except ValueError:
+        pass
+    parts = host.split(".")
+    if len(parts) == 1:
+        return parts[0], namespace
+    if len(parts) == 2 or parts[2:] in (["svc"], ["svc", "cluster", "local"]):
+        return parts[0], parts[1]
+    return None, namespace
+
+
+def inference_model_route(row: InferenceModel) -> Route:
+    url = urlsplit(row.spec.get("backendUrl") or "")
+    prefix = url.path.rstrip("/")
+    prefix = prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix
+    host = url.hostname or ""
+    service, service_namespace = _service_of(host, row.namespace)
+    return Route(
+        model=row.model_name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
+        name=row.name, scheme=url.scheme or "http", host=host,
+        port=url.port or (443 if url.scheme == "https" else 80), prefix=prefix, service=service,
+        service_namespace=service_namespace, wakeable=row.cluster.manages(row.kube.kind), ready=row.ready,
+    )
+
+
+def kubeai_route(row: KubeAIModel) -> Route:
+    return Route(
+        model=row.name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
+        name=row.name, scheme="http", host=f"{KUBEAI_SERVICE}.{row.namespace}.svc.cluster.local", port=KUBEAI_PORT,
+        prefix=KUBEAI_PREFIX, service=KUBEAI_SERVICE, service_namespace=row.namespace, wakeable=False,
+        ready=row.ready, features=tuple(feature for feature in row.features.split(",") if feature),
+    )
+
+
+def model_service_route(row: ModelService) -> Route:
+    port = (row.spec.get("engine") or {}).get("port") or MODEL_SERVICE_PORT
+    return Route(
+        model=row.model_name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
+        name=row.name, scheme="http", host=f"{row.name}.{row.namespace}.svc.cluster.local", port=port, prefix="",
+        service=row.name, service_namespace=row.namespace, wakeable=False, ready=row.ready,
+    )
+
+
+ROUTE_BUILDERS = {
+    InferenceModel: inference_model_route,
+    KubeAIModel: kubeai_route,
+    ModelService: model_service_route,
+}
+
+
+def route_for(row: ServingModel) -> Route:
+    return ROUTE_BUILDERS[type(row)](row)

@@ -1,0 +1,167 @@
+"""Real processes on both sides of the gateway: OpenAI-compatible backends (tests/support/
+openai_backend.py) started as processes, the gateway serving in a thread of the test process
+(the code ``manage.py gateway`` runs, on its own event loop), and the official ``openai`` client."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+import pytest
+import requests
+from django.conf import settings
+
+from accounts.models import NamespaceGrant, Team
+from accounts.tokens import issue_token
+from clusters.models import Cluster
+from inference_gateway.server import run
+from models_app.models import InferenceModel
+from tests.support.control_plane import free_port
+
+
+@dataclass
+class Backend:
+    name: str
+    host: str
+    port: int
+    process: subprocess.Popen
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def stats(self) -> dict[str, int]:
+        return requests.get(f"{self.url}/stats", timeout=5).json()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def wait_until_serving(url: str, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            requests.get(url, timeout=1)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.05)
+    raise AssertionError(f"{what} did not start serving {url} within {timeout} s")
+
+
+@pytest.fixture
+def start_backend():
+    """``start_backend(name, host="127.0.0.1", port=None, chunk_delay=0.0)`` -> a running Backend process."""
+    started: list[Backend] = []
+
+    def start(name: str = "backend", host: str = "127.0.0.1", port: int | None = None,
+              chunk_delay: float = 0.0) -> Backend:
+        port = port or free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.openai_backend", "--host", host, "--port", str(port),
+             "--name", name, "--chunk-delay", str(chunk_delay)],
+            cwd=settings.BASE_DIR,
+        )
+        backend = Backend(name, host, port, process)
+        started.append(backend)
+        wait_until_serving(f"{backend.url}/stats", f"backend {name}")
+        return backend
+
+    yield start
+    for backend in started:
+        if backend.process.poll() is None:
+            backend.stop()
+
+
+class RunningGateway:
+    """``inference_gateway.server.run`` on its own event loop in a thread, stopped by ``stop()``."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.stop_event: asyncio.Event | None = None
+        self.thread = threading.Thread(target=self._serve, name="gateway", daemon=True)
+
+    def _serve(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.stop_event = asyncio.Event()
+        self.loop.run_until_complete(run("127.0.0.1", self.port, stop=self.stop_event))
+        self.loop.close()
+
+    def start(self) -> RunningGateway:
+        self.thread.start()
+        wait_until_serving(f"{self.url}/healthz", "the gateway")
+        return self
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.stop_event.set)
+        self.thread.join(timeout=30)
+
+    def client(self, key: str, **options: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, **options)
+
+
+@pytest.fixture
+def cluster(transactional_db) -> Cluster:
+    """A cluster without an API server: the gateway routes its models by their rows alone."""
+    return Cluster.objects.create(name="snapshot", auth_method=Cluster.AuthMethod.SNAPSHOT)
+
+
+@pytest.fixture
+def gateway_settings(settings):
+    """Short caches and intervals, so tests see changes within a fraction of a second."""
+    settings.GATEWAY_CATALOG_TTL_SECONDS = 0
+    settings.GATEWAY_CALLER_TTL_SECONDS = 0
+    settings.GATEWAY_ENDPOINTS_TTL_SECONDS = 0
+    settings.GATEWAY_LAST_REQUEST_INTERVAL_SECONDS = 1
+    settings.GATEWAY_WAKE_TIMEOUT_SECONDS = 60
+    settings.METRICS_TOKEN = "metrics-token-for-tests"
+    return settings
+
+
+@pytest.fixture
+def gateway(transactional_db, gateway_settings):
+    running = RunningGateway().start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def api_key(transactional_db, make_user):
+    """The key of a portal API token whose user's team owns namespace ``team-a`` of every cluster."""
+    team = Team.objects.create(name="team-a")
+    NamespaceGrant.objects.create(team=team, cluster=None, namespace="team-a", access=NamespaceGrant.Access.VIEW)
+    user = make_user("alice", teams=[team])
+    _, key = issue_token(user, "gateway-tests")
+    return key
+
+
+def metrics_text(gateway) -> str:
+    return requests.get(f"{gateway.url}/metrics", headers={"Authorization": "Bearer metrics-token-for-tests"},
+                        timeout=5).text
+
+
+def sample_value(text: str, name: str, **labels: str) -> float:
+    """The value of one series in a Prometheus exposition (0 when absent)."""
+    wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{") and line.split("{", 1)[1].split("}", 1)[0] == wanted:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def serve_model(cluster: Cluster, model_name: str, backend_url: str, namespace: str = "team-a",
+                **spec: Any) -> InferenceModel:
+    """A mirrored InferenceModel row (as the sync stores it) whose backend is ``backend_url``."""
+    return InferenceModel.objects.create(
+        cluster=cluster, namespace=namespace, name=model_name.replace("/", "-").lower(), sync_state="Synced",
+        spec={"modelName": model_name, "memory": "1Gi", "backendUrl": backend_url, **spec},
+        status={"ready": True},
+    )

@@ -1,0 +1,177 @@
+"""Managed InferenceModels through the gateway, on the real control plane (kube-apiserver, the
+Deployment controller and kwok running the pods): wake from zero with a dependency, one wake for
+concurrent requests, a 503 with the reason when the wake cannot finish, the last request stamped
+on the Deployment and the controller's cooldown measured from it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import openai
+import pytest
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from accounts.models import NamespaceGrant, Team
+from accounts.tokens import issue_token
+from clusters.conditions import rfc3339
+from clusters.models import AuditEntry
+from inference_gateway.last_request import stamp
+from inference_gateway.routes import route_for
+from models_app.controller import ready_replicas
+from models_app.models import InferenceModel
+from scheduler.holdings import LAST_REQUEST_ANNOTATION
+from scheduler.models import NodePool
+from tests.clusters.conftest import sample_manifest, wait_for
+
+GIB = 1024**3
+
+
+@pytest.fixture
+def managed(transactional_db, kube, gateway_settings):
+    kube.name = "managed"
+    cluster = kube.register(managed_kinds=["InferenceModel"])
+    NodePool.objects.create(cluster=cluster, name="gpu-a100", allocatable_bytes=160 * GIB)
+    return kube, cluster
+
+
+@pytest.fixture
+def key(managed, make_user) -> str:
+    """A portal API token of a user whose team owns the test's namespace."""
+    kube, cluster = managed
+    team = Team.objects.create(name="owners")
+    NamespaceGrant.objects.create(team=team, cluster=cluster, namespace=kube.namespace)
+    _, key = issue_token(make_user("owner", teams=[team]), "gateway")
+    return key
+
+
+def write_model(kube, file_name: str, asleep: bool, **spec) -> dict:
+    """The sample, its backend replaced; ``asleep``: last requested an hour ago (past any cooldown)."""
+    manifest = sample_manifest(file_name)
+    manifest["spec"].update(spec)
+    if asleep:
+        stamped = rfc3339(timezone.now() - timedelta(hours=1))
+        manifest["metadata"].setdefault("annotations", {})[LAST_REQUEST_ANNOTATION] = stamped
+    return kube.write(manifest)
+
+
+def deployment(kube, name: str) -> dict | None:
+    return kube.get("apps/v1", "Deployment", name)
+
+
+def chat(client: openai.OpenAI, model: str):
+    return client.chat.completions.create(model=model, messages=[{"role": "user", "content": "wake up"}])
+
+
+def test_a_request_wakes_the_model_and_its_dependency_from_zero(managed, key, gateway, start_backend) -> None:
+    kube, _ = managed
+    backend = start_backend("codellama")
+    write_model(kube, "inferencemodel-tokenizer-service.yaml", asleep=True)
+    write_model(kube, "inferencemodel-codellama-34b.yaml", asleep=True, backendUrl=backend.url)
+    kube.sync()
+    assert deployment(kube, "codellama-34b")["spec"]["replicas"] == 0
+    assert deployment(kube, "tokenizer-service")["spec"]["replicas"] == 0
+
+    answer = chat(gateway.client(key, timeout=90), "codellama-34b-instruct")
+
+    assert answer.choices[0].message.content == "wake up"
+    assert ready_replicas(deployment(kube, "tokenizer-service")) == 1
+    assert ready_replicas(deployment(kube, "codellama-34b")) == 1
+    model = InferenceModel.objects.get(name="codellama-34b")
+    assert model.ready and model.status["conditions"][0]["reason"] == "Deployed"
+    woken = AuditEntry.objects.filter(message__startswith="woken").values_list("name", "actor_label")
+    assert sorted(woken) == [("codellama-34b", "owner (gateway)"), ("tokenizer-service", "owner (gateway)")]
+
+
+def test_concurrent_requests_for_a_sleeping_model_share_one_wake(managed, key, gateway, start_backend) -> None:
+    kube, _ = managed
+    backend = start_backend("llama")
+    write_model(kube, "inferencemodel-llama-2-7b.yaml", asleep=True, backendUrl=backend.url)
+    kube.sync()
+    client = gateway.client(key, timeout=90)
+    answers, errors = [], []
+
+    def call() -> None:
+        try:
+            answers.append(chat(client, "llama-2-7b"))
+        except Exception as error:  # the assertion below shows it
+            errors.append(error)
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(answers) == 8
+    chat(client, "llama-2-7b")  # right after: the catalog may still show it at zero; no second wake
+    assert AuditEntry.objects.filter(name="llama-2-7b", message__startswith="woken").count() == 1
+    assert backend.stats()["/v1/chat/completions"] == 9
+
+
+@pytest.fixture
+def short_wake(gateway_settings) -> float:
+    gateway_settings.GATEWAY_WAKE_TIMEOUT_SECONDS = 3
+    return 3
+
+
+def test_a_wake_that_cannot_finish_is_a_503_with_the_reason(managed, short_wake, key, gateway, start_backend) -> None:
+    kube, cluster = managed
+    NodePool.objects.filter(cluster=cluster).update(allocatable_bytes=64 * GIB)
+    backend = start_backend("too-big")
+    write_model(kube, "inferencemodel-llama-2-7b.yaml", asleep=True, backendUrl=backend.url, memory="90Gi",
+                resources={})
+    kube.sync()
+    started = time.monotonic()
+    with pytest.raises(openai.InternalServerError) as caught:
+        chat(gateway.client(key, timeout=30), "llama-2-7b")
+    assert caught.value.status_code == 503
+    assert caught.value.response.headers["Retry-After"] == "30"
+    assert caught.value.code == "model_not_ready"
+    assert "InsufficientMemory" in caught.value.message and "gpu-a100" in caught.value.message
+    assert time.monotonic() - started >= short_wake
+    assert backend.stats().get("/v1/chat/completions") is None
+
+
+def test_cooldown_counts_from_the_last_request_through_the_gateway(managed, key, gateway, start_backend) -> None:
+    kube, _ = managed
+    backend = start_backend("llama")
+    write_model(kube, "inferencemodel-llama-2-7b.yaml", asleep=False, backendUrl=backend.url, cooldownPeriod="6s")
+    kube.sync()
+    wait_for(lambda: ready_replicas(deployment(kube, "llama-2-7b")) == 1, timeout=30, message="llama-2-7b ready")
+    kube.sync()
+    assert InferenceModel.objects.get(name="llama-2-7b").ready
+    client = gateway.client(key)
+    created = time.monotonic()
+    while time.monotonic() - created < 8:  # requests for longer than the cooldown
+        chat(client, "llama-2-7b")
+        time.sleep(0.5)
+    last = timezone.now()
+    wait_for(
+        lambda: parse_datetime(deployment(kube, "llama-2-7b")["metadata"]["annotations"][LAST_REQUEST_ANNOTATION])
+        >= (last - timedelta(seconds=1)).replace(microsecond=0),
+        timeout=5, message="the last request's stamp on the Deployment",
+    )
+    time.sleep(2)
+    kube.sync()  # 10 s after creation, 2 s after the last request: still serving
+    assert deployment(kube, "llama-2-7b")["spec"]["replicas"] == 1
+    wait_for(lambda: timezone.now() > last + timedelta(seconds=7.5), timeout=10, message="the cooldown to pass")
+    kube.sync()
+    assert deployment(kube, "llama-2-7b")["spec"]["replicas"] == 0
+    condition = InferenceModel.objects.get(name="llama-2-7b").status["conditions"][0]
+    assert condition["reason"] == "ScaledToZero"
+    stamped = parse_datetime(condition["message"].split("since ")[1].split(" ")[0])
+    assert abs((stamped - last).total_seconds()) <= 1.5
+
+
+def test_the_last_request_time_never_moves_backwards(managed) -> None:
+    kube, _ = managed
+    write_model(kube, "inferencemodel-llama-2-7b.yaml", asleep=False)
+    kube.sync()
+    route = route_for(InferenceModel.objects.get(name="llama-2-7b"))
+    later = timezone.now() + timedelta(minutes=2)  # past the controller's own stamp (the creation)
+    assert stamp(route, later) == "stamped"
+    assert stamp(route, later - timedelta(minutes=1)) == "newer already"
+    annotation = deployment(kube, "llama-2-7b")["metadata"]["annotations"][LAST_REQUEST_ANNOTATION]
+    assert annotation == rfc3339(later)

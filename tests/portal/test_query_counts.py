@@ -37,11 +37,6 @@ ADMIN_LISTS = [
     "/admin/scheduler/nodepool/",
     "/admin/clusters/cluster/",
 ]
-# Pages whose owners are making them scale in parallel work: each case flips to a pass (and so
-# fails as strict xfail) once that work is merged, telling the lead to drop the mark.
-KNOWN_GROWING: dict[tuple[str, str], str] = {}
-
-
 def _view_everything(user: User) -> User:
     """The model permissions the API and admin ask for (rows stay restricted to the user's teams)."""
     user.user_permissions.add(*Permission.objects.filter(codename__startswith="view_"))
@@ -81,15 +76,7 @@ CASES = [(url, who) for url in PAGES + API_LISTS for who in ("staff", "member")]
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(
-    ("url", "who"),
-    [
-        pytest.param(url, who, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GROWING[(url, who)]))
-        if (url, who) in KNOWN_GROWING
-        else (url, who)
-        for url, who in CASES
-    ],
-)
+@pytest.mark.parametrize(("url", "who"), CASES)
 def test_query_count_does_not_grow_with_rows(url: str, who: str) -> None:
     small, large = _count_queries(url, who, 1), _count_queries(url, who, 3)
     assert large == small, f"GET {url} as {who}: {small} queries with N rows, {large} with 3N"

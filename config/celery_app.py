@@ -7,12 +7,26 @@ Settings come from Django's settings with the ``CELERY_`` prefix. With no broker
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
 app = Celery("inference_portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_ready.connect
+@worker_process_init.connect
+def _tune_collector(**_: object) -> None:
+    """A worker's tasks decode JSON as requests do: freeze the startup heap (see config.gc_tuning).
+
+    ``worker_process_init`` runs in each prefork child once it is set up, ``worker_ready`` in the
+    main process (the solo and thread pools run tasks there).
+    """
+    from config.gc_tuning import tune_collector
+
+    tune_collector()
 
 
 def _polling_interval_seconds() -> float:

@@ -1,8 +1,11 @@
-"""WSGI entry point."""
+"""WSGI entry point; the collector is tuned once the application is loaded (config.gc_tuning)."""
 
 import os
 
 from django.core.wsgi import get_wsgi_application
 
+from config.gc_tuning import tune_after_startup
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 application = get_wsgi_application()
+tune_after_startup()

@@ -2,19 +2,26 @@
 
 Each kind keeps its filters (``feature`` exists only for KubeAI; a kind without a requested filter
 drops out rather than ignoring it); the union is sorted and paginated by the database.
+
+At 100,000 models a plain ``UNION ALL ... ORDER BY ... LIMIT 25`` sorts every row (PostgreSQL
+does not push the limit into the branches), so :class:`CatalogRows` asks each kind for its own
+first ``offset + 25`` rows in order (an index scan on ``(name, namespace)``), merges those, and
+counts per kind. The filter choices read distinct values with the kinds' default ordering
+cleared: otherwise ``SELECT DISTINCT`` also selects the ordering's columns and returns every row.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from django.db.models import CharField, Count, F, PositiveSmallIntegerField, QuerySet, Value
+from django.db import connection
+from django.db.models import CharField, F, PositiveSmallIntegerField, QuerySet, Value
 from django.db.models.functions import Cast
 
 from accounts.access import VIEW, restrict
 from clusters.api.ordering import ordering_error
+from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 
@@ -39,7 +46,33 @@ class CatalogError(ValueError):
     """A bad catalog parameter, worded as field + value + rule."""
 
 
-def catalog(params: Mapping[str, str], user: Any) -> QuerySet:
+class CatalogRows:
+    """The catalog's rows as a Paginator reads them: ``count()`` and slices, each answered per kind.
+
+    A slice ``[start:stop]`` takes each kind's first ``stop`` rows in the page's order (so the
+    database reads at most ``stop`` rows of each, by index), merges them in one ``UNION ALL`` and
+    keeps ``[start:stop]`` of the merge: the same rows as sorting the whole union. SQLite cannot
+    limit a branch of a compound query; there the whole union is sorted (the embedded demo's size).
+    """
+
+    def __init__(self, parts: list[QuerySet], order: list[str]) -> None:
+        self.parts, self.order = parts, order
+
+    def count(self) -> int:
+        return sum(part.count() for part in self.parts)
+
+    def __getitem__(self, window: slice) -> list[dict[str, Any]]:
+        if not isinstance(window, slice) or window.stop is None:
+            raise TypeError("the catalog is read by pages: slice it as [start:stop]")
+        if len(self.parts) < 2:
+            return list(self.parts[0].order_by(*self.order)[window]) if self.parts else []
+        parts = self.parts
+        if connection.features.supports_slicing_ordering_in_compound:
+            parts = [part.order_by(*self.order)[: window.stop] for part in parts]
+        return list(parts[0].union(*parts[1:], all=True).order_by(*self.order)[window])
+
+
+def catalog(params: Mapping[str, str], user: Any) -> CatalogRows:
     """Rows (dicts of COLUMNS) of every serving kind the user may see, filtered and sorted."""
     kinds = [params["kind"]] if params.get("kind") else list(FILTERSETS)
     unknown = [kind for kind in kinds if kind not in FILTERSETS]
@@ -72,27 +105,58 @@ def catalog(params: Mapping[str, str], user: Any) -> QuerySet:
             )
             .values(*COLUMNS)
         )
-    if not parts:
-        return InferenceModel.objects.none().values("id")
-    rows = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
     key = ordering.lstrip("-")
-    return rows.order_by(f"-{key}" if ordering.startswith("-") else key, "namespace", "name")
+    return CatalogRows(parts, [f"-{key}" if ordering.startswith("-") else key, "namespace", "name"])
 
 
 def filter_choices(user: Any) -> dict[str, list[str]]:
     """Values offered in the catalog's selects: the pools and engines of models the user can see.
 
     Engines are matched case-insensitively (``engine`` filters with ``iexact``), so ``VLLM`` and
-    ``vLLM`` are one choice, shown in the spelling most models use; stored values stay as written.
+    ``vLLM`` are one choice, shown in its mixed-case spelling where one exists; stored values stay
+    as written.
     """
     pools: set[str] = set()
-    engines: Counter[str] = Counter()
+    engines: set[str] = set()
     for model, _ in FILTERSETS.values():
-        rows = restrict(model.objects.all(), user, VIEW)
-        pools.update(rows.exclude(node_pool="").values_list("node_pool", flat=True).distinct())
-        for engine, count in rows.exclude(engine="").values_list("engine").annotate(count=Count("id")):
-            engines[engine] += count
+        rows = restrict(model.objects.order_by(), user, VIEW)  # no ordering columns in the DISTINCT
+        if rows.query.where or connection.vendor != "postgresql":
+            # some namespaces only: the user's rows, found by the (cluster, namespace, name) index
+            for pool, engine in rows.values_list("node_pool", "engine").distinct():
+                pools.add(pool)
+                engines.add(engine)
+        else:
+            pools.update(_walk_index(model, "node_pool", LONGEST_INDEXED_TEXT))
+            engines.update(_walk_index(model, "engine"))
+    return {"pools": sorted(pools - {""}), "engines": _one_spelling_each(engines - {""})}
+
+
+def _one_spelling_each(engines: set[str]) -> list[str]:
+    """One choice per engine whatever its case: the mixed-case spelling (vLLM) over the shouted one."""
     spellings: dict[str, str] = {}
-    for engine, _ in sorted(engines.items(), key=lambda item: (-item[1], item[0])):
+    for engine in sorted(engines, key=lambda value: (value.isupper(), value)):
         spellings.setdefault(engine.lower(), engine)
-    return {"pools": sorted(pools), "engines": sorted(spellings.values(), key=str.lower)}
+    return sorted(spellings.values(), key=str.lower)
+
+
+def _walk_index(model: type, column: str, longest: int | None = None) -> list[str]:
+    """Distinct non-empty values of ``column`` over the whole table, one index descent per value.
+
+    A loose index scan (PostgreSQL has no skip scan): each step asks the B-tree for the next
+    value above the last, so 5 pools cost 6 descents, not a pass over 100,000 rows. A column
+    whose index covers values of at most ``longest`` characters (see clusters.postgres_only) adds
+    the longer values, found by their own partial index.
+    """
+    table, name = connection.ops.quote_name(model._meta.db_table), connection.ops.quote_name(column)
+    bound = f" AND length({name}) <= {longest}" if longest else ""
+    longer = f" UNION SELECT {name} FROM {table} WHERE length({name}) > {longest}" if longest else ""
+    sql = (
+        f"WITH RECURSIVE walk(value) AS ("
+        f"SELECT MIN({name}) FROM {table} WHERE {name} > ''{bound} "
+        f"UNION ALL SELECT (SELECT MIN({name}) FROM {table} WHERE {name} > walk.value{bound}) "
+        f"FROM walk WHERE walk.value IS NOT NULL"
+        f") SELECT value FROM walk WHERE value IS NOT NULL{longer}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return [value for (value,) in cursor.fetchall()]

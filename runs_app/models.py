@@ -48,6 +48,10 @@ class InferenceRun(KubeObject):
     schedule = models.TextField(blank=True, editable=False)
     phase = models.CharField(max_length=16, blank=True, db_index=True, editable=False)
 
+    class Meta(KubeObject.Meta):
+        # the run list and the dashboard's recent runs read the newest first
+        indexes = [models.Index(fields=["-created_at"], name="runs_app_run_newest_first")]
+
     @classmethod
     def projected_fields(cls) -> list[str]:
         return ["config_name", "config_namespace", "timeout_seconds", "schedule", "phase"]

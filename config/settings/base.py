@@ -155,7 +155,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["clusters.api.permissions.ReadLoggedInWriteWithModelPermission"],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
-        "clusters.api.ordering.StrictOrderingFilter",
+        "clusters.api.pagination.StableOrderingFilter",
     ],
     "DEFAULT_PARSER_CLASSES": [
         "clusters.api.parsers.JSONParser",

@@ -1,0 +1,71 @@
+"""A migration operation for PostgreSQL-only SQL (index kinds SQLite lacks: GIN trigram, hash, partial).
+
+The embedded default (``make run``) runs on SQLite, where these indexes do not exist and are not
+needed (a demo's few rows); PostgreSQL, the production database, gets them. The statements stay
+out of the models' ``Meta.indexes`` because SQLite would be asked to create them too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import migrations
+
+# Characters of a text column that a B-tree index covers: 4 bytes each at most, under 2,704 bytes.
+LONGEST_INDEXED_TEXT = 600
+
+
+class PostgreSQLOnly(migrations.RunSQL):
+    """``RunSQL`` that does nothing on any other database."""
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_backwards(app_label, schema_editor, from_state, to_state)
+
+
+def search_and_list_indexes(table: str, searched: list[str], hashed: list[str]) -> PostgreSQLOnly:
+    """The indexes a mirrored kind's lists need on PostgreSQL, as one reversible operation.
+
+    - ``(name, namespace, id)``: ``ordering=name`` (the catalog's and the API's), read in index
+      order, and deep offsets answered from the index alone (see clusters.api.pagination);
+    - a trigram GIN index per ``searched`` column on ``UPPER(column)``, the expression Django's
+      ``icontains`` compares, so ``q=`` (a substring search over those columns) is no sequential scan;
+    - a hash index per ``hashed`` column: exact filters on text columns that may hold more than a
+      B-tree entry can (2,704 bytes; see the ``projected_columns_hold_what_the_crd_allows`` migrations).
+    """
+    index = f"{table}_name_ns_id"
+    statements = [(f"CREATE INDEX {index} ON {table} (name, namespace, id)", f"DROP INDEX {index}")]
+    statements += [
+        (
+            f"CREATE INDEX {table}_{column}_trgm ON {table} USING gin (UPPER({column}::text) gin_trgm_ops)",
+            f"DROP INDEX {table}_{column}_trgm",
+        )
+        for column in searched
+    ]
+    statements += [
+        (f"CREATE INDEX {table}_{column}_hash ON {table} USING hash ({column})", f"DROP INDEX {table}_{column}_hash")
+        for column in hashed
+    ]
+    return PostgreSQLOnly(
+        sql=[forward for forward, _ in statements], reverse_sql=[backward for _, backward in reversed(statements)]
+    )
+
+
+def distinct_choice_indexes(table: str, column: str, longest: int = LONGEST_INDEXED_TEXT) -> PostgreSQLOnly:
+    """B-tree indexes that list a text column's distinct values by walking the index (a loose scan).
+
+    A B-tree cannot hold values over 2,704 bytes, so the index covers values of at most ``longest``
+    characters (4 bytes each at most) and a second, partial index finds the (rare) longer ones.
+    """
+    short, long = f"{table}_{column}_short", f"{table}_{column}_long"
+    return PostgreSQLOnly(
+        sql=[
+            f"CREATE INDEX {short} ON {table} ({column}) WHERE length({column}) <= {longest}",
+            f"CREATE INDEX {long} ON {table} (id) WHERE length({column}) > {longest}",
+        ],
+        reverse_sql=[f"DROP INDEX {long}", f"DROP INDEX {short}"],
+    )

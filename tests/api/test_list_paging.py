@@ -34,6 +34,7 @@ def test_search_finds_substrings_in_every_searched_column():
     client = APIClient()
     client.force_authenticate(data.staff)
     by_name = client.get("/api/inferencemodels/?q=DEL-0001").json()  # case-insensitive, inside the name
-    assert sorted(row["metadata"]["name"] for row in by_name["results"]) == [f"model-0001{digit}" for digit in range(10)]
+    names = sorted(row["metadata"]["name"] for row in by_name["results"])
+    assert names == [f"model-0001{digit}" for digit in range(10)]
     by_model_name = client.get("/api/inferencemodels/?q=llama-7-instr").json()
     assert [row["metadata"]["name"] for row in by_model_name["results"]] == ["model-00007"]

@@ -243,6 +243,7 @@ def object_context(request: HttpRequest, obj: KubeObject) -> dict[str, Any]:
         "audit": AuditEntry.objects.filter(kind=model.kube.kind, object_id=obj.pk).select_related("actor")[:50],
         "can_change": can_change,
         "resolve_url_name": f"{model._meta.model_name}-resolve-page",
+        "live_url": reverse("live-objects", args=[model._meta.model_name, obj.pk]),
     }
 
 

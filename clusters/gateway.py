@@ -262,14 +262,22 @@ class ClusterGateway:
                 pod, namespace, container=container or None, tail_lines=tail_lines, _request_timeout=self.timeout
             )
 
-    def dry_run_apply(self, kind: KindInfo, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply of ``body`` with ``dryRun=All``: the API server validates it (schema,
-        CEL rules, admission, quota) and answers what it would store, storing nothing."""
+    def dry_run_create(self, kind: KindInfo, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create with ``dryRun=All``: the API server runs every check (schema, CEL rules, admission
+        policies, quota) and answers what it would store, storing nothing."""
+        with translated():
+            return self.custom.create_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, body, dry_run="All",
+                field_manager=FIELD_MANAGER, _request_timeout=self.timeout,
+            )
+
+    def dry_run_patch(self, kind: KindInfo, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """The JSON merge patch an edit sends, with ``dryRun=All`` (see ``dry_run_create``)."""
         with translated():
             return self.custom.patch_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, body["metadata"]["name"], body,
-                dry_run="All", field_manager=FIELD_MANAGER, force=True,
-                _content_type="application/apply-patch+yaml", _request_timeout=self.timeout,
+                kind.group, kind.version, namespace, kind.plural, name, patch, dry_run="All",
+                field_manager=FIELD_MANAGER, _content_type="application/merge-patch+json",
+                _request_timeout=self.timeout,
             )
 
     def watch_options(self, resource_version: str, timeout_seconds: int) -> dict[str, Any]:

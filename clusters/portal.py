@@ -170,7 +170,9 @@ class ManifestForm(CopyVersionMixin, forms.Form):
     """
 
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
-    manifest = YAMLField(required=True, widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "class": "code"}))
+    # data-yaml-editor: the page's CRD schema element; the editor (static/editor) upgrades the textarea
+    manifest = YAMLField(required=True, widget=forms.Textarea(
+        attrs={"rows": 24, "cols": 100, "class": "code", "data-yaml-editor": "crd-schema"}))
     edit_version = copy_version_field()
 
     def __init__(self, *args: Any, user: Any, model: type[KubeObject], instance: KubeObject | None = None, **kw):

@@ -20,6 +20,7 @@ from django.utils.safestring import mark_safe
 
 from accounts.access import CHANGE, VIEW, restrict
 from clusters.audit import Actor
+from clusters.editor_schema import editor_schema
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.portal import (
     PORTAL,
@@ -31,6 +32,7 @@ from clusters.portal import (
     object_context,
     visible_object,
 )
+from clusters.yaml_review import Review, review
 from models_app.catalog import COLUMN_LABELS, CatalogError, catalog, filter_choices
 from models_app.charts import memory_chart
 from models_app.forms import FORMS, crd_enum
@@ -158,12 +160,24 @@ def model_yaml(request: HttpRequest, kind: str, pk: int | None = None) -> HttpRe
     obj = visible_object(request, model, pk, CHANGE) if pk else None
     _require_perm(request, model, "change" if obj else "add")
     form = ManifestForm(request.POST or None, user=request.user, model=model, instance=obj)
+    context = {"form": form, "obj": obj, "kind": model.kube.kind, "kind_slug": kind,
+               "crd_schema": editor_schema(model.kube)}
+    if request.method == "POST" and request.POST.get("action") == "review":
+        context["review"] = review_manifest(form, obj)
+        return render(request, "portal/object_yaml.html", context)
     saved = _save_valid(request, form)
     if saved:
         return redirect(obj_url(saved))
-    return render(
-        request, "portal/object_yaml.html", {"form": form, "obj": obj, "kind": model.kube.kind, "kind_slug": kind}
-    )
+    return render(request, "portal/object_yaml.html", context)
+
+
+def review_manifest(form: ManifestForm, obj: KubeObject | None) -> Review | None:
+    """The "review changes" step: validate (the version check locks the row only while it runs),
+    then the field changes and the cluster's dry run; None when the form has errors to show."""
+    with transaction.atomic():
+        if not form.is_valid():
+            return None
+    return review(form.cleaned_data["cluster"], obj, form.validated)
 
 
 def resolve_view(model: type[KubeObject]):

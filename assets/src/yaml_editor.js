@@ -10,74 +10,15 @@ import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirro
 import { syntaxHighlighting, defaultHighlightStyle, indentOnInput, bracketMatching } from "@codemirror/language";
 import { autocompletion, completionKeymap } from "@codemirror/autocomplete";
 import { yaml } from "@codemirror/lang-yaml";
-
-const KEY_LINE = /^(\s*)(- )?([^\s:#][^:#]*?):(?:\s.*)?$/;
-const ITEM = "[]";
-
-function indentOf(text) {
-  return text.length - text.trimStart().length;
-}
-
-function meaningful(text) {
-  const trimmed = text.trim();
-  return trimmed !== "" && !trimmed.startsWith("#") && trimmed !== "---";
-}
-
-// The path of keys from the document's root to the mapping that holds the text at `indent`
-// on line `lineNumber` (list items are ITEM), found by walking up the lines by indentation.
-export function parentPath(lines, lineNumber, indent, inItemAt) {
-  const path = [];
-  let level = indent;
-  let dash = inItemAt; // the indentation of the "- " whose item we are in, or -1
-  if (dash >= 0) path.unshift(ITEM);
-  for (let n = lineNumber - 1; n >= 0 && (level > 0 || dash >= 0); n--) {
-    const text = lines[n];
-    if (!meaningful(text)) continue;
-    const at = indentOf(text);
-    const isDash = text.trimStart().startsWith("- ") || text.trim() === "-";
-    if (dash >= 0) {
-      // the key that holds the list: less indented than the dash, or as indented and no dash itself
-      if (at < dash || (at === dash && !isDash)) {
-        const match = KEY_LINE.exec(text);
-        if (!match) return null;
-        path.unshift(match[3].trim());
-        level = at + (match[2] ? 2 : 0);
-        dash = match[2] ? at : -1;
-        if (dash >= 0) path.unshift(ITEM);
-      }
-      continue;
-    }
-    if (at >= level && !(isDash && at + 2 === level)) continue;
-    if (isDash && at + 2 <= level) { // inside this list item: the item's keys are our siblings
-      path.unshift(ITEM);
-      dash = at;
-      level = at;
-      continue;
-    }
-    const match = KEY_LINE.exec(text);
-    if (!match) return null;
-    path.unshift(match[3].trim());
-    level = at;
-  }
-  return path;
-}
-
-export function schemaAt(schema, path) {
-  let node = schema;
-  for (const step of path) {
-    if (!node) return null;
-    node = step === ITEM ? node.items : (node.properties || {})[step];
-  }
-  return node || null;
-}
+import { parentPath, schemaAt, siblingKeys } from "./yaml_paths.js";
 
 function describe(node) {
   const type = node["x-kubernetes-int-or-string"] ? "integer or string" : (node.type || "");
   return type + (node.enum ? ` (one of ${node.enum.join(", ")})` : "");
 }
 
-function keyOptions(node) {
-  return Object.entries(node.properties || {}).map(([name, child]) => ({
+function keyOptions(node, taken) {
+  return Object.entries(node.properties || {}).filter(([name]) => !taken.has(name)).map(([name, child]) => ({
     label: name,
     type: "property",
     detail: describe(child),
@@ -112,7 +53,9 @@ export function crdCompletions(schema) {
     const path = parentPath(lines, line.number - 1, indent, key[2] ? key[1].length : -1);
     const node = path && schemaAt(schema, path);
     if (!node || !node.properties) return null;
-    return { from: context.pos - key[3].length, options: keyOptions(node), validFor: /^[\w.\/-]*$/ };
+    const taken = siblingKeys(lines, line.number - 1, indent);
+    if (key[2]) taken.clear(); // a new list item: its mapping starts here
+    return { from: context.pos - key[3].length, options: keyOptions(node, taken), validFor: /^[\w.\/-]*$/ };
   };
 }
 
@@ -144,7 +87,5 @@ function start() {
   document.querySelectorAll("textarea[data-yaml-editor]").forEach(upgrade);
 }
 
-if (typeof document === "undefined") {
-  // imported outside a browser (the path tests): nothing to upgrade
-} else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
 else start();

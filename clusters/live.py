@@ -141,8 +141,9 @@ def _event_row(item: dict[str, Any]) -> EventRow:
     )
 
 
-def read_live(obj: KubeObject, gateway: ClusterGateway) -> LiveObjects:
-    """The object's workloads, pods and the events of all of them, as the cluster has them now."""
+def read_live(obj: KubeObject, gateway: ClusterGateway, with_events: bool = True) -> LiveObjects:
+    """The object's workloads, pods and (``with_events``) the events of all of them, as the cluster
+    has them now."""
     kind = type(obj).kube.kind
     scope = SCOPES.get(kind, lambda _: Scope())(obj)
     namespace = obj.namespace
@@ -166,6 +167,8 @@ def read_live(obj: KubeObject, gateway: ClusterGateway) -> LiveObjects:
         if owner:
             uids[item["metadata"]["uid"]] = f"Pod/{item['metadata']['name']}"
             live.pods.append(_pod_row(item, owner))
+    if not with_events:
+        return live
     events, _ = gateway.builtin("v1", "Event").list("", namespace)
     mine = [e for e in events if (e.get("involvedObject") or {}).get("uid") in uids]
     live.events = [_event_row(e) for e in mine]
@@ -183,31 +186,34 @@ def unreachable_message(obj: KubeObject, error: GatewayError) -> str:
     return f"Cluster {obj.cluster.name} could not be read just now ({error}); the page shows the portal's copy."
 
 
-def live_objects(obj: KubeObject) -> LiveObjects:
-    """``read_live`` on a gateway of its own; a cluster that cannot be reached gives a message, never an error."""
+def _with_gateway(obj: KubeObject, read: Callable[[ClusterGateway], Any]) -> tuple[Any, str]:
+    """(what ``read`` returned, "") on a gateway of its own, or (None, why the cluster could not be read)."""
     try:
         gateway = ClusterGateway(obj.cluster)
     except (GatewayError, ConfigException) as error:  # no API server, or a kubeconfig that cannot be read
-        return LiveObjects(error=unreachable_message(obj, error))
+        return None, unreachable_message(obj, error)
     try:
-        return read_live(obj, gateway)
+        return read(gateway), ""
     except GatewayError as error:
-        return LiveObjects(error=unreachable_message(obj, error))
+        return None, unreachable_message(obj, error)
     finally:
         gateway.close()
+
+
+def live_objects(obj: KubeObject) -> LiveObjects:
+    """``read_live``; a cluster that cannot be reached gives a message, never an error."""
+    live, error = _with_gateway(obj, lambda gateway: read_live(obj, gateway))
+    return live or LiveObjects(error=error)
 
 
 def pod_log(obj: KubeObject, pod: str, container: str, tail_lines: int) -> tuple[str, str]:
-    """(log text, error) of one pod the object owns; a pod it does not own is refused (LookupError)."""
-    live = live_objects(obj)
-    if live.error:
-        return "", live.error
-    if pod not in live.pod_names():
-        raise LookupError(f"pod {pod!r} is not one of {obj.name}'s pods")
-    gateway = ClusterGateway(obj.cluster)
-    try:
-        return gateway.pod_log(obj.namespace, pod, container, tail_lines), ""
-    except GatewayError as error:
-        return "", f"The log of {pod} could not be read: {error}"
-    finally:
-        gateway.close()
+    """(log text, error) of one pod the object owns, checked on the same connection (without the
+    events, as a followed log asks every 2 s); a pod it does not own is refused (LookupError)."""
+
+    def read(gateway: ClusterGateway) -> str:
+        if pod not in read_live(obj, gateway, with_events=False).pod_names():
+            raise LookupError(f"pod {pod!r} is not one of {obj.name}'s pods")
+        return gateway.pod_log(obj.namespace, pod, container, tail_lines)
+
+    text, error = _with_gateway(obj, read)
+    return text or "", error

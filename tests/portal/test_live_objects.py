@@ -1,17 +1,18 @@
 """A model's and a run's page show what they own, read live from the real control plane: the
 Deployment, its ReplicaSet and pods (node, readiness), the Job and its pod, the events of all of
-them and a pod's log (served by kwok through kube-apiserver); another team gets 404; a cluster
-that cannot be reached gives a message, not an error."""
+them and a pod's log (served by kwok through kube-apiserver); a mirrored ModelService shows what
+llm-d made for it; another team gets 404; a cluster that cannot be reached gives a message, not an
+error."""
 
 from __future__ import annotations
 
 import pytest
 from django.test import Client
-from kubernetes.client import CoreV1Api
+from kubernetes.client import AppsV1Api, CoreV1Api
 
 from accounts.models import NamespaceGrant, Team
 from clusters.models import Cluster
-from models_app.models import InferenceModel
+from models_app.models import InferenceModel, ModelService
 from runs_app.controller import job_name
 from runs_app.models import InferenceRun
 from tests.accounts.conftest import store
@@ -115,3 +116,29 @@ def test_an_unreachable_cluster_gives_a_message_not_an_error(make_user, db) -> N
     assert "Cluster gone could not be read just now" in response.content.decode()
     response = client.get(f"/live/inferencemodel/{model.pk}/logs/?pod=x", **HTMX)
     assert response.status_code == 200 and "could not be read" in response.content.decode()
+
+
+def test_a_mirrored_modelservice_shows_what_llm_d_made_for_it(kube, transactional_db, make_user) -> None:
+    """Another controller (llm-d) owns the workloads: its decode Deployment carries an owner
+    reference to the ModelService, and its serving pods the ``llm-d.ai/model`` label (reference 004)."""
+    cluster = kube.register()
+    service = kube.write(sample_manifest("modelservice-qwen3-8b.yaml", kube.namespace))
+    kube.sync()
+    labels = {"llm-d.ai/model": "qwen3-8b", "llm-d.ai/role": "decode"}
+    AppsV1Api(kube.api_client).create_namespaced_deployment(kube.namespace, {
+        "metadata": {"name": "qwen3-8b-decode", "ownerReferences": [{
+            "apiVersion": service["apiVersion"], "kind": "ModelService", "name": "qwen3-8b",
+            "uid": service["metadata"]["uid"], "controller": True}]},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels}, "spec": {"containers": [{"name": "vllm", "image": "vllm"}]}}},
+    })
+    CoreV1Api(kube.api_client).create_namespaced_pod(kube.namespace, {
+        "metadata": {"name": "someone-elses"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    wait_for(lambda: pods_running(kube, "llm-d.ai/model=qwen3-8b", 1), timeout=30, message="llm-d's decode pod")
+    client = Client()
+    client.force_login(make_user("someone", perms=ALL_KIND_PERMS))
+    service_row = ModelService.objects.get(cluster=cluster, name="qwen3-8b")
+    live = client.get(f"/live/modelservice/{service_row.pk}/", **HTMX).content.decode()
+    assert "<td>Deployment</td><td><code>qwen3-8b-decode</code></td>" in live and "ModelService/qwen3-8b" in live
+    assert "<td>ReplicaSet</td>" in live and "Running" in live
+    assert "someone-elses" not in live

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-deps control-plane bench lint install migrate worker clean
+.PHONY: run test test-deps control-plane bench lint install migrate worker clean assets
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ bench: install test-deps
 ## control-plane: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
 control-plane:
 	bash tools/kube-control-plane/build.sh
+
+## assets: rebuild the committed browser bundle static/editor/yaml-editor.js (CodeMirror 6, YAML, CRD
+## completion) from assets/ with esbuild; the pinned npm packages are fetched here, never at run time
+assets:
+	cd assets && npm ci --no-audit --no-fund && npm run build
 
 lint: install
 	$(BIN)/ruff check .

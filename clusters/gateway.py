@@ -251,8 +251,34 @@ class ClusterGateway:
             )
 
     def builtin(self, api_version: str, kind: str) -> BuiltinResource:
-        """Verbs on a built-in kind the controllers manage (Deployment, Job, CronJob, ConfigMap)."""
+        """Verbs on a built-in kind the controllers manage (Deployment, Job, CronJob, ConfigMap) or
+        the portal reads live (ReplicaSet, Pod, Event)."""
         return BuiltinResource(self, api_version, kind)
+
+    def pod_log(self, namespace: str, pod: str, container: str | None, tail_lines: int) -> str:
+        """The last ``tail_lines`` lines a container printed (the API server asks the node's kubelet)."""
+        with translated():
+            return self.core.read_namespaced_pod_log(
+                pod, namespace, container=container or None, tail_lines=tail_lines, _request_timeout=self.timeout
+            )
+
+    def dry_run_create(self, kind: KindInfo, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create with ``dryRun=All``: the API server runs every check (schema, CEL rules, admission
+        policies, quota) and answers what it would store, storing nothing."""
+        with translated():
+            return self.custom.create_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, body, dry_run="All",
+                field_manager=FIELD_MANAGER, _request_timeout=self.timeout,
+            )
+
+    def dry_run_patch(self, kind: KindInfo, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """The JSON merge patch an edit sends, with ``dryRun=All`` (see ``dry_run_create``)."""
+        with translated():
+            return self.custom.patch_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, name, patch, dry_run="All",
+                field_manager=FIELD_MANAGER, _content_type="application/merge-patch+json",
+                _request_timeout=self.timeout,
+            )
 
     def watch_options(self, resource_version: str, timeout_seconds: int) -> dict[str, Any]:
         """Arguments of every watch: from ``resource_version``, bookmarks on, a server timeout and a
@@ -290,6 +316,9 @@ _BUILTIN_APIS = {
     ("batch/v1", "Job"): (client.BatchV1Api, "job"),
     ("batch/v1", "CronJob"): (client.BatchV1Api, "cron_job"),
     ("v1", "ConfigMap"): (client.CoreV1Api, "config_map"),
+    ("apps/v1", "ReplicaSet"): (client.AppsV1Api, "replica_set"),
+    ("v1", "Pod"): (client.CoreV1Api, "pod"),
+    ("v1", "Event"): (client.CoreV1Api, "event"),
 }
 
 

@@ -24,10 +24,12 @@ from django.views import View
 
 from accounts.access import ADD, CHANGE, DELETE, VIEW, can_act_in, restrict
 from clusters.audit import Actor
+from clusters.editor_schema import editor_schema
 from clusters.forms import CopyVersionMixin, YAMLField, copy_version_field, to_yaml
 from clusters.manifests import ManifestInvalid, identity_errors, validate_manifest
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.services import assign_manifest, request_delete, resolve_conflict, save_portal_edit
+from clusters.yaml_review import Review, review
 
 PORTAL = AuditEntry.Source.PORTAL
 
@@ -200,7 +202,9 @@ class ManifestForm(CopyVersionMixin, forms.Form):
     """
 
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
-    manifest = YAMLField(required=True, widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "class": "code"}))
+    # data-yaml-editor: the page's CRD schema element; the editor (static/editor) upgrades the textarea
+    manifest = YAMLField(required=True, widget=forms.Textarea(
+        attrs={"rows": 24, "cols": 100, "class": "code", "data-yaml-editor": "crd-schema"}))
     edit_version = copy_version_field()
 
     def __init__(self, *args: Any, user: Any, model: type[KubeObject], instance: KubeObject | None = None, **kw):
@@ -288,6 +292,7 @@ def object_context(request: HttpRequest, obj: KubeObject) -> dict[str, Any]:
         "can_delete": may(request, obj, DELETE) and obj.sync_state != SyncState.DELETING,
         "delete_url": reverse(f"{model._meta.model_name}-delete-page", args=[obj.pk]),
         "resolve_url_name": f"{model._meta.model_name}-resolve-page",
+        "live_url": reverse("live-objects", args=[model._meta.model_name, obj.pk]),
     }
 
 
@@ -316,10 +321,25 @@ def edit_page(
     obj = visible_object(request, model, pk, CHANGE) if pk else None
     require_perm(request, model, "change" if obj else "add")
     form = make_form(obj)
+    context = {"form": form, "obj": obj, "kind": model.kube.kind, **context}
+    if isinstance(form, ManifestForm):  # YAML mode: the editor completes the CRD's fields
+        context["crd_schema"] = editor_schema(model.kube)
+        if request.method == "POST" and request.POST.get("action") == "review":
+            context["review"] = review_manifest(form, obj)
+            return render(request, template, context)
     saved = save_valid(request, form)
     if saved:
         return redirect(obj_url(saved))
-    return render(request, template, {"form": form, "obj": obj, "kind": model.kube.kind, **context})
+    return render(request, template, context)
+
+
+def review_manifest(form: ManifestForm, obj: KubeObject | None) -> Review | None:
+    """The "review changes" step: validate (the version check locks the row only while it runs),
+    then the field changes and the cluster's dry run; None when the form has errors to show."""
+    with transaction.atomic():
+        if not form.is_valid():
+            return None
+    return review(form.cleaned_data["cluster"], obj, form.validated)
 
 
 class DeleteObjectView(LoginRequiredMixin, View):

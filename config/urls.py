@@ -45,6 +45,7 @@ urlpatterns = [
     path("", include("accounts.urls")),
     path("", include("models_app.urls")),
     path("", include("runs_app.urls")),
+    path("", include("clusters.live_urls")),
     path("", include("scheduler.urls")),
     path("", include("scheduler.rightsizing.urls")),
     path("api/", include(api_patterns)),

@@ -1,6 +1,7 @@
 """The ClusterRole of platform/deploy is enough for everything the portal does, and nothing more:
 under its ServiceAccount's own token (from the TokenRequest API) the sync, the watcher, applies
-from the portal, the node-pool refresh and both controllers work on the real control plane, while
+from the portal, the node-pool refresh, both controllers and the pages' live view (pods, events, logs)
+work on the real control plane, while
 reading Secrets is refused. The ``update`` on ``inferencemodels/finalizers`` is needed: without it
 the API server refuses the Deployment whose owner reference sets ``blockOwnerDeletion``."""
 
@@ -13,13 +14,16 @@ import pytest
 
 from clusters.gateway import ClusterGateway
 from clusters.leader import LeaseElector, lease_namespace
+from clusters.live import live_objects, pod_log
 from clusters.models import Cluster, SyncStat
 from models_app.models import InferenceModel
 from runs_app.controller import job_name
+from runs_app.models import InferenceRun
 from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import RunningWatch, sample_manifest, wait_for
 from tests.conftest import ENDPOINTS
 from tests.deploy.conftest import apply, find
+from tests.support.control_plane import POD_LOG_LINES
 
 PORTAL = "inference-portal"
 FINALIZERS_RULE = {"apiGroups": ["inference.eh-ops.io"], "resources": ["inferencemodels/finalizers"],
@@ -92,6 +96,10 @@ def test_everything_the_portal_does_works_under_its_own_service_account(
     once = job_name("once", run["metadata"]["uid"])
     assert kube.get("v1", "ConfigMap", f"{once}-contract") and kube.list("batch/v1", "CronJob")
     wait_for(lambda: job_finished(kube, once), timeout=30, message="the runner Job to finish")
+    run_row = InferenceRun.objects.get(cluster=cluster, name="once")
+    live = live_objects(run_row)  # the live view: workloads, pods, events; then a pod's log
+    assert not live.error and [w.name for w in live.workloads] == [once] and live.pods, live.error
+    assert pod_log(run_row, live.pods[0].name, "", 5) == ("\n".join(POD_LOG_LINES) + "\n", "")
     kube.sync()
     out = kube.sync()  # the finished run: autoDeletePolicy deletes its Job and contract
     assert "error" not in out, out

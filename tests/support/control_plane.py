@@ -19,6 +19,11 @@ choices, each for a reason:
 - kwok manages the nodes annotated ``kwok.x-k8s.io/node: fake`` with the stages of
   ``tests/support/kwok-stages.yaml``: pods become Running and Ready, Job pods complete, and a Job
   pod whose first container's image ends in ``:fail`` fails with exit code 1.
+- Pod logs are real: kwok's kubelet-like server (TLS, the API server's serving certificate, which
+  names 127.0.0.1) answers ``/containerLogs`` for every pod with ``POD_LOG_LINES`` (a kwok
+  ``ClusterLogs``). The simulated nodes report InternalIP 127.0.0.1 and that server's port as their
+  kubelet endpoint, and kube-apiserver reaches it by InternalIP, verifying it with the test CA; so
+  ``read_namespaced_pod_log`` goes through the API server exactly as on a real cluster.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ CONTROLLERS = (
     "cronjob-controller,namespace-controller,serviceaccount-controller"
 )
 FAKE_NODE_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+# What every simulated container "printed": kwok serves these lines as its log (CRI log format).
+POD_LOG_LINES = ("runner: loading model", "runner: serving on :8000", "runner: 3 requests done")
 
 # Simulated nodes: two pools, as NODE_POOL_LABEL (inference-pool) groups them. The GPU pool carries
 # the labels NVIDIA GPU feature discovery sets and the node selectors of the reference samples.
@@ -128,6 +135,7 @@ class ControlPlane:
     etcd_url: str = ""
     ca_pem: str = ""
     kubeconfig: Path = Path()
+    kubelet_port: int = 0
     started_in_s: float = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -156,7 +164,11 @@ class ControlPlane:
         self._start("kwok", [
             f"--kubeconfig={self.kubeconfig}", "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            f"--config={KWOK_STAGES}", "--cidr=10.244.0.1/16", "--node-ip=10.0.0.1",
+            f"--config={KWOK_STAGES}", f"--config={self._write_kwok_logs()}", "--cidr=10.244.0.1/16",
+            "--node-ip=127.0.0.1", f"--node-port={self.kubelet_port}",
+            f"--server-address=127.0.0.1:{self.kubelet_port}",
+            f"--tls-cert-file={self.workdir / 'apiserver.crt'}",
+            f"--tls-private-key-file={self.workdir / 'apiserver.key'}",
         ])
         self._create_nodes()
         self._wait(self._nodes_ready, 60, "kwok to make the simulated nodes Ready")
@@ -209,6 +221,18 @@ class ControlPlane:
         ca.issue_cert("service-accounts").private_key_pem.write_to_path(str(self.workdir / "sa.key"))
         (self.workdir / "tokens.csv").write_text(f'{ADMIN_TOKEN},portal-tests-admin,1,"system:masters"\n')
 
+    def _write_kwok_logs(self) -> Path:
+        """kwok's ClusterLogs: every container of every pod logs ``POD_LOG_LINES`` (a CRI log file)."""
+        stamp = "2026-01-01T00:00:00.000000000Z"
+        log_file = self.workdir / "container.log"
+        log_file.write_text("".join(f"{stamp} stdout F {line}\n" for line in POD_LOG_LINES))
+        config = self.workdir / "kwok-logs.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "every-pod"},
+            "spec": {"logs": [{"containers": [], "logsFile": str(log_file), "follow": False}]},
+        }))
+        return config
+
     def _start(self, name: str, args: list[str]) -> Process:
         log = self.workdir / f"{name}.log"
         popen = subprocess.Popen([str(self.binaries / name), *args], stdout=log.open("w"),
@@ -230,7 +254,7 @@ class ControlPlane:
         self._wait(lambda: self._get(f"{self.etcd_url}/health"), 30, "etcd")
 
     def _start_apiserver(self) -> None:
-        port = free_port()
+        port, self.kubelet_port = free_port(), free_port()
         self.url = f"https://127.0.0.1:{port}"
         self._start("kube-apiserver", [
             f"--etcd-servers={self.etcd_url}", f"--secure-port={port}", "--bind-address=127.0.0.1",
@@ -245,6 +269,9 @@ class ControlPlane:
             "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
             "--authorization-mode=RBAC", "--watch-cache=false", "--enable-priority-and-fairness=false",
             "--disable-admission-plugins=TaintNodesByCondition",
+            # pod logs: reach kwok's kubelet-like server at the node's InternalIP, verified by the CA
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-certificate-authority={self.workdir / 'ca.crt'}",
             "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             "--v=1",
         ])

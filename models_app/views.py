@@ -142,7 +142,8 @@ def model_form(request: HttpRequest, kind: str, pk: int | None = None) -> HttpRe
     obj = visible_object(request, model, pk, CHANGE) if pk else None
     _require_perm(request, model, "change" if obj else "add")
     form_class = FORMS[model]
-    form = form_class(request.POST or None, user=request.user, instance=obj)
+    initial = form_class.initial_from_query(request.GET) if obj is None and request.method == "GET" else {}
+    form = form_class(request.POST or None, user=request.user, instance=obj, initial=initial)
     saved = _save_valid(request, form)
     if saved:
         return redirect(obj_url(saved))

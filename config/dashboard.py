@@ -16,12 +16,11 @@ from django.views.generic import TemplateView
 from accounts.access import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
 from clusters.kinds import all_models
 from clusters.models import SyncState
-from models_app.models import InferenceModel
 from runs_app.models import InferenceRun
 from scheduler.accounting import pool_accounts
 from scheduler.charts import pool_usage_chart
-from scheduler.rightsizing.conf import default_policy
-from scheduler.rightsizing.report import build_report
+from scheduler.rightsizing.models import Observation
+from scheduler.rightsizing.report import build_report, row_for
 from scheduler.visibility import team_accounts
 
 RECENT = 8
@@ -54,10 +53,9 @@ class HomeView(LoginRequiredMixin, TemplateView):
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         context["pool_chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""
         context["accounts"] = accounts
-        rows = build_report(
-            default_policy(), ordering="-freed_bytes", models=restrict(InferenceModel.objects.all(), user)
-        )
-        context["savings"] = [row for row in rows if (row.freed_bytes or 0) > 0][:RECENT]
+        # The top savings in SQL: the report's own rows (one definition of a saving), biggest first.
+        largest = build_report(restrict(Observation.objects.all(), user), ordering="-freed_bytes")
+        context["savings"] = [row_for(o) for o in largest.filter(freed_bytes__gt=0)[:RECENT]]
         runs = restrict(InferenceRun.objects.select_related("cluster"), user, VIEW).order_by("-created_at")
         context["runs"] = runs[:RECENT]
         return context

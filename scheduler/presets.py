@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from scheduler.calculator import BYTES_PER_PARAMETER
+
 DATA = Path(__file__).with_name("data") / "model_presets.yaml"
 _REQUIRED = ("parameters", "layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "context_length")
 
@@ -68,3 +70,11 @@ def all_presets() -> tuple[Preset, ...]:
 
 def preset(preset_id: str) -> Preset | None:
     return next((item for item in all_presets() if item.id == preset_id), None)
+
+
+def published_weights_bytes(hf_id: str) -> int | None:
+    """Weights of a served model named by its Hugging Face id, at the precision it is published in;
+    None when no preset is that model (right-sizing then gives no GPU figure rather than a guess)."""
+    wanted = hf_id.strip().lower()
+    match = next((item for item in all_presets() if item.hf_id.lower() == wanted), None) if wanted else None
+    return None if match is None else int(match.parameters * BYTES_PER_PARAMETER[match.dtype])

@@ -190,7 +190,7 @@ def refresh_cluster(
             observation.refresh = refresh
         bulk.insert(Observation, observations)
         statused = [(o.model, o) for o in observations if o.model is not None]
-        _store_status(statused)
+        store_status(statused)
     errors = _write_back_all(cluster, statused)
     if errors:
         refresh.error = "status write-back failed for " + "; ".join(errors)
@@ -198,7 +198,7 @@ def refresh_cluster(
     return refresh
 
 
-def _store_status(pairs: list[tuple[KubeObject, Observation]]) -> None:
+def store_status(pairs: list[tuple[KubeObject, Observation]]) -> None:
     """Every InferenceModel's right-sizing status and projected columns in one UPDATE (a JSON document
     joined by id): linear in rows, unlike ``bulk_update``'s CASE per row, and one parameter."""
     if not pairs:

@@ -5,10 +5,12 @@ minute for 7 days (10,080 samples per model, about 10 million in all) plus ``kub
 every 10 minutes, backfilled with promtool into one block and served by ``prometheus`` on loopback.
 ``BENCH_RIGHTSIZING_STEP`` (seconds, default 60) and ``BENCH_RIGHTSIZING_MODELS`` shrink it.
 
-Figures: ``rightsizing.report_s_1000`` (a full refresh: the batched queries, the policy, history
-rows and status for every model), ``rightsizing.queries_1000`` (HTTP requests to Prometheus in that
-refresh), ``rightsizing.per_model_report_s_1000`` (the same refresh asking once per model, the
-reference) and ``rightsizing.per_model_queries_1000``; plus the setup cost (``backfill_s``).
+Figures: ``rightsizing.report_s_1000`` (a full refresh: the batched queries, the policies, history
+rows and status for every model), ``rightsizing.prom_queries_1000`` (HTTP requests to Prometheus in
+that refresh; also as ``queries_1000``), ``rightsizing.sql_queries_1000`` (SQL statements in that
+refresh: a constant, see refresh.py), ``rightsizing.per_model_report_s_1000`` (the same refresh
+asking once per model, the reference) and ``rightsizing.per_model_queries_1000``; plus the setup
+cost (``backfill_s``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Cluster
 from models_app.models import InferenceModel
@@ -89,7 +94,8 @@ def run() -> dict[str, float]:
         at = datetime.fromtimestamp(end, tz=UTC)
         refresh_cluster(cluster, at=at)  # warm Prometheus' page cache and the database
         started = time.perf_counter()
-        batched = refresh_cluster(cluster, at=at)
+        with CaptureQueriesContext(connection) as statements:
+            batched = refresh_cluster(cluster, at=at)
         batched_s = time.perf_counter() - started
         assert batched.ok and batched.models_with_data == MODELS, batched.error
         started = time.perf_counter()
@@ -105,6 +111,8 @@ def run() -> dict[str, float]:
     return {
         "rightsizing.report_s_1000": batched_s,
         "rightsizing.queries_1000": float(batched.queries),
+        "rightsizing.prom_queries_1000": float(batched.queries),
+        "rightsizing.sql_queries_1000": float(len(statements.captured_queries)),
         "rightsizing.per_model_report_s_1000": per_model_s,
         "rightsizing.per_model_queries_1000": float(per_model.queries),
         "rightsizing.backfill_s": server.backfill_seconds,

@@ -140,6 +140,12 @@ class KubeObjectPageForm(CopyVersionMixin, forms.Form):
             for field in ("cluster", "namespace", "name"):
                 self.fields[field].disabled = True
 
+    @classmethod
+    def initial_from_query(cls, params: QueryDict) -> dict[str, str]:
+        """A create form pre-filled from the query string (``?name=...&memory=16Gi``), as the
+        calculator links to it: only the form's own fields, as text the user reviews before saving."""
+        return {key: params[key] for key in params if key in cls.base_fields and key != cls.COPY_FIELD}
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         cluster, namespace, name = data.get("cluster"), data.get("namespace"), data.get("name")

@@ -19,10 +19,10 @@ from django.views.generic import TemplateView
 from accounts.access import VIEW, restrict, visible_cluster_ids, visible_clusters
 from clusters.kinds import all_models
 from clusters.models import SyncState
-from config.largest_savings import largest_savings
 from runs_app.models import InferenceRun
 from scheduler.charts import pool_usage_chart
-from scheduler.rightsizing.conf import default_policy
+from scheduler.rightsizing.models import Observation
+from scheduler.rightsizing.report import build_report, row_for
 from scheduler.usage import pool_usage
 
 RECENT = 8
@@ -79,7 +79,9 @@ class HomeView(LoginRequiredMixin, TemplateView):
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         context["pool_chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""
         context["accounts"] = accounts
-        context["savings"] = largest_savings(user, default_policy(), RECENT)
+        # The top savings in SQL: the report's own rows (one definition of a saving), biggest first.
+        largest = build_report(restrict(Observation.objects.all(), user), ordering="-freed_bytes")
+        context["savings"] = [row_for(o) for o in largest.filter(freed_bytes__gt=0)[:RECENT]]
         runs = restrict(InferenceRun.objects.select_related("cluster"), user, VIEW).order_by("-created_at")
         context["runs"] = runs[:RECENT]
         return context

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, ClassVar
 
 from django.db import models
 
 from clusters.kinds import KindInfo, register
 from clusters.models import KubeObject
-from clusters.quantities import quantity_to_int, saturate_int64
+from clusters.quantities import quantity_to_decimal, quantity_to_int, saturate_int64
+from clusters.serving import PodResources
 from clusters.spec_rules import requests_within_limits
 from clusters.validation import FieldError
 from scheduler.pools import node_pool_of
@@ -21,6 +23,12 @@ def _dig(data: Any, *keys: str, default: Any = None) -> Any:
             return default
         data = data[key]
     return data
+
+
+def _millicores(value: Any) -> int | None:
+    """A CPU quantity (``"4"``, ``"500m"``) in millicores; None when absent or not a quantity."""
+    amount = quantity_to_decimal(value)
+    return None if amount is None else math.ceil(amount * 1000)
 
 
 class ServingModel(KubeObject):
@@ -45,9 +53,16 @@ class ServingModel(KubeObject):
     class Meta(KubeObject.Meta):
         abstract = True
 
+    # The kube_pod_labels label naming the object on its pods (right-sizing, see clusters/serving.py).
+    pod_label: ClassVar[str]
+
     @classmethod
     def projected_fields(cls) -> list[str]:
         return ["model_name", "engine", "node_pool", "memory_bytes", "replicas", "gpu_count", "ready"]
+
+    def pod_resources(self) -> PodResources:
+        """What one pod of this object requests; each kind reads its own spec."""
+        raise NotImplementedError
 
 
 @register
@@ -88,6 +103,20 @@ class InferenceModel(ServingModel):
         self.ready = status.get("ready") is True
         self.observed_peak_bytes = quantity_to_int(status.get("observedPeakMemory"))
         self.utilization_percent = status.get("utilizationPercent")
+
+    # -- right-sizing: the controller labels pods inference.eh-ops.io/model=<modelName>
+    pod_label = "label_inference_eh_ops_io_model"
+
+    def pod_resources(self) -> PodResources:
+        resources = (self.spec or {}).get("resources") or {}
+        gpus = _dig(resources, "limits", "gpu") or _dig(resources, "requests", "gpu")
+        return PodResources(
+            label_value=self.model_name,
+            memory_bytes=self.memory_bytes,
+            cpu_millicores=_millicores(_dig(resources, "requests", "cpu")),
+            gpus=quantity_to_int(gpus) or 0,
+            served_model=self.model_name,
+        )
 
 
 @register
@@ -154,6 +183,22 @@ class KubeAIModel(ServingModel):
         self.gpu_count = saturate_int64(gpus)
         self.ready = (_dig(status, "replicas", "ready") or 0) > 0
 
+    # -- right-sizing: KubeAI labels its pods model=<metadata.name>; memory and CPU come from the
+    # resource profile, which the Model does not carry, so only GPUs and KV cache are judged.
+    pod_label = "label_model"
+
+    def pod_resources(self) -> PodResources:
+        _, _, count = self.resource_profile.partition(":")
+        gpus = int(count) if count.isdigit() and "cpu" not in self.resource_profile else 0
+        url = self.url
+        return PodResources(
+            label_value=self.name,
+            memory_bytes=None,
+            cpu_millicores=None,
+            gpus=gpus,
+            served_model=url.removeprefix("hf://") if url.startswith("hf://") else "",
+        )
+
 
 @register
 class ModelService(ServingModel):
@@ -211,3 +256,24 @@ class ModelService(ServingModel):
         )
         self.phase = status.get("phase", "")
         self.ready = self.phase == "Ready"
+
+    # -- right-sizing: llm-d labels decode and prefill pods llm-d.ai/model=<metadata.name>; a
+    # model's figure is its largest pod's, so the largest role's request is the declaration.
+    pod_label = "label_llm_d_ai_model"
+
+    def pod_resources(self) -> PodResources:
+        spec = self.spec or {}
+        roles = [spec[role] for role in ("decode", "prefill") if isinstance(spec.get(role), dict)]
+        memories = [
+            quantity_to_int(_dig(role, "resources", "requests", "memory"))
+            or quantity_to_int(_dig(role, "resources", "limits", "memory"))
+            for role in roles
+        ]
+        cpus = [_millicores(_dig(role, "resources", "requests", "cpu")) for role in roles]
+        return PodResources(
+            label_value=self.name,
+            memory_bytes=max(memories) if memories and all(memories) else None,
+            cpu_millicores=max(cpus) if cpus and all(c is not None for c in cpus) else None,
+            gpus=max((self.gpus_per_pod(role, self.accelerator) for role in roles), default=0),
+            served_model=self.model_name,
+        )

@@ -20,6 +20,7 @@ from accounts.access import VIEW, restrict
 from clusters.forms import crd_enum
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.portal import (
+    KubeObjectPageForm,
     ManifestForm,
     ResolveConflictView,
     bad_request,
@@ -132,10 +133,14 @@ def model_page(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
 def model_form(request: HttpRequest, kind: str, pk: int | None = None) -> HttpResponse:
     """Create (no pk) or edit one serving model with the kind's form."""
     model = _model(kind)
-    return edit_page(
-        request, model, pk, lambda obj: FORMS[model](request.POST or None, user=request.user, instance=obj),
-        "portal/object_form.html", **mode_urls("model", pk, kind),
-    )  # fmt: skip
+    form_class = FORMS[model]
+
+    def make_form(obj: KubeObject | None) -> KubeObjectPageForm:
+        # a new object may arrive pre-filled from a link (the calculator's "create this model")
+        initial = form_class.initial_from_query(request.GET) if obj is None and request.method == "GET" else {}
+        return form_class(request.POST or None, user=request.user, instance=obj, initial=initial)
+
+    return edit_page(request, model, pk, make_form, "portal/object_form.html", **mode_urls("model", pk, kind))
 
 
 @login_required

@@ -11,8 +11,7 @@ from django.db.models import QuerySet
 
 from clusters import yaml_input
 from clusters.models import Cluster
-from scheduler.api.serializers import CalculatorRequestSerializer, PlanRequestSerializer
-from scheduler.calculator import BYTES_PER_PARAMETER
+from scheduler.api.serializers import PlanRequestSerializer
 
 PLAN_EXAMPLE = """\
 # A list, as the API's "models": existing ({kind, id}), edited ({kind, id, spec}) or new ({manifest}).
@@ -74,32 +73,4 @@ class PlanForm(forms.Form):
             _errors_into(self, serializer.errors)
         else:
             data["validated"] = serializer.validated_data
-        return data
-
-
-class CalculatorForm(forms.Form):
-    parameters = forms.FloatField(initial=7e9, help_text="e.g. 7e9")
-    dtype = forms.ChoiceField(choices=[(k, k) for k in sorted(BYTES_PER_PARAMETER)], initial="bf16")
-    layers = forms.IntegerField(initial=32, min_value=0)
-    kv_heads = forms.IntegerField(initial=32, min_value=0, label="KV heads")
-    head_dim = forms.IntegerField(initial=128, min_value=0)
-    context_length = forms.IntegerField(initial=4096, min_value=0)
-    concurrent_sequences = forms.IntegerField(initial=1, min_value=1)
-    kv_dtype = forms.ChoiceField(
-        choices=[("same", "same as dtype")] + [(k, k) for k in sorted(BYTES_PER_PARAMETER)], initial="same"
-    )
-    overhead = forms.CharField(initial="1Gi")
-    gpu_memory = forms.CharField(initial="80Gi", required=False)
-    gpu_utilization = forms.FloatField(initial=0.9)
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        if self.errors:
-            return data
-        payload = {key: value for key, value in data.items() if value not in (None, "")}
-        serializer = CalculatorRequestSerializer(data=payload)
-        if not serializer.is_valid():
-            _errors_into(self, serializer.errors)
-        else:
-            data["estimate_kwargs"] = serializer.to_estimate_kwargs()
         return data

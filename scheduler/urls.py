@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from scheduler.views import CalculatorPageView, PlanningView
+from scheduler.calculator_views import CalculatorPageView
+from scheduler.views import PlanningView
 
 urlpatterns = [
     path("planning/", PlanningView.as_view(), name="planning"),

@@ -1,4 +1,4 @@
-"""Portal pages: planning (pool accounting, chart, what-if form) and the memory calculator."""
+"""Portal pages: planning (pool accounting, chart, what-if form); the calculator is calculator_views.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from django.views.generic import FormView
 
 from accounts.access import namespace_predicate, visible_cluster_ids, visible_clusters
 from scheduler.accounting import pool_accounts
-from scheduler.calculator import estimate
 from scheduler.charts import pool_usage_chart
-from scheduler.forms import CalculatorForm, PlanForm
+from scheduler.forms import PlanForm
 from scheduler.planner import plan, plan_to_dict
 from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
 
@@ -50,12 +49,3 @@ class PlanningView(LoginRequiredMixin, FormView):
         proposed = {proposal.label for proposal in data["proposals"]}
         shown = redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)
         return self.render_to_response(self.get_context_data(form=form, plan=shown))
-
-
-class CalculatorPageView(LoginRequiredMixin, FormView):
-    template_name = "scheduler/calculator.html"
-    form_class = CalculatorForm
-
-    def form_valid(self, form: CalculatorForm) -> Any:
-        result = estimate(**form.cleaned_data["estimate_kwargs"])
-        return self.render_to_response(self.get_context_data(form=form, estimate=result))

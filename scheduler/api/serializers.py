@@ -8,17 +8,8 @@ from rest_framework import serializers
 
 from clusters.api.exceptions import field_error_detail
 from clusters.models import Cluster
-from clusters.quantities import quantity_to_int
 from clusters.validation import ManifestInvalid
-from scheduler.calculator import BYTES_PER_PARAMETER, DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
 from scheduler.proposals import Proposal, proposal_from_request
-
-
-def _quantity(field: str, value: Any) -> int:
-    amount = quantity_to_int(value)
-    if amount is None or amount < 0:
-        raise serializers.ValidationError(f"{field}: {value!r} is not a non-negative Kubernetes quantity (e.g. 80Gi)")
-    return amount
 
 
 class ProposedModelSerializer(serializers.Serializer):
@@ -69,41 +60,3 @@ class PlanRequestSerializer(serializers.Serializer):
             raise serializers.ValidationError(field_error_detail(invalid.errors)) from None
         attrs["proposals"] = proposals
         return attrs
-
-
-class CalculatorRequestSerializer(serializers.Serializer):
-    """Each input is bounded a thousand times beyond today's largest models, so every term and the
-    total stay finite numbers (``1e308`` parameters would make the weights infinite)."""
-
-    parameters = serializers.FloatField(min_value=1, max_value=1e15, help_text="Parameter count, e.g. 7e9.")
-    dtype = serializers.ChoiceField(choices=sorted(BYTES_PER_PARAMETER), default="bf16")
-    layers = serializers.IntegerField(min_value=0, max_value=100_000, default=0)
-    kv_heads = serializers.IntegerField(
-        min_value=0, max_value=100_000, default=0, help_text="Key/value heads (GQA), not query heads."
-    )
-    head_dim = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
-    context_length = serializers.IntegerField(min_value=0, max_value=1_000_000_000, default=0)
-    concurrent_sequences = serializers.IntegerField(min_value=1, max_value=1_000_000, default=1)
-    kv_dtype = serializers.ChoiceField(
-        choices=["same", *sorted(BYTES_PER_PARAMETER)], default="same", help_text="KV cache precision; same as dtype."
-    )
-    overhead = serializers.CharField(required=False, help_text="Quantity, default 1Gi.")
-    gpu_memory = serializers.CharField(required=False, help_text="Memory of one GPU, e.g. 80Gi.")
-    gpu_utilization = serializers.FloatField(min_value=0.01, max_value=1.0, default=DEFAULT_UTILIZATION)
-
-    def validate_overhead(self, value: str) -> int:
-        return _quantity("overhead", value)
-
-    def validate_gpu_memory(self, value: str) -> int:
-        amount = _quantity("gpu_memory", value)
-        if amount == 0:
-            raise serializers.ValidationError(f"gpu_memory: {value!r} must be greater than zero")
-        return amount
-
-    def to_estimate_kwargs(self) -> dict[str, Any]:
-        data = dict(self.validated_data)
-        data["overhead_bytes"] = data.pop("overhead", DEFAULT_OVERHEAD_BYTES)
-        if data["kv_dtype"] == "same":
-            data["kv_dtype"] = None
-        data["gpu_memory_bytes"] = data.pop("gpu_memory", None)
-        return data

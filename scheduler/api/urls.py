@@ -2,10 +2,12 @@
 
 from django.urls import path
 
-from scheduler.api.views import CalculatorView, PlanView, PoolAccountsView
+from scheduler.api.calculator_views import CalculatorView, PresetsView
+from scheduler.api.views import PlanView, PoolAccountsView
 
 urlpatterns = [
     path("planning/plan/", PlanView.as_view(), name="planning-plan"),
     path("planning/calculator/", CalculatorView.as_view(), name="planning-calculator"),
+    path("planning/presets/", PresetsView.as_view(), name="planning-presets"),
     path("planning/pools/", PoolAccountsView.as_view(), name="planning-pools"),
 ]

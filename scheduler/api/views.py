@@ -1,8 +1,6 @@
-"""Planning API: the what-if planner, the memory calculator and per-pool accounting."""
+"""Planning API: the what-if planner and per-pool accounting (the calculator: calculator_views.py)."""
 
 from __future__ import annotations
-
-from dataclasses import asdict
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -15,8 +13,7 @@ from rest_framework.views import APIView
 from accounts.access import namespace_predicate, visible_cluster_ids, visible_clusters
 from clusters.api.exceptions import field_error_detail
 from scheduler.accounting import pool_accounts
-from scheduler.api.serializers import CalculatorRequestSerializer, PlanRequestSerializer
-from scheduler.calculator import estimate
+from scheduler.api.serializers import PlanRequestSerializer
 from scheduler.planner import plan, plan_to_dict
 from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
 
@@ -39,16 +36,6 @@ class PlanView(APIView):
         result = plan(data["cluster"], data["proposals"], data["include_running"], data.get("now"))
         proposed = {proposal.label for proposal in data["proposals"]}
         return Response(redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed))
-
-
-class CalculatorView(APIView):
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(request=CalculatorRequestSerializer, responses={200: OpenApiTypes.OBJECT}, summary="Model memory")
-    def post(self, request: Request) -> Response:
-        serializer = CalculatorRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        return Response(asdict(estimate(**serializer.to_estimate_kwargs())))
 
 
 class PoolAccountsView(APIView):

@@ -1,4 +1,8 @@
-"""Charts as inline SVG, rendered on the server with pygal (no JavaScript, no CDN)."""
+"""Charts as inline SVG, rendered on the server with pygal (no JavaScript, no CDN).
+
+Time series start their value axis at zero (``include_x_axis``): a declared 80Gi against a 75Gi
+peak must look like 94%, not like the peak at the bottom of an axis that starts at 60.
+"""
 
 from __future__ import annotations
 
@@ -30,14 +34,44 @@ def pool_chart(totals: list[PoolTotal]) -> str:
     return _render(chart)
 
 
-def model_chart(title: str, history: list[Observation]) -> str:
-    """One model over time: declared memory against the observed peak of each refresh (GiB)."""
+def _time_series(title: str, series: dict[str, list[tuple[object, float]]]) -> str:
     chart = pygal.DateTimeLine(
-        title=title, x_value_formatter=lambda value: value.strftime("%Y-%m-%d %H:%M"), **_config()
+        title=title,
+        x_value_formatter=lambda value: value.strftime("%m-%d %H:%M"),
+        x_label_rotation=20,
+        include_x_axis=True,  # the value axis starts at zero
+        dots_size=2,
+        **_config(),
     )
-    chart.add("Declared", [(o.observed_at, o.declared_bytes / GI) for o in history if o.declared_bytes])
-    chart.add("Observed peak", [(o.observed_at, o.peak_bytes / GI) for o in history if o.peak_bytes is not None])
-    chart.add(
-        "Recommended", [(o.observed_at, o.recommended_bytes / GI) for o in history if o.recommended_bytes is not None]
-    )
+    for name, points in series.items():
+        chart.add(name, points)
     return _render(chart)
+
+
+def model_chart(title: str, history: list[Observation]) -> str:
+    """One object over time: declared memory against the observed peak of each refresh (GiB)."""
+    return _time_series(
+        title,
+        {
+            "Declared": [(o.observed_at, o.declared_bytes / GI) for o in history if o.declared_bytes],
+            "Observed peak": [(o.observed_at, o.peak_bytes / GI) for o in history if o.peak_bytes is not None],
+            "Recommended": [
+                (o.observed_at, o.recommended_bytes / GI) for o in history if o.recommended_bytes is not None
+            ],
+        },
+    )
+
+
+def gpu_chart(title: str, history: list[Observation]) -> str:
+    """GPU framebuffer of the largest pod (summed over its GPUs) against its GPUs' memory; empty without GPU data."""
+    if not any(o.gpu_memory_peak_bytes is not None for o in history):
+        return ""
+    return _time_series(
+        title,
+        {
+            "GPU memory": [(o.observed_at, o.gpu_capacity_bytes / GI) for o in history if o.gpu_capacity_bytes],
+            "Framebuffer peak": [
+                (o.observed_at, o.gpu_memory_peak_bytes / GI) for o in history if o.gpu_memory_peak_bytes is not None
+            ],
+        },
+    )

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
+from clusters.kinds import all_models
 from clusters.quantities import quantity_to_int
 from scheduler.rightsizing.policy import Policy
 
@@ -27,14 +28,15 @@ DEFAULTS: dict[str, Any] = {
     "WINDOW": "7d",
     # Where the metrics are (see queries.py for the convention).
     "POD_LABELS_METRIC": "kube_pod_labels",
-    "MODEL_LABELS": [
-        "label_inference_eh_ops_io_model",  # inference.eh-ops.io/model (eh-ops InferenceModel)
-        "label_llm_d_ai_model",  # llm-d.ai/model (llm-d / OtterScale ModelService)
-        "label_model",  # model (KubeAI)
-    ],
+    "MODEL_LABELS": None,  # None: every serving kind's own pod_label (see serving_kinds())
     "MEMORY_METRIC": 'container_memory_working_set_bytes{container!="",container!="POD"}',
     "GPU_MEMORY_METRIC": "DCGM_FI_DEV_FB_USED",  # MiB per GPU, labelled namespace/pod by dcgm-exporter
+    "GPU_FREE_METRIC": "DCGM_FI_DEV_FB_FREE",  # MiB per GPU: used + free is the GPU's framebuffer
     "KV_CACHE_METRIC": '{__name__=~"vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc"}',
+    "OOM_METRIC": 'kube_pod_container_status_last_terminated_reason{reason="OOMKilled"}',
+    "CPU_METRIC": 'container_cpu_usage_seconds_total{container!="",container!="POD"}',
+    "CPU_PERCENTILE": 0.95,  # KRR's simple strategy; see cpu_policy.py
+    "GPU_MEMORY_UTILIZATION": 0.9,  # vLLM's default --gpu-memory-utilization
     "TIMEOUT_SECONDS": 30,
 }
 
@@ -85,13 +87,27 @@ class MetricsConvention:
     memory_metric: str
     gpu_memory_metric: str
     kv_cache_metric: str
+    gpu_free_metric: str = "DCGM_FI_DEV_FB_FREE"
+    oom_metric: str = 'kube_pod_container_status_last_terminated_reason{reason="OOMKilled"}'
+    cpu_metric: str = 'container_cpu_usage_seconds_total{container!="",container!="POD"}'
+    cpu_percentile: float = 0.95
 
     @classmethod
     def from_settings(cls) -> MetricsConvention:
+        labels = option("MODEL_LABELS")
         return cls(
             pod_labels_metric=option("POD_LABELS_METRIC"),
-            model_labels=tuple(option("MODEL_LABELS")),
+            model_labels=tuple(labels if labels is not None else dict.fromkeys(k.pod_label for k in serving_kinds())),
             memory_metric=option("MEMORY_METRIC"),
             gpu_memory_metric=option("GPU_MEMORY_METRIC"),
             kv_cache_metric=option("KV_CACHE_METRIC"),
+            gpu_free_metric=option("GPU_FREE_METRIC"),
+            oom_metric=option("OOM_METRIC"),
+            cpu_metric=option("CPU_METRIC"),
+            cpu_percentile=float(option("CPU_PERCENTILE")),
         )
+
+
+def serving_kinds() -> list[type]:
+    """The registered kinds right-sizing judges: those that declare their pods (clusters/serving.py)."""
+    return [model for model in all_models() if isinstance(getattr(model, "pod_label", None), str)]

@@ -20,6 +20,12 @@ reference's example status (declared 80Gi, observed peak 75Gi):
 
 The true ratio (which can exceed 1 when a model uses more than it declared) is kept; only the
 status field is clamped to 0..100, as the CRD requires.
+
+An OOM kill in the window (``kube_pod_container_status_last_terminated_reason{reason="OOMKilled"}``)
+means the observed peak is where the kernel cut the container off, not what it needed: the
+recommendation is then never a reduction but at least the declared memory plus
+``oom_increase_percent`` (25%, KRR's and Goldilocks' practice of bumping memory after an OOM),
+rounded up like any other recommendation.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class Policy:
     percentile: float | None = None  # None: the maximum over the window; e.g. 0.99 for p99
     min_samples: int = 60  # an hour of one-minute scrapes
     window_seconds: int = 7 * 24 * 3600
+    oom_increase_percent: Fraction = Fraction(25)
 
     def with_overrides(self, **overrides: Any) -> Policy:
         """A copy with the given fields replaced (None values ignored)."""
@@ -90,7 +97,7 @@ def format_memory(amount: int) -> str:
     return str(amount)
 
 
-def evaluate(declared_bytes: int, peak_bytes: int, policy: Policy = Policy()) -> Verdict:
+def evaluate(declared_bytes: int, peak_bytes: int, policy: Policy = Policy(), oom_killed: bool = False) -> Verdict:
     """Apply ``policy`` to one model's declared memory and observed peak (both in bytes, > 0 / >= 0)."""
     if declared_bytes <= 0:
         raise ValueError("declared memory must be greater than zero")
@@ -105,8 +112,16 @@ def evaluate(declared_bytes: int, peak_bytes: int, policy: Policy = Policy()) ->
         recommended = min(recommended, declared_bytes)
     if abs(recommended - declared_bytes) < policy.min_change_bytes:
         recommended = declared_bytes
+    if oom_killed:
+        bumped = Fraction(declared_bytes) * (100 + policy.oom_increase_percent) / 100
+        recommended = max(recommended, _ceil_div(bumped, unit) * unit)
     declared, peak, target = format_bytes(declared_bytes), format_memory(peak_bytes), format_bytes(recommended)
-    if recommended < declared_bytes:
+    if oom_killed:
+        text = (
+            f"Consider increasing memory from {declared} to {target}: OOM-killed in the window "
+            f"(observed peak {peak} is where the kill cut it short)"
+        )
+    elif recommended < declared_bytes:
         over = int(Fraction(declared_bytes - peak_bytes, declared_bytes) * 100)
         text = f"Consider reducing memory from {declared} to {target} (observed peak {peak}, {over}% overprovisioned)"
     elif recommended > declared_bytes:

@@ -10,5 +10,6 @@ urlpatterns = [
     path("rightsizing/export.json", views.export, {"fmt": "json"}, name="rightsizing-export-json"),
     path("rightsizing/refresh/", views.refresh, name="rightsizing-refresh"),
     path("rightsizing/models/<int:pk>/", views.model_page, name="rightsizing-model"),
+    path("rightsizing/<slug:kind>/<int:pk>/", views.model_page, name="rightsizing-object"),
     path("rightsizing/models/<int:pk>/apply/", views.apply, name="rightsizing-apply"),
 ]

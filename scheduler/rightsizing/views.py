@@ -6,9 +6,10 @@ import csv
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.core.paginator import Paginator
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
@@ -19,20 +20,28 @@ from clusters.models import Cluster
 from clusters.validation import ManifestInvalid
 from models_app.models import InferenceModel
 from scheduler.rightsizing.apply import apply_recommendation
-from scheduler.rightsizing.charts import model_chart, pool_chart
+from scheduler.rightsizing.charts import gpu_chart, model_chart, pool_chart
 from scheduler.rightsizing.conf import default_policy
 from scheduler.rightsizing.filters import report_filters
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.refresh import refresh_clusters
-from scheduler.rightsizing.report import ReportRow, build_report, last_refreshes, pool_totals
+from scheduler.rightsizing.report import KIND_SLUGS, ReportRow, build_report, last_refreshes, pool_totals, row_for
 
 CHANGE_PERMISSION = "models_app.change_inferencemodel"
 CSV_COLUMNS = [name for name in ReportRow.__dataclass_fields__]
 
 
+PAGE_SIZE = 50
+
+
 def _visible(request: HttpRequest, action: str = VIEW) -> QuerySet:
     """The InferenceModels in the user's teams' namespaces (every one for staff)."""
     return restrict(InferenceModel.objects.select_related("cluster"), request.user, action)
+
+
+def _observations(request: HttpRequest) -> QuerySet:
+    """The observations of objects in the user's teams' namespaces."""
+    return restrict(Observation.objects.all(), request.user, VIEW)
 
 
 def _bad_filters(error: ManifestInvalid) -> HttpResponse:
@@ -41,19 +50,26 @@ def _bad_filters(error: ManifestInvalid) -> HttpResponse:
 
 @login_required
 def report_page(request: HttpRequest) -> HttpResponse:
+    """One page of the report (50 rows), the pool totals of the whole filtered report, the refreshes."""
     try:
         filters = report_filters(request.GET)
     except ManifestInvalid as error:
         return _bad_filters(error)
-    rows = build_report(default_policy(), **filters, models=_visible(request))
-    totals = pool_totals(rows)
+    observations = build_report(_observations(request), **filters)
+    page = Paginator(observations, PAGE_SIZE).get_page(request.GET.get("page"))
+    totals = pool_totals(observations)
     query = request.GET.copy()
     query.pop("ordering", None)
+    query.pop("page", None)
+    paging = request.GET.copy()
+    paging.pop("page", None)
     return render(
         request,
         "rightsizing/report.html",
         {
-            "rows": rows,
+            "rows": [row_for(observation) for observation in page],
+            "page": page,
+            "paging_query": paging.urlencode(),
             "pools": totals,
             "pool_chart": pool_chart(totals) if totals else "",
             "refreshes": last_refreshes(visible_cluster_ids(request.user)),
@@ -67,30 +83,50 @@ def report_page(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def model_page(request: HttpRequest, pk: int) -> HttpResponse:
-    model = get_object_or_404(_visible(request), pk=pk)
-    history = list(Observation.objects.filter(model=model).order_by("observed_at"))
+def model_page(request: HttpRequest, pk: int, kind: str = "inferencemodels") -> HttpResponse:
+    """One object's history: memory, GPU memory and CPU over time, and every observation."""
+    if kind not in KIND_SLUGS:
+        raise Http404(f"no kind {kind!r}; one of {', '.join(KIND_SLUGS)}")
+    history = list(
+        _observations(request)
+        .filter(kind=KIND_SLUGS[kind], object_id=pk)
+        .select_related("cluster")
+        .order_by("observed_at")
+    )
+    model = _visible(request).filter(pk=pk).first() if kind == "inferencemodels" else None
+    if not history and model is None:
+        raise Http404("no observation of this object that you may see")
+    latest = history[-1] if history else None
+    title = f"{latest.namespace}/{latest.name}" if latest else f"{model.namespace}/{model.name}"
     return render(
         request,
         "rightsizing/model.html",
         {
             "model": model,
+            "latest": latest,
+            "title": title,
+            "cluster_name": latest.cluster.name if latest else model.cluster.name,
             "history": list(reversed(history)),
-            "chart": model_chart(f"{model.namespace}/{model.name}: memory (GiB)", history) if history else "",
-            "can_change": request.user.has_perm(CHANGE_PERMISSION),
+            "chart": model_chart(f"{title}: memory (GiB)", history) if history else "",
+            "gpu_chart": gpu_chart(f"{title}: GPU memory (GiB)", history),
+            "can_change": model is not None and request.user.has_perm(CHANGE_PERMISSION),
         },
     )
 
 
 @login_required
 def export(request: HttpRequest, fmt: str) -> HttpResponse:
-    """The report as CSV or JSON, with the page's filters and ordering."""
+    """The report as CSV or JSON, with the page's filters and ordering (all pages, streamed from SQL)."""
     try:
-        rows = build_report(default_policy(), **report_filters(request.GET), models=_visible(request))
+        observations = build_report(_observations(request), **report_filters(request.GET))
     except ManifestInvalid as error:
         return _bad_filters(error)
+    rows = (row_for(observation) for observation in observations.iterator(chunk_size=2000))
     if fmt == "json":
-        body = {"models": [row.as_dict() for row in rows], "pools": [vars(total) for total in pool_totals(rows)]}
+        body = {
+            "models": [row.as_dict() for row in rows],
+            "pools": [vars(total) for total in pool_totals(observations)],
+        }
         response = JsonResponse(body, encoder=DjangoJSONEncoder, json_dumps_params={"indent": 2})
     else:
         response = HttpResponse(content_type="text/csv")

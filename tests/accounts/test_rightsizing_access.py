@@ -19,10 +19,10 @@ def observed(world):
     refresh = Refresh.objects.create(cluster=world.cluster, started_at=at, window_seconds=7 * 86400, ok=True)
     for namespace in ("vision", "nlp"):
         model = world.objects[("InferenceModel", namespace)]
-        Observation.objects.create(
-            refresh=refresh, model=model, observed_at=at, declared_bytes=80 * GI, peak_bytes=75 * GI,
+        Observation.of(
+            model, refresh=refresh, observed_at=at, declared_bytes=80 * GI, peak_bytes=75 * GI,
             samples=1000, is_latest=True,
-        )  # fmt: skip
+        ).save()  # fmt: skip
     return world
 
 

@@ -15,6 +15,10 @@ Every series ends at ``END`` (a whole minute shortly before the session started)
 - default/rounding: declared 40Gi, peak 30.5Gi.
 - default/llmd-served: its pod carries only the llm-d.ai/model label.
 - an unlabelled pod with 500Gi that belongs to no model.
+- ml/kubeai-qwen (a KubeAI Model, pod label ``model``): two 80Gi GPUs (framebuffer peaks 72000 and
+  71000 MiB), KV cache at most 20%, 40Gi of memory.
+- ml/ms-llama (a ModelService, pod label ``llm-d.ai/model``): memory up to 70Gi and an OOM kill,
+  CPU steady at 2 cores, two 80Gi GPUs, KV cache 95% at its peak.
 """
 
 from __future__ import annotations
@@ -93,7 +97,38 @@ def build_history() -> History:
 
     # a pod of no model
     _memory(history, "default", "stray-0", [(t, 500 * GI) for t in week])
+
+    _serving_kinds(history, week)
     return history
+
+
+def _gpus(history: History, namespace: str, pod: str, peaks: list[int], week: list[int]) -> None:
+    """dcgm-exporter's framebuffer series (MiB) for each GPU of a pod: used, and free up to 80Gi."""
+    for gpu, peak in enumerate(peaks):
+        used = [(t, peak if i == 500 else peak - 20000) for i, t in enumerate(week)]
+        labels = {"namespace": namespace, "pod": pod, "container": "vllm", "gpu": str(gpu)}
+        history.add("DCGM_FI_DEV_FB_USED", labels, used)
+        history.add("DCGM_FI_DEV_FB_FREE", labels, [(t, 81920 - value) for t, value in used])
+
+
+def _serving_kinds(history: History, week: list[int]) -> None:
+    _pod(history, "ml", "kubeai-qwen-0", "label_model", "kubeai-qwen", week)
+    _memory(history, "ml", "kubeai-qwen-0", [(t, 40 * GI) for t in week])
+    _gpus(history, "ml", "kubeai-qwen-0", [72000, 71000], week)
+    history.add("vllm:kv_cache_usage_perc", {"namespace": "ml", "pod": "kubeai-qwen-0"},
+                [(t, 0.2 if i == 42 else 0.05) for i, t in enumerate(week)])  # fmt: skip
+
+    _pod(history, "ml", "ms-llama-decode-0", "label_llm_d_ai_model", "ms-llama", week)
+    _memory(history, "ml", "ms-llama-decode-0", [(t, 70 * GI if i == 900 else 50 * GI) for i, t in enumerate(week)])
+    history.add("kube_pod_container_status_last_terminated_reason",
+                {"namespace": "ml", "pod": "ms-llama-decode-0", "container": "vllm", "reason": "OOMKilled"},
+                [(t, 1 if i > 900 else 0) for i, t in enumerate(week)])  # fmt: skip
+    history.add("container_cpu_usage_seconds_total",
+                {"namespace": "ml", "pod": "ms-llama-decode-0", "container": "vllm"},
+                [(t, 2.0 * 60 * i) for i, t in enumerate(week)])  # 2 cores, every minute  # fmt: skip
+    _gpus(history, "ml", "ms-llama-decode-0", [74000, 74000], week)
+    history.add("vllm:kv_cache_usage_perc", {"namespace": "ml", "pod": "ms-llama-decode-0"},
+                [(t, 0.95 if i == 77 else 0.6) for i, t in enumerate(week)])  # fmt: skip
 
 
 @pytest.fixture(scope="session")

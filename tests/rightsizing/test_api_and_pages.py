@@ -79,7 +79,7 @@ def test_report_api_per_model_and_per_pool(api_as, reported):
     assert pools["gpu-l4"]["needed_bytes"] == 5 * GI
     filtered = api_as().get("/api/rightsizing/report/?state=no-data").json()["models"]
     assert sorted(row["name"] for row in filtered) == ["few-samples", "no-data"]
-    assert data["refreshes"][0]["ok"] and data["refreshes"][0]["queries"] == 4
+    assert data["refreshes"][0]["ok"] and data["refreshes"][0]["queries"] == 7
 
 
 def test_report_bad_filter_is_400_naming_it(api_as, reported):

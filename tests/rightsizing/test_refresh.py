@@ -104,8 +104,8 @@ def test_queries_are_batched_whatever_the_number_of_models(prometheus, end):
     before = prometheus.query_requests_served()
     refresh = refresh_cluster(cluster, at=end)
     assert refresh.ok and refresh.models_seen == 48
-    assert refresh.queries == 4
-    assert prometheus.query_requests_served() - before == 4  # Prometheus' own count agrees
+    assert refresh.queries == 7
+    assert prometheus.query_requests_served() - before == 7  # Prometheus' own count agrees
 
 
 def test_percentile_window_and_model_filter(prometheus, end):
@@ -164,7 +164,7 @@ def test_command_refreshes_a_named_cluster(prometheus, end, capsys):
     cluster = make_cluster(prometheus.url)
     make_model(cluster, "llama-2-70b", "80Gi")
     call_command("refresh_rightsizing", "--cluster", cluster.name)
-    assert "metrics: 1/1 models with data, 4 queries" in capsys.readouterr().out
+    assert "metrics: 1/1 models with data, 7 queries" in capsys.readouterr().out
     with pytest.raises(CommandError, match="'nope' is not a registered cluster"):
         call_command("refresh_rightsizing", "--cluster", "nope")
     cluster.prometheus_url = f"http://127.0.0.1:{free_port()}"
@@ -181,4 +181,4 @@ def test_one_query_per_model_agrees_with_the_batched_queries(prometheus, end):
     per_model = refresh_cluster(cluster, at=end, batched=False)
     second = {o.model_id: (o.peak_bytes, o.samples, o.gpu_memory_peak_bytes) for o in per_model.observations.all()}
     assert first == second
-    assert per_model.queries == 4 * len(models)  # 8 models, 8 distinct (namespace, modelName) pairs
+    assert per_model.queries == 7 * len(models)  # 8 models, 8 distinct (namespace, modelName) pairs

@@ -47,6 +47,7 @@ def test_calculator_page_shows_every_term(make_user, db):
             "context_length": 4096, "concurrent_sequences": 1, "kv_dtype": "same", "overhead": "1Gi",
             "gpu_memory": "24Gi", "gpu_utilization": 0.9}  # fmt: skip
     page = client.post("/calculator/", form).content.decode()
-    assert "14000000000" in page and "2147483648" in page and "<code>17Gi</code>" in page
+    assert "7,000,000,000 parameters x 2 bytes (bf16)" in page and "<td>2.0 GiB</td>" in page  # the KV cache
+    assert "<code>17Gi</code>" in page
     bad = client.post("/calculator/", {**form, "overhead": "lots"}).content.decode()
     assert "overhead: &#x27;lots&#x27; is not a non-negative Kubernetes quantity" in bad

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from django.apps import apps
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
@@ -46,6 +47,8 @@ class Command(BaseCommand):
             )
             pools = self._load_node_pools(cluster)
         self.stdout.write(self.style.SUCCESS(f"demo cluster: {count} objects, {pools} node pools"))
+        if apps.is_installed("scheduler.rightsizing"):  # by name: clusters does not import scheduler
+            call_command("load_demo_observations", cluster=DEMO_CLUSTER, stdout=self.stdout)
 
     def _load_sample(self, cluster: Cluster, path: Path, statuses: dict[str, Any]) -> int:
         document = _read_yaml(path)

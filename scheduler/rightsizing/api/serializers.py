@@ -79,7 +79,8 @@ class PreviewResultSerializer(serializers.Serializer):
 
 
 class ReportRowSerializer(serializers.Serializer):
-    model_id = serializers.IntegerField()
+    kind = serializers.CharField(help_text="InferenceModel, Model (KubeAI) or ModelService.")
+    model_id = serializers.IntegerField(help_text="The object's id within its kind.")
     cluster = serializers.CharField()
     namespace = serializers.CharField()
     name = serializers.CharField()
@@ -95,8 +96,16 @@ class ReportRowSerializer(serializers.Serializer):
     recommendation = serializers.CharField()
     overprovisioned = serializers.BooleanField()
     observed_at = serializers.DateTimeField()
-    gpu_memory_peak_bytes = serializers.IntegerField(allow_null=True)
+    oom_killed = serializers.BooleanField(help_text="OOM-killed in the window: the recommendation only increases.")
+    gpus_per_pod = serializers.IntegerField(allow_null=True)
+    gpu_memory_peak_bytes = serializers.IntegerField(allow_null=True, help_text="Largest pod, summed over its GPUs.")
+    gpu_capacity_bytes = serializers.IntegerField(allow_null=True, help_text="Framebuffer of one pod's GPUs.")
     kv_cache_peak_ratio = serializers.FloatField(allow_null=True)
+    gpu_recommendation = serializers.CharField()
+    cpu_request_millicores = serializers.IntegerField(allow_null=True)
+    cpu_p95_millicores = serializers.IntegerField(allow_null=True)
+    recommended_cpu_millicores = serializers.IntegerField(allow_null=True)
+    cpu_recommendation = serializers.CharField()
 
 
 class PoolTotalSerializer(serializers.Serializer):
@@ -148,8 +157,17 @@ class ObservationSerializer(serializers.ModelSerializer):
             "recommended_bytes",
             "recommendation",
             "overprovisioned",
+            "freed_bytes",
+            "oom_killed",
+            "gpus_per_pod",
             "gpu_memory_peak_bytes",
+            "gpu_capacity_bytes",
             "kv_cache_peak_ratio",
+            "gpu_recommendation",
+            "cpu_request_millicores",
+            "cpu_p95_millicores",
+            "recommended_cpu_millicores",
+            "cpu_recommendation",
         ]
 
 

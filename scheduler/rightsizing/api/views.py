@@ -30,7 +30,7 @@ from scheduler.rightsizing.filters import report_filters
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.policy import evaluate
 from scheduler.rightsizing.refresh import refresh_clusters
-from scheduler.rightsizing.report import build_report, last_refreshes, pool_totals
+from scheduler.rightsizing.report import build_report, last_refreshes, pool_totals, row_for
 
 CHANGE_PERMISSION = "models_app.change_inferencemodel"
 
@@ -70,11 +70,11 @@ class ReportView(APIView):
     @extend_schema(parameters=report_query_params(), responses=ReportSerializer, tags=["rightsizing"])
     def get(self, request: Request) -> Response:
         """Per model and per pool, filtered and sorted; also the newest refresh of each cluster."""
-        visible = restrict(InferenceModel.objects.all(), request.user, VIEW)
-        rows = build_report(default_policy(), **report_filters(request.query_params), models=visible)
+        visible = restrict(Observation.objects.all(), request.user, VIEW)
+        observations = build_report(visible, **report_filters(request.query_params))
         report = {
-            "models": rows,
-            "pools": pool_totals(rows),
+            "models": [row_for(observation) for observation in observations],
+            "pools": pool_totals(observations),
             "refreshes": last_refreshes(visible_cluster_ids(request.user)),
         }
         return Response(ReportSerializer(report).data)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django import template
+from django.urls import reverse
 
 from scheduler.rightsizing.policy import format_memory
+from scheduler.rightsizing.report import KIND_SLUGS, ReportRow
 
 register = template.Library()
 
@@ -15,3 +17,10 @@ def memory(amount: int | None) -> str:
     if amount is None:
         return "—"
     return ("-" if amount < 0 else "") + format_memory(abs(amount)) if amount else "0"
+
+
+@register.filter
+def history_url(row: ReportRow) -> str:
+    """The history page of a report row's object, whatever its kind."""
+    slug = next(slug for slug, kind in KIND_SLUGS.items() if kind == row.kind)
+    return reverse("rightsizing-object", args=[slug, row.model_id])

@@ -1,0 +1,92 @@
+"""Right-sizing of every serving kind on a real Prometheus: GPU framebuffer summed over a pod's
+tensor-parallel GPUs, vLLM's KV cache turned into --gpu-memory-utilization or fewer GPUs, an OOM
+kill raising the memory recommendation, and CPU requests at p95 (see conftest.py's history)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from models_app.models import InferenceModel, KubeAIModel, ModelService
+from scheduler.rightsizing.models import Observation
+from scheduler.rightsizing.refresh import refresh_cluster
+from tests.rightsizing.factories import make_cluster, reference_models
+from tests.rightsizing.prometheus_server import GI, MI
+
+pytestmark = pytest.mark.django_db
+
+
+def _serving_objects(cluster):
+    kubeai = KubeAIModel(cluster=cluster, namespace="ml", name="kubeai-qwen", spec={
+        "url": "hf://Qwen/Qwen2.5-7B-Instruct", "engine": "VLLM", "features": ["TextGeneration"],
+        "resourceProfile": "nvidia-gpu-h100:2", "minReplicas": 1})  # fmt: skip
+    kubeai.clean()
+    kubeai.save()
+    service = ModelService(cluster=cluster, namespace="ml", name="ms-llama", spec={
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "image": "registry.example.com/llama:v1"},
+        "engine": {"image": "vllm/vllm-openai:v0.8.0"}, "accelerator": {"type": "nvidia"},
+        "decode": {"replicas": 1, "parallelism": {"tensor": 2},
+                   "resources": {"requests": {"memory": "64Gi", "cpu": "8"}}}})  # fmt: skip
+    service.clean()
+    service.save()
+    return kubeai, service
+
+
+def test_every_serving_kind_is_judged_with_gpu_kv_oom_and_cpu(prometheus, end):
+    cluster = make_cluster(prometheus.url)
+    models = reference_models(cluster)
+    kubeai, service = _serving_objects(cluster)
+    refresh = refresh_cluster(cluster, at=end)
+    assert refresh.ok and refresh.models_seen == len(models) + 2
+    latest = {(o.kind, o.name): o for o in Observation.objects.filter(is_latest=True)}
+
+    # the seed's example is exactly as before
+    seed = Observation.objects.get(is_latest=True, model=models["default/llama-2-70b"])
+    assert seed.recommendation == "Consider reducing memory from 80Gi to 78Gi (observed peak 75Gi, 6% overprovisioned)"
+    assert seed.freed_bytes == 2 * GI
+
+    qwen = latest[("Model", "kubeai-qwen")]
+    assert (qwen.object_id, qwen.gpus_per_pod) == (kubeai.pk, 2)
+    assert qwen.gpu_memory_peak_bytes == (72000 + 71000) * MI  # summed over the pod's two GPUs
+    assert qwen.gpu_capacity_bytes == 2 * 80 * GI
+    assert qwen.recommendation == "No declared memory to compare with"  # KubeAI declares a profile, not memory
+    assert qwen.gpu_recommendation == (
+        "GPU memory peak 139.7Gi of 160Gi on 2 GPUs; KV cache peaked at 20%: lower --gpu-memory-utilization "
+        "from 0.90 to 0.28, or serve on 1 GPU, or on 2 x NVIDIA A100 40GB"
+    )
+
+    llama = latest[("ModelService", "ms-llama")]
+    assert llama.object_id == service.pk and llama.model is None
+    assert llama.oom_killed and llama.declared_bytes == 64 * GI and llama.peak_bytes == 70 * GI
+    # the OOM kill cut the peak short: at least 64Gi + 25%, never a reduction
+    assert llama.recommended_bytes == 80 * GI and llama.freed_bytes == -16 * GI
+    assert llama.recommendation.startswith("Consider increasing memory from 64Gi to 80Gi: OOM-killed in the window")
+    assert llama.cpu_p95_millicores == 2000 and llama.recommended_cpu_millicores == 2000
+    assert llama.cpu_recommendation == "Consider reducing the CPU request from 8 to 2 (p95 of CPU usage over 7d is 2)"
+    assert llama.gpu_recommendation.endswith(
+        "KV cache peaked at 95%: raise --gpu-memory-utilization from 0.90 to 0.95 or add a GPU"
+    )
+
+
+def test_without_the_oom_kill_the_same_peak_is_an_ordinary_increase(prometheus, end, settings):
+    settings.RIGHTSIZING = {"OOM_METRIC": 'kube_pod_container_status_last_terminated_reason{reason="Evicted"}'}
+    cluster = make_cluster(prometheus.url)
+    _serving_objects(cluster)
+    assert refresh_cluster(cluster, at=end).ok
+    llama = Observation.objects.get(is_latest=True, kind="ModelService")
+    assert not llama.oom_killed and llama.recommended_bytes == 73 * GI  # 70Gi x 1.04 -> 73Gi
+
+
+def test_refresh_sql_statements_do_not_grow_with_models(prometheus, end):
+    cluster = make_cluster(prometheus.url)
+    reference_models(cluster)
+    _serving_objects(cluster)
+    with CaptureQueriesContext(connection) as few:
+        refresh_cluster(cluster, at=end)
+    for index in range(40):
+        InferenceModel.objects.create(cluster=cluster, name=f"extra-{index}", spec={
+            "modelName": f"extra-{index}", "memory": "8Gi", "backendUrl": "http://x:8000"})  # fmt: skip
+    with CaptureQueriesContext(connection) as many:
+        refresh_cluster(cluster, at=end)
+    assert len(many.captured_queries) == len(few.captured_queries)

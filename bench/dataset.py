@@ -32,6 +32,7 @@ from runs_app.models import InferenceConfig, InferenceRun
 from scheduler.holdings import LAST_REQUEST_ANNOTATION
 from scheduler.models import Node, NodePool
 from scheduler.rightsizing.models import Observation, Refresh
+from scheduler.rightsizing.policy import evaluate
 
 GI = 1024**3
 NAMESPACES_PER_CLUSTER = 100
@@ -208,34 +209,31 @@ def _configs(clusters: list[Cluster]) -> Iterator[InferenceConfig]:
 
 
 def _observations(
-    model_rows: list[tuple[int, int, str, int | None]], refreshes: dict[tuple[int, bool], Refresh], total: int
+    model_rows: list[tuple[int, int, str, str, str, str, int | None]],
+    refreshes: dict[tuple[int, bool], Refresh],
+    total: int,
 ) -> Iterator[Observation]:
-    """``total`` observations spread over the models: the newest of each model is_latest."""
+    """``total`` observations spread over the models: the newest of each model is_latest. Each is
+    judged by the right-sizing policy itself, so its saving (``freed_bytes``) is the one every page shows."""
     per_model = max(1, total // len(model_rows))
     pk = 0
-    for model_id, cluster_id, pool, declared in model_rows:
+    for model_id, cluster_id, namespace, name, model_name, pool, declared in model_rows:
+        peak = int((declared or 0) * (0.4 + (model_id % 50) / 100))
+        verdict = evaluate(declared, peak) if declared else None
         for age in range(per_model):
             pk += 1
             latest = age == 0
             refresh = refreshes[(cluster_id, latest)]
-            peak = int((declared or 0) * (0.4 + (model_id % 50) / 100)) or None
-            recommended = -(-int((peak or 0) * 1.15) // GI) * GI if peak else None
             yield Observation(
-                pk=pk,
-                refresh=refresh,
-                model_id=model_id,
-                observed_at=refresh.started_at,
-                is_latest=latest,
-                node_pool=pool,
-                samples=288,
-                declared_bytes=declared,
-                peak_bytes=peak,
-                ratio=peak / declared if peak and declared else None,
-                utilization_percent=min(100, int(100 * peak / declared)) if peak and declared else None,
-                recommended_bytes=recommended,
-                recommendation="",
-                overprovisioned=bool(recommended and declared and recommended < declared),
-            )
+                pk=pk, refresh=refresh, cluster_id=cluster_id, kind="InferenceModel", object_id=model_id,
+                model_id=model_id, namespace=namespace, name=name, model_name=model_name, node_pool=pool,
+                observed_at=refresh.started_at, is_latest=latest, samples=288, declared_bytes=declared,
+                peak_bytes=peak or None, ratio=verdict and verdict.ratio,
+                utilization_percent=verdict and verdict.utilization_percent,
+                recommended_bytes=verdict and verdict.recommended_bytes, freed_bytes=verdict and verdict.freed_bytes,
+                recommendation=verdict.recommendation if verdict else "",
+                overprovisioned=bool(verdict and verdict.overprovisioned),
+            )  # fmt: skip
 
 
 def _pools(clusters: list[Cluster]) -> None:
@@ -292,7 +290,9 @@ def build(
                 queries=4, models_seen=models_per_cluster, models_with_data=models_per_cluster,
             )  # fmt: skip
     model_rows = list(
-        InferenceModel.objects.order_by("pk").values_list("pk", "cluster_id", "node_pool", "memory_bytes")
+        InferenceModel.objects.order_by("pk").values_list(
+            "pk", "cluster_id", "namespace", "name", "model_name", "node_pool", "memory_bytes"
+        )
     )
     _write(Observation, _observations(model_rows, refreshes, observations))
     _reset_sequences(InferenceModel, KubeAIModel, ModelService, InferenceConfig, InferenceRun, Observation)

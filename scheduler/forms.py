@@ -41,6 +41,9 @@ class PlanForm(forms.Form):
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
     models = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "cols": 100}), initial=PLAN_EXAMPLE)
     include_running = forms.BooleanField(required=False, initial=True, label="Place the models running now too")
+    repack = forms.BooleanField(
+        required=False, initial=False, label="Re-pack the running models (else they stay where they are)"
+    )
 
     def __init__(
         self,
@@ -67,7 +70,12 @@ class PlanForm(forms.Form):
             self.add_error("models", f"models: not YAML/JSON{yaml_input.describe(error)}")
             return data
         serializer = PlanRequestSerializer(
-            data={"cluster": data["cluster"].name, "models": models, "include_running": data["include_running"]},
+            data={
+                "cluster": data["cluster"].name,
+                "models": models,
+                "include_running": data["include_running"],
+                "repack": data["repack"],
+            },
             context={"visible": self.visible, "clusters": self.clusters},
         )
         if not serializer.is_valid():

@@ -8,8 +8,8 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.utils.safestring import mark_safe
 from django.views.generic import FormView
 
-from accounts.access import namespace_predicate, visible_cluster_ids, visible_clusters
-from scheduler.accounting import pool_accounts
+from accounts.access import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
+from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
 from scheduler.calculator import estimate
 from scheduler.charts import pool_usage_chart
 from scheduler.forms import CalculatorForm, PlanForm
@@ -32,7 +32,11 @@ class PlanningView(LoginRequiredMixin, FormView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         user = self.request.user
-        accounts = team_accounts(pool_accounts(), namespace_predicate(user), visible_cluster_ids(user))
+        accounts = team_accounts(
+            pool_accounts(restrict=lambda rows: restrict(rows, user, VIEW), per_pool=HOLDERS_SHOWN),
+            namespace_predicate(user),
+            visible_cluster_ids(user),
+        )
         context["accounts"] = accounts
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         context["chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""
@@ -46,7 +50,7 @@ class PlanningView(LoginRequiredMixin, FormView):
             for error in hidden:
                 form.add_error(None, error.message)
             return self.form_invalid(form)
-        result = plan(data["cluster"], data["proposals"], data["include_running"])
+        result = plan(data["cluster"], data["proposals"], data["include_running"], repack=data["repack"])
         proposed = {proposal.label for proposal in data["proposals"]}
         shown = redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)
         return self.render_to_response(self.get_context_data(form=form, plan=shown))

@@ -54,8 +54,9 @@ def _items(count: int, rng: random.Random) -> list[Item]:
     for i in range(count):
         size = rng.choice(sizes)
         gpus = rng.choice([0, 1, 1, 2]) if size >= 16 else 0
-        items.append(Item(f"default/model-{i}", f"pool-{rng.randrange(POOLS)}", size * GI, gpus,
-                          rng.choice([500, 2000, 8000]), size * GI if gpus else 0, "nvidia" if gpus else ""))  # fmt: skip
+        pool, cpu = f"pool-{rng.randrange(POOLS)}", rng.choice([500, 2000, 8000])
+        items.append(Item(f"default/model-{i}", pool, size * GI, gpus, cpu, size * GI if gpus else 0,
+                          "nvidia" if gpus else ""))  # fmt: skip
     return items
 
 

@@ -6,6 +6,7 @@ It composes every app, so it lives in ``config/`` (which depends on the apps), n
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
@@ -18,7 +19,7 @@ from clusters.kinds import all_models
 from clusters.models import SyncState
 from models_app.models import InferenceModel
 from runs_app.models import InferenceRun
-from scheduler.accounting import pool_accounts
+from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
 from scheduler.charts import pool_usage_chart
 from scheduler.rightsizing.conf import default_policy
 from scheduler.rightsizing.report import build_report
@@ -50,7 +51,8 @@ class HomeView(LoginRequiredMixin, TemplateView):
                 }
             )
         context["kinds"], context["states"] = kinds, states
-        accounts = team_accounts(pool_accounts(), namespace_predicate(user), visible_cluster_ids(user))
+        books = pool_accounts(restrict=partial(restrict, user=user, action=VIEW), per_pool=HOLDERS_SHOWN)
+        accounts = team_accounts(books, namespace_predicate(user), visible_cluster_ids(user))
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         context["pool_chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""
         context["accounts"] = accounts

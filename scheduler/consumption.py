@@ -8,7 +8,9 @@ writing its ``project()``, nothing here or in placement, admission and the plann
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 from clusters.quantities import quantity_to_decimal
@@ -57,6 +59,16 @@ class PodShape:
 def shapes_from_json(data: Any) -> list[PodShape]:
     """The ``pods`` column as PodShapes (an empty list for rows projected before the column existed)."""
     return [PodShape.from_json(item) for item in data or [] if isinstance(item, dict)]
+
+
+@lru_cache(maxsize=4096)
+def shapes_from_text(text: str | None) -> tuple[PodShape, ...]:
+    """The ``pods`` column read as text, decoded once per distinct value.
+
+    Thousands of models share a handful of pod shapes (same size, same GPUs), so the planner reads
+    the column as text and decodes each distinct shape once instead of once per row.
+    """
+    return tuple(shapes_from_json(json.loads(text))) if text else ()
 
 
 def selected_product(node_selector: Any) -> str:

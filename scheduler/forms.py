@@ -15,7 +15,8 @@ from scheduler.api.serializers import CalculatorRequestSerializer, PlanRequestSe
 from scheduler.calculator import BYTES_PER_PARAMETER
 
 PLAN_EXAMPLE = """\
-# A list, as the API's "models": existing ({kind, id}), edited ({kind, id, spec}) or new ({manifest}).
+# A list, as the API's "models": existing ({kind, id}, e.g. picked in the catalog), edited
+# ({kind, id, spec}), new ({manifest}) or known by numbers ({estimate}, e.g. from the calculator).
 - manifest:
     apiVersion: inference.eh-ops.io/v1alpha1
     kind: InferenceModel
@@ -24,8 +25,34 @@ PLAN_EXAMPLE = """\
       modelName: qwen-14b
       memory: 32Gi
       backendUrl: http://qwen-14b:8000
-      nodeSelector: {inference-pool: gpu-a100}
+      nodeSelector: {inference-pool: gpu-l4}
+      resources:
+        requests: {cpu: "4", gpu: "2"}
+        limits: {gpu: "2"}
 """
+
+
+def picked_models(params: Any) -> str:
+    """The models field pre-filled from the catalog (``?pick=Kind:id``, repeatable) or the
+    calculator (``?estimate_memory=40Gi&estimate_gpus=1&estimate_gpu_memory=38Gi``); "" for none."""
+    entries: list[dict[str, Any]] = []
+    for pick in params.getlist("pick"):
+        kind, _, number = pick.partition(":")
+        if number.isdigit():
+            entries.append({"kind": kind, "id": int(number)})
+    if params.get("estimate_memory"):
+        estimate = {"name": params.get("estimate_name") or "estimated-model", "namespace": "default",
+                    "pool": params.get("estimate_pool") or "gpu-a100", "memory": params["estimate_memory"]}  # fmt: skip
+        if (params.get("estimate_gpus") or "").isdigit():
+            estimate["gpus"] = int(params["estimate_gpus"])
+        if params.get("estimate_gpu_memory"):
+            estimate["gpu_memory"] = params["estimate_gpu_memory"]
+        entries.append({"estimate": estimate})
+    if not entries:
+        return ""
+    return "# Picked models; edit the estimate's pool and namespace as needed.\n" + yaml.safe_dump(
+        entries, sort_keys=False
+    )
 
 
 def _errors_into(form: forms.Form, errors: Any) -> None:

@@ -175,9 +175,90 @@ def biggest_first(items: list[Item]) -> list[Item]:
     return sorted(items, key=lambda i: (-i.memory_bytes, -i.gpus, -i.gpu_memory_bytes, i.label))
 
 
+UNLIMITED = 1 << 62
+
+
+class FirstFit:
+    """A segment tree over a pool's nodes holding each subtree's most free memory, GPUs and CPU.
+
+    First fit asks for the first node with room; scanning the nodes makes that O(nodes) per pod
+    once the first ones fill up (quadratic-looking growth as pools fill). The tree skips every
+    subtree without enough of some resource, so a query costs O(log nodes) in the usual case of a
+    pool of one node type, and a placement one O(log nodes) update.
+    """
+
+    def __init__(self, nodes: list[NodeSpace]) -> None:
+        self.nodes = nodes
+        self.index = {id(node): index for index, node in enumerate(nodes)}
+        self.size = size = 1 << max(0, (len(nodes) - 1).bit_length())
+        self.memory = [-1] * (2 * size)
+        self.gpus = [-1] * (2 * size)
+        self.cpu = [-1] * (2 * size)
+        for index in range(len(nodes)):
+            self._leaf(index)
+        for position in range(size - 1, 0, -1):
+            self._pull(position)
+
+    def _leaf(self, index: int) -> None:
+        node, position = self.nodes[index], index + self.size
+        self.memory[position] = node.capacity_bytes - node.used_bytes
+        self.gpus[position] = node.gpus - node.used_gpus
+        self.cpu[position] = node.cpu_millis - node.used_cpu_millis if node.cpu_millis else UNLIMITED
+
+    def _pull(self, position: int) -> None:
+        left, right = 2 * position, 2 * position + 1
+        self.memory[position] = max(self.memory[left], self.memory[right])
+        self.gpus[position] = max(self.gpus[left], self.gpus[right])
+        self.cpu[position] = max(self.cpu[left], self.cpu[right])
+
+    def first(self, item: Item) -> NodeSpace | None:
+        """The first node (in pool order) that matches ``item`` and has room for it.
+
+        Descends left whenever the left subtree has enough of every resource, keeping the right
+        sibling for later only when it has enough too; a leaf that still refuses (another GPU
+        type, GPUs too small) sends the search to the next kept subtree.
+        """
+        need_memory, need_gpus, need_cpu = item.memory_bytes, item.gpus, item.cpu_millis
+        memory, gpus, cpu, size = self.memory, self.gpus, self.cpu, self.size
+        if memory[1] < need_memory or gpus[1] < need_gpus or cpu[1] < need_cpu:
+            return None
+        pending = [1]
+        while pending:
+            position = pending.pop()
+            while position < size:
+                left, right = 2 * position, 2 * position + 1
+                if memory[right] >= need_memory and gpus[right] >= need_gpus and cpu[right] >= need_cpu:
+                    pending.append(right)
+                if memory[left] >= need_memory and gpus[left] >= need_gpus and cpu[left] >= need_cpu:
+                    position = left
+                elif pending and pending[-1] == right:
+                    position = pending.pop()
+                else:
+                    break
+            else:
+                node = self.nodes[position - size]
+                if node.matches(item) and node.shortfall(item, free=True) is None:
+                    return node
+        return None
+
+    def take(self, node: NodeSpace, item: Item) -> None:
+        node.take(item)
+        index = self.index[id(node)]
+        self._leaf(index)
+        memory, gpus, cpu = self.memory, self.gpus, self.cpu
+        position = (index + self.size) // 2
+        while position:
+            left, right = 2 * position, 2 * position + 1
+            memory[position] = memory[left] if memory[left] > memory[right] else memory[right]
+            gpus[position] = gpus[left] if gpus[left] > gpus[right] else gpus[right]
+            cpu[position] = cpu[left] if cpu[left] > cpu[right] else cpu[right]
+            position //= 2
+
+
 def place(pools: list[PoolSpace], items: list[Item], fixed: list[Item] = ()) -> Placement:
     """Place ``fixed`` in order, then ``items`` biggest first (nodes are filled in place: pass fresh copies)."""
     results = {pool.name: PoolResult(pool.name, pool.budget_bytes, nodes=pool.nodes) for pool in pools}
+    trees = {pool.name: FirstFit(pool.nodes) for pool in pools}
     budget_left = {pool.name: pool.budget_bytes for pool in pools}
     placement = Placement(results)
     for item in [*fixed, *biggest_first(items)]:
@@ -195,11 +276,12 @@ def place(pools: list[PoolSpace], items: list[Item], fixed: list[Item] = ()) -> 
                 miss = Unplaced(item, OVER_BUDGET, detail)
             result.unplaced.append(miss)
             continue
-        node = next((n for n in result.nodes if n.matches(item) and n.shortfall(item, free=True) is None), None)
+        tree = trees[item.pool]
+        node = tree.first(item)
         if node is None:
             result.unplaced.append(_why_not(result.nodes, item))
             continue
-        node.take(item)
+        tree.take(node, item)
         result.placed_bytes += item.memory_bytes
         if left is not None:
             budget_left[item.pool] = left - item.memory_bytes

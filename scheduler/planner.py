@@ -14,7 +14,7 @@ pool concerned, log k times (a binary search over the oldest-idle prefix), never
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -199,7 +199,7 @@ def dependency_closure(proposals: list[Proposal], holdings: list[Holding]) -> li
         if isinstance(node, Proposal):
             result[node.key] = node
         elif not node.running:
-            pods = [PodShape(**{**pod.to_json(), "running": 0}) for pod in node.pods]
+            pods = [replace(pod, running=0) for pod in node.pods]
             result[node.key] = Proposal(
                 node.kind,
                 node.cluster_id,

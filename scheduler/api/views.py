@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import partial
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -74,7 +75,7 @@ class PoolAccountsView(APIView):
                     "holders_total": a.holders_total,
                 }
                 for a in team_accounts(
-                    pool_accounts(restrict=lambda rows: restrict(rows, request.user, VIEW), per_pool=HOLDERS_SHOWN),
+                    pool_accounts(restrict=partial(restrict, user=request.user, action=VIEW), per_pool=HOLDERS_SHOWN),
                     namespace_predicate(request.user),
                     visible_cluster_ids(request.user),
                 )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Q, Sum, Value
+from django.db.models import BigIntegerField, Count, F, Q, QuerySet, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Ceil, Greatest
 
 from clusters.models import Cluster
 from scheduler.holdings import (
@@ -20,7 +21,7 @@ from scheduler.holdings import (
     serving_models,
 )
 from scheduler.models import MemoryReservation, NodePool
-from scheduler.savings import Recommender, saving_bytes
+from scheduler.savings import FALLBACK_HEADROOM, GI, Recommender, saving_bytes
 
 HOLDERS_SHOWN = 10
 """Holders a page or the API lists per pool (biggest first); the figures always cover every model."""
@@ -167,8 +168,10 @@ def _visible_figures(
 ) -> dict[tuple[int, str], tuple[int, int, int]]:
     """(running models, observed peaks, right-sizing savings) per pool over the visible rows.
 
-    Counts and peaks are summed in SQL; savings read five narrow columns of only the running rows
-    that have something to recommend from (an observed peak or a status recommendation).
+    Counts and peaks are summed in SQL, and so are the default policy's savings (observed peak x
+    1.04 rounded up to a whole Gi, :func:`scheduler.savings.fallback_recommended_bytes`); rows
+    whose status carries the cluster's own recommendation, or every row with a peak when a
+    ``recommender`` is plugged in, are read as five narrow columns and priced in Python.
     """
     result: dict[tuple[int, str], list[int]] = {}
     for model in serving_models():
@@ -183,11 +186,19 @@ def _visible_figures(
             figures = result.setdefault((row["cluster_id"], row["node_pool"]), [0, 0, 0])
             figures[0] += row["count"]
             figures[1] += row["peak"] or 0
-        peaked = Q(observed_peak_bytes__isnull=False) if has_peak else Q(pk__in=[])
-        hint = Q(status__has_key="recommendation") | peaked
+        advised = Q(status__has_key="recommendation")
+        if recommender is None and has_peak:
+            # The default policy on the observed peak, in SQL; rows the cluster advised go below.
+            for row in _fallback_savings(rows.exclude(advised)):
+                result[(row["cluster_id"], row["node_pool"])][2] += row["saved"] or 0
+            rows = rows.filter(advised)
+        elif has_peak:
+            rows = rows.filter(advised | Q(observed_peak_bytes__isnull=False))
+        else:
+            rows = rows.filter(advised)
         columns = ["cluster_id", "namespace", "name", "node_pool", "memory_bytes"]
         peak = ["observed_peak_bytes"] if has_peak else []
-        for values in rows.filter(hint).values(*columns, *peak, advice=KeyTextTransform("recommendation", "status")):
+        for values in rows.values(*columns, *peak, advice=KeyTextTransform("recommendation", "status")):
             holding = Holding(
                 model.kube.kind, 0, values["cluster_id"], values["namespace"], values["name"], values["node_pool"],
                 values["memory_bytes"], 1, observed_peak_bytes=values.get("observed_peak_bytes"),
@@ -195,3 +206,16 @@ def _visible_figures(
             )  # fmt: skip
             result[(values["cluster_id"], values["node_pool"])][2] += saving_bytes(holding, recommender)
     return {key: (count, peak, savings) for key, (count, peak, savings) in result.items()}
+
+
+def _fallback_savings(rows: QuerySet) -> QuerySet:
+    """Per pool, the sum of declared minus ceil(peak x 1.04 / Gi) Gi when positive: the SQL twin of
+    :func:`scheduler.savings.fallback_recommended_bytes` (checked against it in the tests)."""
+    target = Cast(Ceil(F("observed_peak_bytes") * FALLBACK_HEADROOM / GI), BigIntegerField()) * GI
+    saved = Greatest(F("memory_bytes") - target, Value(0), output_field=BigIntegerField())
+    return (
+        rows.filter(observed_peak_bytes__isnull=False)
+        .values("cluster_id", "node_pool")
+        .order_by()
+        .annotate(saved=Sum(saved))
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pygal
-from pygal.style import LightSolarizedStyle
+from pygal.style import LightSolarizedStyle, Style
 
 from scheduler.accounting import PoolAccount
 
@@ -30,6 +30,11 @@ def pool_usage_chart(accounts: list[PoolAccount]) -> str:
     return chart.render(is_unicode=True)
 
 
+PLACEMENT_STYLE = Style(
+    background="transparent", plot_background="#fff", colors=("#2e90fa", "#f79009", "#e3e8ee"),
+    foreground="#344054", foreground_strong="#101828", foreground_subtle="#98a2b3",
+)  # fmt: skip
+"""Running in blue, the proposal in orange, free space in the pages' neutral grey."""
 PLACEMENT_NODES = 40
 """Nodes drawn at most: the pools the proposal lands in (or misses) come first."""
 
@@ -51,7 +56,7 @@ def placement_chart(plan: dict[str, Any]) -> str:
                 rows.append((f"{pool['name']}/{node['name']} GPUs", node, "gpu"))
     rows = rows[:PLACEMENT_NODES]
     chart = pygal.HorizontalStackedBar(
-        height=max(200, 26 * len(rows) + 120), style=LightSolarizedStyle, legend_at_bottom=True,
+        height=max(200, 26 * len(rows) + 120), style=PLACEMENT_STYLE, legend_at_bottom=True,
         disable_xml_declaration=True, x_title="% of the node's capacity", range=(0, 100),
         title="Placement: memory and GPU memory of each node, by model",
     )  # fmt: skip
@@ -76,11 +81,12 @@ def _shares(node: dict[str, Any], dimension: str, proposed: set[str]) -> list[di
         capacity, used = node["capacity_bytes"], node["used_bytes"]
         figure = "memory_bytes"
     else:
+        # A GPU given to a pod is the pod's alone: it holds all of that GPU's memory.
         capacity = node["gpus"] * node["gpu_memory_bytes"]
-        used = sum(item.get("gpu_memory_bytes") or 0 for item in node["models"])
-        figure = "gpu_memory_bytes"
+        used = node["used_gpus"] * node["gpu_memory_bytes"]
+        figure = "gpus"
     mine = [item for item in node["models"] if item["model"] in proposed]
-    new = sum(item.get(figure) or 0 for item in mine)
+    new = sum(item.get(figure) or 0 for item in mine) * (node["gpu_memory_bytes"] if dimension == "gpu" else 1)
     others = [item["model"] for item in node["models"] if item["model"] not in proposed]
     capacity = max(capacity, 1)
 

@@ -31,7 +31,7 @@ def test_models_picked_in_the_catalog_are_planned_with_a_placement_chart(page, s
     expect(page.locator("h1")).to_have_text("Memory planning")
     expect(page.locator("#id_models")).to_have_value(re.compile(r"kind: InferenceModel\n\s*id: \d+"))
     page.click("button:text-is('Plan')")
-    expect(page.locator("#plan")).to_contain_text("the proposal fits")
+    expect(page.locator("#plan")).to_contain_text("the proposal fits", timeout=30_000)  # a loaded 2-core machine
     chart = page.locator("figure.chart svg", has_text="Placement: memory and GPU memory of each node")
     expect(chart).to_be_visible()
     expect(chart).to_contain_text("gpu-a100/gpu-a100-node-1 GPUs")

@@ -51,7 +51,11 @@ class HomeView(LoginRequiredMixin, TemplateView):
                 }
             )
         context["kinds"], context["states"] = kinds, states
-        books = pool_accounts(restrict=partial(restrict, user=user, action=VIEW), per_pool=HOLDERS_SHOWN)
+        books = pool_accounts(
+            restrict=partial(restrict, user=user, action=VIEW),
+            per_pool=HOLDERS_SHOWN,
+            visible=namespace_predicate(user),
+        )
         accounts = team_accounts(books, namespace_predicate(user), visible_cluster_ids(user))
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         context["pool_chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""

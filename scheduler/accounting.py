@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from django.db.models import BigIntegerField, Count, F, Q, QuerySet, Sum, Value
@@ -81,6 +82,7 @@ def pool_accounts(
     recommender: Recommender | None = None,
     restrict: Restrict | None = None,
     per_pool: int | None = None,
+    visible: Callable[[int, str], bool] | None = None,
 ) -> list[PoolAccount]:
     """Books of every pool (of one cluster, or all): NodePool rows, plus pools only models name.
 
@@ -90,6 +92,8 @@ def pool_accounts(
     savings are read only for the rows ``restrict`` leaves (a team member's), counting the others
     in ``other_team_holders``. ``per_pool`` lists only the biggest that many holders (and stopped
     models) per pool, ``holders_total`` saying how many there are; the figures stay whole.
+    ``visible(cluster_id, namespace)`` is the same scope as ``restrict`` for the per-namespace
+    sums: every figure comes from one grouped scan per kind, split by namespace in Python.
     """
     pools = NodePool.objects.select_related("cluster")
     if cluster_id is not None:
@@ -114,21 +118,10 @@ def pool_accounts(
             accounts[pool_key] = PoolAccount(pool_key[0], names.get(pool_key[0], "?"), pool_key[1], None)
         return accounts[pool_key]
 
-    totals: dict[tuple[int, str], list[int]] = {}
-    for model in serving_models():
-        running = holding_rows(model, cluster_id, None, None).filter(running_condition(
-            portal_controlled_clusters(model.kube.kind)))  # fmt: skip
-        sums = running.values("cluster_id", "node_pool").order_by().annotate(
-            memory=Sum("memory_bytes"), gpus=Sum("gpu_count"), count=Count("id"))  # fmt: skip
-        for row in sums:
-            total = totals.setdefault((row["cluster_id"], row["node_pool"]), [0, 0, 0])
-            total[0] += row["memory"] or 0
-            total[1] += row["gpus"] or 0
-            total[2] += row["count"]
+    totals, figures = _pool_figures(cluster_id, restrict, recommender, visible)
     for holding in load_holdings(cluster_id, restrict=restrict, per_pool=per_pool):
         account_entry = entry((holding.cluster_id, holding.pool))
         (account_entry.holders if holding.running else account_entry.stopped).append(holding)
-    figures = _visible_figures(cluster_id, restrict, recommender)
     for pool_key, (_, gpus, count) in totals.items():
         account_entry = entry(pool_key)
         account_entry.gpus_used = gpus
@@ -163,59 +156,76 @@ def _running_reserved(
     return result
 
 
-def _visible_figures(
-    cluster_id: int | None, restrict: Restrict | None, recommender: Recommender | None
-) -> dict[tuple[int, str], tuple[int, int, int]]:
-    """(running models, observed peaks, right-sizing savings) per pool over the visible rows.
+def _pool_figures(
+    cluster_id: int | None,
+    restrict: Restrict | None,
+    recommender: Recommender | None,
+    visible: Callable[[int, str], bool] | None,
+) -> tuple[dict[tuple[int, str], tuple[int, int, int]], dict[tuple[int, str], tuple[int, int, int]]]:
+    """Per pool: (memory, GPUs, models) of every running model, and (models, observed peaks,
+    right-sizing savings) of the visible ones.
 
-    Counts and peaks are summed in SQL, and so are the default policy's savings (observed peak x
-    1.04 rounded up to a whole Gi, :func:`scheduler.savings.fallback_recommended_bytes`); rows
-    whose status carries the cluster's own recommendation, or every row with a peak when a
-    ``recommender`` is plugged in, are read as five narrow columns and priced in Python.
+    One scan per kind, grouped by pool and namespace, sums everything the default policy needs
+    (savings: observed peak x 1.04 rounded up to a whole Gi,
+    :func:`scheduler.savings.fallback_recommended_bytes`, in SQL). Rows whose status carries the
+    cluster's own recommendation, or every row with a peak when a ``recommender`` is plugged in,
+    are then read as five narrow columns (visible ones only) and priced in Python.
     """
-    result: dict[tuple[int, str], list[int]] = {}
+    totals: dict[tuple[int, str], list[int]] = {}
+    mine: dict[tuple[int, str], list[int]] = {}
     for model in serving_models():
-        rows = holding_rows(model, cluster_id, None, restrict).filter(
+        rows = holding_rows(model, cluster_id, None, None).filter(
             running_condition(portal_controlled_clusters(model.kube.kind))
         )
         has_peak = "observed_peak_bytes" in {f.name for f in model._meta.get_fields()}
-        sums = rows.values("cluster_id", "node_pool").order_by().annotate(
-            count=Count("id"), peak=Sum("observed_peak_bytes") if has_peak else Value(0)
-        )
-        for row in sums:
-            figures = result.setdefault((row["cluster_id"], row["node_pool"]), [0, 0, 0])
-            figures[0] += row["count"]
-            figures[1] += row["peak"] or 0
         advised = Q(status__has_key="recommendation")
-        if recommender is None and has_peak:
-            # The default policy on the observed peak, in SQL; rows the cluster advised go below.
-            for row in _fallback_savings(rows.exclude(advised)):
-                result[(row["cluster_id"], row["node_pool"])][2] += row["saved"] or 0
-            rows = rows.filter(advised)
-        elif has_peak:
-            rows = rows.filter(advised | Q(observed_peak_bytes__isnull=False))
-        else:
-            rows = rows.filter(advised)
-        columns = ["cluster_id", "namespace", "name", "node_pool", "memory_bytes"]
-        peak = ["observed_peak_bytes"] if has_peak else []
-        for values in rows.values(*columns, *peak, advice=KeyTextTransform("recommendation", "status")):
-            holding = Holding(
-                model.kube.kind, 0, values["cluster_id"], values["namespace"], values["name"], values["node_pool"],
-                values["memory_bytes"], 1, observed_peak_bytes=values.get("observed_peak_bytes"),
-                status_recommended_bytes=recommended_in_status(values["advice"]),
-            )  # fmt: skip
-            result[(values["cluster_id"], values["node_pool"])][2] += saving_bytes(holding, recommender)
-    return {key: (count, peak, savings) for key, (count, peak, savings) in result.items()}
+        sums = {
+            "memory": Sum("memory_bytes"), "gpus": Sum("gpu_count"), "count": Count("id"),
+            "advised": Count("id", filter=advised),
+            "peak": Sum("observed_peak_bytes") if has_peak else Value(0),
+            "saved": Sum(_fallback_saving(), filter=~advised) if has_peak and recommender is None else Value(0),
+        }  # fmt: skip
+        priced_in_python = False
+        for row in rows.values("cluster_id", "node_pool", "namespace").order_by().annotate(**sums):
+            pool_key = (row["cluster_id"], row["node_pool"])
+            total = totals.setdefault(pool_key, [0, 0, 0])
+            total[0] += row["memory"] or 0
+            total[1] += row["gpus"] or 0
+            total[2] += row["count"]
+            if visible is None or visible(row["cluster_id"], row["namespace"]):
+                figures = mine.setdefault(pool_key, [0, 0, 0])
+                figures[0] += row["count"]
+                figures[1] += row["peak"] or 0
+                figures[2] += row["saved"] or 0
+                priced_in_python |= bool(row["advised"]) or (has_peak and recommender is not None)
+        if priced_in_python:
+            shown = restrict(rows) if restrict is not None else rows
+            peaked = Q(observed_peak_bytes__isnull=False) if has_peak and recommender is not None else Q(pk__in=[])
+            for pool_key, saved in _python_savings(model.kube.kind, shown.filter(advised | peaked), has_peak,
+                                                   recommender):  # fmt: skip
+                mine.setdefault(pool_key, [0, 0, 0])[2] += saved
+    return (
+        {key: (memory, gpus, count) for key, (memory, gpus, count) in totals.items()},
+        {key: (count, peak, saved) for key, (count, peak, saved) in mine.items()},
+    )
 
 
-def _fallback_savings(rows: QuerySet) -> QuerySet:
-    """Per pool, the sum of declared minus ceil(peak x 1.04 / Gi) Gi when positive: the SQL twin of
+def _python_savings(
+    kind: str, rows: QuerySet, has_peak: bool, recommender: Recommender | None
+) -> Iterator[tuple[tuple[int, str], int]]:
+    columns = ["cluster_id", "namespace", "name", "node_pool", "memory_bytes"]
+    peak = ["observed_peak_bytes"] if has_peak else []
+    for values in rows.values(*columns, *peak, advice=KeyTextTransform("recommendation", "status")):
+        holding = Holding(
+            kind, 0, values["cluster_id"], values["namespace"], values["name"], values["node_pool"],
+            values["memory_bytes"], 1, observed_peak_bytes=values.get("observed_peak_bytes"),
+            status_recommended_bytes=recommended_in_status(values["advice"]),
+        )  # fmt: skip
+        yield (values["cluster_id"], values["node_pool"]), saving_bytes(holding, recommender)
+
+
+def _fallback_saving() -> Greatest:
+    """Declared minus ceil(peak x 1.04 / Gi) Gi when positive, per row: the SQL twin of
     :func:`scheduler.savings.fallback_recommended_bytes` (checked against it in the tests)."""
     target = Cast(Ceil(F("observed_peak_bytes") * FALLBACK_HEADROOM / GI), BigIntegerField()) * GI
-    saved = Greatest(F("memory_bytes") - target, Value(0), output_field=BigIntegerField())
-    return (
-        rows.filter(observed_peak_bytes__isnull=False)
-        .values("cluster_id", "node_pool")
-        .order_by()
-        .annotate(saved=Sum(saved))
-    )
+    return Greatest(F("memory_bytes") - target, Value(0), output_field=BigIntegerField())

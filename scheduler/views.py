@@ -38,7 +38,11 @@ class PlanningView(LoginRequiredMixin, FormView):
         context = super().get_context_data(**kwargs)
         user = self.request.user
         accounts = team_accounts(
-            pool_accounts(restrict=partial(restrict, user=user, action=VIEW), per_pool=HOLDERS_SHOWN),
+            pool_accounts(
+                restrict=partial(restrict, user=user, action=VIEW),
+                per_pool=HOLDERS_SHOWN,
+                visible=namespace_predicate(user),
+            ),
             namespace_predicate(user),
             visible_cluster_ids(user),
         )

@@ -75,7 +75,11 @@ class PoolAccountsView(APIView):
                     "holders_total": a.holders_total,
                 }
                 for a in team_accounts(
-                    pool_accounts(restrict=partial(restrict, user=request.user, action=VIEW), per_pool=HOLDERS_SHOWN),
+                    pool_accounts(
+                        restrict=partial(restrict, user=request.user, action=VIEW),
+                        per_pool=HOLDERS_SHOWN,
+                        visible=namespace_predicate(request.user),
+                    ),
                     namespace_predicate(request.user),
                     visible_cluster_ids(request.user),
                 )

@@ -32,13 +32,13 @@ FILTERSETS = {
 }
 COLUMN_LABELS = [
     ("name", "Name"), ("kind", "Kind"), ("cluster_name", "Cluster"), ("namespace", "Namespace"), ("node_pool", "Pool"),
-    ("engine", "Engine"), ("ready", "Ready"), ("replicas", "Replicas"), ("memory_bytes", "Memory"),
-    ("utilization", "Utilization"), ("sync_state", "Sync state"),
+    ("engine", "Engine"), ("ready", "Ready"), ("phase", "Phase"), ("replicas", "Replicas"), ("memory_bytes", "Memory"),
+    ("gpu_count", "GPUs"), ("accelerator", "Accelerator"), ("utilization", "Utilization"), ("sync_state", "Sync state"),
 ]  # fmt: skip
 SORTABLE = tuple(key for key, _ in COLUMN_LABELS)
 COLUMNS = [
     "id", "kind", "page", "cluster_name", "namespace", "name", "model_name", "engine", "node_pool",
-    "memory_bytes", "replicas", "ready", "sync_state", "utilization",
+    "memory_bytes", "replicas", "ready", "sync_state", "utilization", "phase", "gpu_count", "accelerator",
 ]  # fmt: skip
 
 

@@ -28,10 +28,11 @@ from clusters.inbound import upsert_from_cluster
 from clusters.models import Cluster, SyncState
 from clusters.owned import NotOwnedError, ensure, label_value
 from clusters.quantities import quantity_to_int
-from models_app.models import InferenceModel
+from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.admission import Demand, admit, release
 from scheduler.durations import parse_duration
-from scheduler.holdings import LAST_REQUEST_ANNOTATION
+from scheduler.holdings import Holding, ModelKey
+from scheduler.idle import idle_since
 from scheduler.models import MemoryReservation
 from scheduler.pools import node_pool_of
 
@@ -77,9 +78,7 @@ def last_request_time(cr: dict[str, Any], deployment: dict[str, Any] | None = No
     model or on its Deployment (a request path may stamp either), else the model's creation. The
     newest wins, so an older stamp never replaces a newer one and cuts a cooldown short."""
     stamps = [
-        (obj["metadata"].get("annotations") or {}).get(LAST_REQUEST_ANNOTATION)
-        for obj in (cr, deployment)
-        if obj
+        (obj["metadata"].get("annotations") or {}).get(LAST_REQUEST_ANNOTATION) for obj in (cr, deployment) if obj
     ]
     times = [parsed for stamp in stamps if stamp and (parsed := parse_datetime(stamp))]
     if times:
@@ -151,7 +150,7 @@ def _plan(
         return Plan(0, Reason.SCALED_TO_ZERO, "spec.maxReplicas is 0")
     cooldown = parse_duration(spec.get("cooldownPeriod", "10m"))
     requested = last_request_time(cr, deployment)
-    if cooldown is not None and requested is not None and now - requested > cooldown:
+    if idle_since(requested, cooldown, now) is not None:
         return Plan(
             0,
             Reason.SCALED_TO_ZERO,
@@ -162,20 +161,39 @@ def _plan(
     waiting = _dependencies_not_ready(gateway, row, spec.get("dependencies") or [], now)
     if waiting:
         return waiting
-    decision = admit(
-        Demand(
-            row.cluster_id,
-            node_pool_of(spec.get("nodeSelector")),
-            KIND.kind,
-            row.namespace,
-            row.name,
-            quantity_to_int(spec["memory"]) or 0,
-        ),
-        now,
+    demand = Demand(
+        row.cluster_id,
+        node_pool_of(spec.get("nodeSelector")),
+        KIND.kind,
+        row.namespace,
+        row.name,
+        quantity_to_int(spec["memory"]) or 0,
+        gpus=row.gpu_count,
     )
+    decision = admit(demand, now)
+    if not decision.fits and decision.frees_enough:
+        decision = admit(demand, now, stopping=_scale_idle_now(gateway, decision.idle_candidates, now))
     if not decision.fits:
         return Plan(0, Reason.INSUFFICIENT_MEMORY, decision.message)
     return Plan(spec.get("maxReplicas", 1))
+
+
+def _scale_idle_now(gateway: ClusterGateway, candidates: list[Holding], now: datetime) -> set[ModelKey]:
+    """Scale the idle models admission offered to zero now, and return their keys.
+
+    They are idle by the same definition this controller's own reconcile uses
+    (``scheduler.idle``), so the pass would stop them anyway; doing it before the refused model's
+    decision lets that model start in this pass instead of waiting for the next one.
+    """
+    stopped: set[ModelKey] = set()
+    for holder in candidates:
+        if holder.kind != KIND.kind:
+            continue
+        row = InferenceModel.objects.select_related("cluster").filter(pk=holder.id).first()
+        if row is not None and row.cluster.manages(KIND.kind):
+            reconcile_inference_model(gateway, row, now)
+            stopped.add(holder.key)
+    return stopped
 
 
 def dependency_closure(row: InferenceModel) -> list[InferenceModel]:
@@ -352,9 +370,7 @@ def _status(cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, n
     }
 
 
-def _finalize(
-    gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], now: datetime
-) -> str:
+def _finalize(gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], now: datetime) -> str:
     """The reference's cleanup: release the budget (the metrics went when the row became
     ``Deleting``), remove the finalizer."""
     conditions = set_condition(

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
-import math
+from datetime import datetime
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.db import models
+from django.utils.dateparse import parse_datetime
 
 from clusters.kinds import KindInfo, register
 from clusters.models import KubeObject
-from clusters.quantities import quantity_to_decimal, quantity_to_int, saturate_int64
+from clusters.quantities import quantity_to_int, saturate_int64
 from clusters.serving import PodResources
 from clusters.spec_rules import requests_within_limits
 from clusters.validation import FieldError
+from scheduler.consumption import (
+    GPU_RESOURCE_BY_ACCELERATOR,
+    PodShape,
+    cpu_millis_of,
+    selected_product,
+    shapes_from_json,
+)
+from scheduler.durations import parse_duration
 from scheduler.pools import node_pool_of
+
+LAST_REQUEST_ANNOTATION = "inference.eh-ops.io/last-request-time"
 
 
 def _dig(data: Any, *keys: str, default: Any = None) -> Any:
@@ -23,12 +35,6 @@ def _dig(data: Any, *keys: str, default: Any = None) -> Any:
             return default
         data = data[key]
     return data
-
-
-def _millicores(value: Any) -> int | None:
-    """A CPU quantity (``"4"``, ``"500m"``) in millicores; None when absent or not a quantity."""
-    amount = quantity_to_decimal(value)
-    return None if amount is None else math.ceil(amount * 1000)
 
 
 class ServingModel(KubeObject):
@@ -49,6 +55,20 @@ class ServingModel(KubeObject):
     )
     gpu_count = models.PositiveBigIntegerField(default=0, editable=False, help_text="GPUs for all desired replicas.")
     ready = models.BooleanField(default=False, db_index=True, editable=False)
+    accelerator = models.CharField(max_length=32, blank=True, editable=False)
+    phase = models.CharField(max_length=16, blank=True, editable=False)
+    # What the scheduler reads (scheduler/consumption.py): projected here so budgets, admission and
+    # placement never decode spec, status or annotations.
+    running_replicas = models.PositiveBigIntegerField(
+        null=True, blank=True, editable=False, help_text="Replicas the cluster reports; empty when it reported none."
+    )
+    pods = models.JSONField(default=list, blank=True, editable=False, help_text="PodShapes: what each pod needs.")
+    last_active_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Last request, else creation: where the cooldown starts."
+    )
+    cooldown_seconds = models.PositiveBigIntegerField(
+        null=True, blank=True, editable=False, help_text="Idle after this long without requests; empty: never idle."
+    )
 
     class Meta(KubeObject.Meta):
         abstract = True
@@ -58,11 +78,43 @@ class ServingModel(KubeObject):
 
     @classmethod
     def projected_fields(cls) -> list[str]:
-        return ["model_name", "engine", "node_pool", "memory_bytes", "replicas", "gpu_count", "ready"]
+        return [
+            "model_name", "engine", "node_pool", "memory_bytes", "replicas", "gpu_count", "ready", "accelerator",
+            "phase", "running_replicas", "pods", "last_active_at", "cooldown_seconds",
+        ]  # fmt: skip
+
+    def set_pods(self, shapes: list[PodShape]) -> None:
+        """Store the pod shapes and the totals every kind derives from them the same way: GPUs of
+        the replicas the cluster reports (the desired ones until it reports any)."""
+        self.pods = [shape.to_json() for shape in shapes]
+        self.gpu_count = saturate_int64(sum(shape.gpus * shape.running for shape in shapes))
+        self.accelerator = next((shape.accelerator for shape in shapes if shape.accelerator), "")
+
+    def created_or_requested_at(self) -> datetime | None:
+        """The last-request annotation, else the object's creation in the cluster."""
+        stamp = (self.annotations or {}).get(LAST_REQUEST_ANNOTATION)
+        return (parse_datetime(str(stamp)) if stamp else None) or self.cluster_created_at
+
+    def pod_label_value(self) -> str:
+        """The value of ``pod_label`` on this object's pods: its name (KubeAI and llm-d label so)."""
+        return self.name
+
+    def served_model(self) -> str:
+        """The served model's Hugging Face id where the spec names one, to look its weights up."""
+        return self.model_name
 
     def pod_resources(self) -> PodResources:
-        """What one pod of this object requests; each kind reads its own spec."""
-        raise NotImplementedError
+        """What one pod requests, read from the pod shapes the kind projected (one parse of the spec
+        serves planning and right-sizing): a model's figure is its largest pod's, so each resource
+        is the largest role's; 0 (undeclared) becomes None."""
+        shapes = shapes_from_json(self.pods)
+        return PodResources(
+            label_value=self.pod_label_value(),
+            memory_bytes=max((shape.memory_bytes for shape in shapes), default=0) or None,
+            cpu_millicores=max((shape.cpu_millis for shape in shapes), default=0) or None,
+            gpus=max((shape.gpus for shape in shapes), default=0),
+            served_model=self.served_model(),
+        )
 
 
 @register
@@ -98,25 +150,33 @@ class InferenceModel(ServingModel):
         self.node_pool = node_pool_of(spec.get("nodeSelector"))
         self.memory_bytes = quantity_to_int(spec.get("memory"))
         self.replicas = spec.get("maxReplicas", 1)
-        gpus = _dig(spec, "resources", "limits", "gpu") or _dig(spec, "resources", "requests", "gpu")
-        self.gpu_count = saturate_int64((quantity_to_int(gpus) or 0) * (self.replicas or 0))
+        resources = spec.get("resources") or {}
+        gpus = quantity_to_int(_dig(resources, "limits", "gpu") or _dig(resources, "requests", "gpu")) or 0
+        reported = status.get("replicas")
+        self.running_replicas = reported if isinstance(reported, int) and not isinstance(reported, bool) else None
+        running = self.replicas if self.running_replicas is None else self.running_replicas
+        memory = self.memory_bytes or 0
+        # spec.memory is the model's footprint: weights and KV cache, in GPU memory when it has GPUs.
+        self.set_pods([
+            PodShape(
+                "server", self.replicas or 0, running or 0, memory,
+                cpu_millis_of(_dig(resources, "requests", "cpu")), gpus, memory if gpus else 0,
+                "nvidia" if gpus else "", selected_product(spec.get("nodeSelector")),
+            )
+        ])  # fmt: skip
         self.ready = status.get("ready") is True
+        self.phase = _condition_reason(status) or ("Ready" if self.ready else "")
         self.observed_peak_bytes = quantity_to_int(status.get("observedPeakMemory"))
         self.utilization_percent = status.get("utilizationPercent")
+        self.last_active_at = self.created_or_requested_at()
+        cooldown = parse_duration(str(spec.get("cooldownPeriod", "10m")))
+        self.cooldown_seconds = int(cooldown.total_seconds()) if cooldown is not None else None
 
     # -- right-sizing: the controller labels pods inference.eh-ops.io/model=<modelName>
     pod_label = "label_inference_eh_ops_io_model"
 
-    def pod_resources(self) -> PodResources:
-        resources = (self.spec or {}).get("resources") or {}
-        gpus = _dig(resources, "limits", "gpu") or _dig(resources, "requests", "gpu")
-        return PodResources(
-            label_value=self.model_name,
-            memory_bytes=self.memory_bytes,
-            cpu_millicores=_millicores(_dig(resources, "requests", "cpu")),
-            gpus=quantity_to_int(gpus) or 0,
-            served_model=self.model_name,
-        )
+    def pod_label_value(self) -> str:
+        return self.model_name
 
 
 @register
@@ -174,30 +234,25 @@ class KubeAIModel(ServingModel):
         self.url = spec.get("url", "")
         self.features = "," + ",".join(spec.get("features") or []) + "," if spec.get("features") else ""
         self.resource_profile = spec.get("resourceProfile", "")
-        self.node_pool = ""
-        self.memory_bytes = None
         replicas = spec.get("replicas", spec.get("minReplicas"))
-        self.replicas = replicas
-        _, _, count = self.resource_profile.partition(":")
-        gpus = int(count) * (replicas or 0) if count.isdigit() and "cpu" not in self.resource_profile else 0
-        self.gpu_count = saturate_int64(gpus)
+        reported = _dig(status, "replicas", "all")
+        self.running_replicas = reported if isinstance(reported, int) and not isinstance(reported, bool) else None
+        running = self.running_replicas if self.running_replicas is not None else replicas or 0
+        # KubeAI's autoscaler owns the count: the status says what runs, the spec what was asked.
+        self.replicas = running
+        shape, pool = kubeai_pod_shape(self.resource_profile, replicas or 0, running)
+        self.node_pool = pool
+        self.set_pods([shape])
+        self.memory_bytes = saturate_int64(shape.memory_bytes * max(running, replicas or 0, 1)) or None
         self.ready = (_dig(status, "replicas", "ready") or 0) > 0
+        self.phase = "Ready" if self.ready else ("Starting" if running else "ScaledToZero")
 
-    # -- right-sizing: KubeAI labels its pods model=<metadata.name>; memory and CPU come from the
-    # resource profile, which the Model does not carry, so only GPUs and KV cache are judged.
+    # -- right-sizing: KubeAI labels its pods model=<metadata.name>; memory, CPU and GPUs come from
+    # the resource profile (KUBEAI_RESOURCE_PROFILES), as planning reads them.
     pod_label = "label_model"
 
-    def pod_resources(self) -> PodResources:
-        _, _, count = self.resource_profile.partition(":")
-        gpus = int(count) if count.isdigit() and "cpu" not in self.resource_profile else 0
-        url = self.url
-        return PodResources(
-            label_value=self.name,
-            memory_bytes=None,
-            cpu_millicores=None,
-            gpus=gpus,
-            served_model=url.removeprefix("hf://") if url.startswith("hf://") else "",
-        )
+    def served_model(self) -> str:
+        return self.url.removeprefix("hf://") if self.url.startswith("hf://") else ""
 
 
 @register
@@ -205,13 +260,6 @@ class ModelService(ServingModel):
     """OtterScale / llm-d ``ModelService``: decode (and optional prefill) roles behind an endpoint picker."""
 
     kube = KindInfo("model.otterscale.io", "v1alpha1", "ModelService", "modelservices")
-
-    accelerator = models.CharField(max_length=32, blank=True, editable=False)
-    phase = models.CharField(max_length=16, blank=True, editable=False)
-
-    @classmethod
-    def projected_fields(cls) -> list[str]:
-        return [*super().projected_fields(), "accelerator", "phase"]
 
     @classmethod
     def extra_rules(cls, manifest: dict[str, Any]) -> list[FieldError]:
@@ -232,23 +280,26 @@ class ModelService(ServingModel):
 
     def project(self) -> None:
         spec, status = self.spec or {}, self.status or {}
-        roles = [spec[role] for role in ("decode", "prefill") if isinstance(spec.get(role), dict)]
+        roles = {name: spec[name] for name in ("decode", "prefill") if isinstance(spec.get(name), dict)}
         self.model_name = _dig(spec, "model", "name", default="")
         self.engine = "vLLM"
-        self.accelerator = _dig(spec, "accelerator", "type", default="")
+        accelerator = _dig(spec, "accelerator", "type", default="")
         self.node_pool = node_pool_of(_dig(spec, "decode", "nodeSelector"))
-        self.replicas = sum(role.get("replicas", 1) for role in roles)  # two int32s: always an int64
-        self.gpu_count = saturate_int64(
-            sum(self.gpus_per_pod(role, self.accelerator) * role.get("replicas", 1) for role in roles)
-        )
-        memories = [
-            (
-                quantity_to_int(_dig(role, "resources", "requests", "memory"))
-                or quantity_to_int(_dig(role, "resources", "limits", "memory")),
-                role.get("replicas", 1),
+        self.replicas = sum(role.get("replicas", 1) for role in roles.values())  # two int32s: always an int64
+        reported = {name: status.get(f"{name}Replicas") for name in roles}
+        known = {name: count for name, count in reported.items() if isinstance(count, int)}
+        self.running_replicas = sum(known.values()) if known else None
+        self.set_pods([
+            PodShape(
+                name, role.get("replicas", 1), known.get(name, role.get("replicas", 1)),
+                _role_memory(role) or 0, cpu_millis_of(_dig(role, "resources", "requests", "cpu")),
+                self.gpus_per_pod(role, accelerator), 0, "" if accelerator == "cpu" else accelerator,
+                selected_product(role.get("nodeSelector")),
             )
-            for role in roles
-        ]
+            for name, role in roles.items()
+        ])  # fmt: skip
+        self.accelerator = accelerator
+        memories = [(_role_memory(role), role.get("replicas", 1)) for role in roles.values()]
         self.memory_bytes = (
             saturate_int64(sum(memory * count for memory, count in memories))
             if all(m for m, _ in memories) and memories
@@ -257,23 +308,39 @@ class ModelService(ServingModel):
         self.phase = status.get("phase", "")
         self.ready = self.phase == "Ready"
 
-    # -- right-sizing: llm-d labels decode and prefill pods llm-d.ai/model=<metadata.name>; a
-    # model's figure is its largest pod's, so the largest role's request is the declaration.
+    # -- right-sizing: llm-d labels decode and prefill pods llm-d.ai/model=<metadata.name>
     pod_label = "label_llm_d_ai_model"
 
-    def pod_resources(self) -> PodResources:
-        spec = self.spec or {}
-        roles = [spec[role] for role in ("decode", "prefill") if isinstance(spec.get(role), dict)]
-        memories = [
-            quantity_to_int(_dig(role, "resources", "requests", "memory"))
-            or quantity_to_int(_dig(role, "resources", "limits", "memory"))
-            for role in roles
-        ]
-        cpus = [_millicores(_dig(role, "resources", "requests", "cpu")) for role in roles]
-        return PodResources(
-            label_value=self.name,
-            memory_bytes=max(memories) if memories and all(memories) else None,
-            cpu_millicores=max(cpus) if cpus and all(c is not None for c in cpus) else None,
-            gpus=max((self.gpus_per_pod(role, self.accelerator) for role in roles), default=0),
-            served_model=self.model_name,
-        )
+def _role_memory(role: dict[str, Any]) -> int | None:
+    return quantity_to_int(_dig(role, "resources", "requests", "memory")) or quantity_to_int(
+        _dig(role, "resources", "limits", "memory")
+    )
+
+
+def _condition_reason(status: dict[str, Any]) -> str:
+    """The Ready condition's reason (Deployed, ScaledToZero, InsufficientMemory...), the model's phase."""
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return str(condition.get("reason") or "")[:16]
+    return ""
+
+
+def kubeai_pod_shape(resource_profile: str, count: int, running: int) -> tuple[PodShape, str]:
+    """One KubeAI pod and its pool from ``resourceProfile: <name>:<count>`` and the profile table.
+
+    KubeAI multiplies the profile's requests and limits by the count; the profile's nodeSelector
+    picks the pool. An unknown profile needs nothing known and stays in the default pool.
+    """
+    name, _, multiple = resource_profile.partition(":")
+    times = int(multiple) if multiple.isdigit() else 1
+    profile = settings.KUBEAI_RESOURCE_PROFILES.get(name) or {}
+    requests, limits = profile.get("requests") or {}, profile.get("limits") or {}
+    resource = next((r for r in GPU_RESOURCE_BY_ACCELERATOR.values() if r in limits or r in requests), "")
+    gpus = (quantity_to_int(limits.get(resource) or requests.get(resource)) or 0) * times if resource else 0
+    accelerator = next((a for a, r in GPU_RESOURCE_BY_ACCELERATOR.items() if r == resource), "")
+    shape = PodShape(
+        "server", count, running, (quantity_to_int(requests.get("memory")) or 0) * times,
+        cpu_millis_of(requests.get("cpu")) * times, gpus, 0, accelerator,
+        selected_product(profile.get("nodeSelector")),
+    )  # fmt: skip
+    return shape, node_pool_of(profile.get("nodeSelector"))

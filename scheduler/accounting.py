@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from django.db.models import BigIntegerField, Count, F, Q, QuerySet, Sum, Value
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Ceil, Greatest
+
 from clusters.models import Cluster
-from scheduler.holdings import Holding, ModelKey, load_holdings
+from scheduler.holdings import (
+    Holding,
+    ModelKey,
+    Restrict,
+    holding_rows,
+    load_holdings,
+    portal_controlled_clusters,
+    recommended_in_status,
+    running_condition,
+    serving_models,
+)
 from scheduler.models import MemoryReservation, NodePool
-from scheduler.savings import Recommender, saving_bytes
+from scheduler.savings import FALLBACK_HEADROOM, GI, Recommender, saving_bytes
+
+HOLDERS_SHOWN = 10
+"""Holders a page or the API lists per pool (biggest first); the figures always cover every model."""
 
 
 @dataclass
@@ -24,6 +42,9 @@ class PoolAccount:
     rightsizing_savings_bytes: int = 0
     holders: list[Holding] = field(default_factory=list)
     stopped: list[Holding] = field(default_factory=list)
+    gpus_used: int = 0
+    other_team_holders: int = 0
+    holders_total: int = 0
 
     @property
     def committed_bytes(self) -> int:
@@ -33,6 +54,11 @@ class PoolAccount:
     @property
     def free_bytes(self) -> int | None:
         return None if self.budget_bytes is None else self.budget_bytes - self.committed_bytes
+
+
+def reserved_beyond(reservations: dict[ModelKey, int], declared: dict[ModelKey, int]) -> int:
+    """Reserved memory beyond what the reserving models, when running, already declare."""
+    return sum(max(0, amount - declared.get(key, 0)) for key, amount in reservations.items())
 
 
 def account(
@@ -45,18 +71,29 @@ def account(
     """
     declared = {holder.key: holder.memory_bytes for holder in holders}
     allocated = sum(declared.values())
-    reserved = sum(max(0, amount - declared.get(key, 0)) for key, amount in reservations.items())
+    reserved = reserved_beyond(reservations, declared)
     observed = sum(holder.observed_peak_bytes or 0 for holder in holders)
     savings = sum(saving_bytes(holder, recommender) for holder in holders)
     return allocated, reserved, observed, savings
 
 
-def pool_accounts(cluster_id: int | None = None, recommender: Recommender | None = None) -> list[PoolAccount]:
+def pool_accounts(
+    cluster_id: int | None = None,
+    recommender: Recommender | None = None,
+    restrict: Restrict | None = None,
+    per_pool: int | None = None,
+    visible: Callable[[int, str], bool] | None = None,
+) -> list[PoolAccount]:
     """Books of every pool (of one cluster, or all): NodePool rows, plus pools only models name.
 
-    Allocated is the declared memory of models with replicas > 0 (InferenceModel: ``status.replicas``
-    when the cluster reported it, else ``spec.maxReplicas``); observed is the sum of the observed
-    peaks known for those models; holders are listed biggest first.
+    Allocated is the declared memory of running models (replicas their cluster reports, else the
+    desired ones) plus the GPUs they use, summed in SQL over every model, so a pool's totals are
+    whole whoever looks; holders (biggest first), stopped models, observed peaks and right-sizing
+    savings are read only for the rows ``restrict`` leaves (a team member's), counting the others
+    in ``other_team_holders``. ``per_pool`` lists only the biggest that many holders (and stopped
+    models) per pool, ``holders_total`` saying how many there are; the figures stay whole.
+    ``visible(cluster_id, namespace)`` is the same scope as ``restrict`` for the per-namespace
+    sums: every figure comes from one grouped scan per kind, split by namespace in Python.
     """
     pools = NodePool.objects.select_related("cluster")
     if cluster_id is not None:
@@ -75,14 +112,120 @@ def pool_accounts(cluster_id: int | None = None, recommender: Recommender | None
         key = (row.kind, row.pool.cluster_id, row.namespace, row.name)
         reservations.setdefault((row.pool.cluster_id, row.pool.name), {})[key] = row.memory_bytes
     names = dict(Cluster.objects.values_list("id", "name"))
-    for holding in load_holdings(cluster_id):
-        pool_key = (holding.cluster_id, holding.pool)
+
+    def entry(pool_key: tuple[int, str]) -> PoolAccount:
         if pool_key not in accounts:
-            accounts[pool_key] = PoolAccount(holding.cluster_id, names.get(holding.cluster_id, "?"), holding.pool, None)
-        (accounts[pool_key].holders if holding.running else accounts[pool_key].stopped).append(holding)
-    for pool_key, entry in accounts.items():
-        entry.holders.sort(key=lambda h: (-h.memory_bytes, h.label))
-        entry.allocated_bytes, entry.reserved_bytes, entry.observed_bytes, entry.rightsizing_savings_bytes = account(
-            entry.holders, reservations.get(pool_key, {}), recommender
-        )
+            accounts[pool_key] = PoolAccount(pool_key[0], names.get(pool_key[0], "?"), pool_key[1], None)
+        return accounts[pool_key]
+
+    totals, figures = _pool_figures(cluster_id, restrict, recommender, visible)
+    for holding in load_holdings(cluster_id, restrict=restrict, per_pool=per_pool):
+        account_entry = entry((holding.cluster_id, holding.pool))
+        (account_entry.holders if holding.running else account_entry.stopped).append(holding)
+    for pool_key, (_, gpus, count) in totals.items():
+        account_entry = entry(pool_key)
+        account_entry.gpus_used = gpus
+        account_entry.holders_total = figures.get(pool_key, (0, 0, 0))[0]
+        account_entry.other_team_holders = count - account_entry.holders_total
+    reserved_running = _running_reserved(cluster_id, reservations)
+    for pool_key, account_entry in accounts.items():
+        account_entry.holders.sort(key=lambda h: (-h.memory_bytes, h.label))
+        account_entry.stopped.sort(key=lambda h: (-h.memory_bytes, h.label))
+        _, account_entry.observed_bytes, account_entry.rightsizing_savings_bytes = figures.get(pool_key, (0, 0, 0))
+        declared = {holder.key: holder.memory_bytes for holder in reserved_running.get(pool_key, [])}
+        account_entry.reserved_bytes = reserved_beyond(reservations.get(pool_key, {}), declared)
+        account_entry.allocated_bytes = totals.get(pool_key, [0])[0]
     return sorted(accounts.values(), key=lambda a: (a.cluster_name, a.pool))
+
+
+def _running_reserved(
+    cluster_id: int | None, reservations: dict[tuple[int, str], dict[ModelKey, int]]
+) -> dict[tuple[int, str], list[Holding]]:
+    """Running models that also hold a reservation, whoever may see them, so their reservation
+    counts only beyond their declared memory (reservations are few: one query per kind)."""
+    keys = {key for pool in reservations.values() for key in pool}
+    if not keys:
+        return {}
+    wanted = Q(pk__in=[])
+    for _, key_cluster, namespace, name in keys:
+        wanted |= Q(cluster_id=key_cluster, namespace=namespace, name=name)
+    result: dict[tuple[int, str], list[Holding]] = {}
+    for holding in load_holdings(cluster_id, running_only=True, restrict=lambda rows: rows.filter(wanted)):
+        if holding.key in keys:
+            result.setdefault((holding.cluster_id, holding.pool), []).append(holding)
+    return result
+
+
+def _pool_figures(
+    cluster_id: int | None,
+    restrict: Restrict | None,
+    recommender: Recommender | None,
+    visible: Callable[[int, str], bool] | None,
+) -> tuple[dict[tuple[int, str], tuple[int, int, int]], dict[tuple[int, str], tuple[int, int, int]]]:
+    """Per pool: (memory, GPUs, models) of every running model, and (models, observed peaks,
+    right-sizing savings) of the visible ones.
+
+    One scan per kind, grouped by pool and namespace, sums everything the default policy needs
+    (savings: observed peak x 1.04 rounded up to a whole Gi,
+    :func:`scheduler.savings.fallback_recommended_bytes`, in SQL). Rows whose status carries the
+    cluster's own recommendation, or every row with a peak when a ``recommender`` is plugged in,
+    are then read as five narrow columns (visible ones only) and priced in Python.
+    """
+    totals: dict[tuple[int, str], list[int]] = {}
+    mine: dict[tuple[int, str], list[int]] = {}
+    for model in serving_models():
+        rows = holding_rows(model, cluster_id, None, None).filter(
+            running_condition(portal_controlled_clusters(model.kube.kind))
+        )
+        has_peak = "observed_peak_bytes" in {f.name for f in model._meta.get_fields()}
+        advised = Q(status__has_key="recommendation")
+        sums = {
+            "memory": Sum("memory_bytes"), "gpus": Sum("gpu_count"), "count": Count("id"),
+            "advised": Count("id", filter=advised),
+            "peak": Sum("observed_peak_bytes") if has_peak else Value(0),
+            "saved": Sum(_fallback_saving(), filter=~advised) if has_peak and recommender is None else Value(0),
+        }  # fmt: skip
+        priced_in_python = False
+        for row in rows.values("cluster_id", "node_pool", "namespace").order_by().annotate(**sums):
+            pool_key = (row["cluster_id"], row["node_pool"])
+            total = totals.setdefault(pool_key, [0, 0, 0])
+            total[0] += row["memory"] or 0
+            total[1] += row["gpus"] or 0
+            total[2] += row["count"]
+            if visible is None or visible(row["cluster_id"], row["namespace"]):
+                figures = mine.setdefault(pool_key, [0, 0, 0])
+                figures[0] += row["count"]
+                figures[1] += row["peak"] or 0
+                figures[2] += row["saved"] or 0
+                priced_in_python |= bool(row["advised"]) or (has_peak and recommender is not None)
+        if priced_in_python:
+            shown = restrict(rows) if restrict is not None else rows
+            peaked = Q(observed_peak_bytes__isnull=False) if has_peak and recommender is not None else Q(pk__in=[])
+            for pool_key, saved in _python_savings(model.kube.kind, shown.filter(advised | peaked), has_peak,
+                                                   recommender):  # fmt: skip
+                mine.setdefault(pool_key, [0, 0, 0])[2] += saved
+    return (
+        {key: (memory, gpus, count) for key, (memory, gpus, count) in totals.items()},
+        {key: (count, peak, saved) for key, (count, peak, saved) in mine.items()},
+    )
+
+
+def _python_savings(
+    kind: str, rows: QuerySet, has_peak: bool, recommender: Recommender | None
+) -> Iterator[tuple[tuple[int, str], int]]:
+    columns = ["cluster_id", "namespace", "name", "node_pool", "memory_bytes"]
+    peak = ["observed_peak_bytes"] if has_peak else []
+    for values in rows.values(*columns, *peak, advice=KeyTextTransform("recommendation", "status")):
+        holding = Holding(
+            kind, 0, values["cluster_id"], values["namespace"], values["name"], values["node_pool"],
+            values["memory_bytes"], 1, observed_peak_bytes=values.get("observed_peak_bytes"),
+            status_recommended_bytes=recommended_in_status(values["advice"]),
+        )  # fmt: skip
+        yield (values["cluster_id"], values["node_pool"]), saving_bytes(holding, recommender)
+
+
+def _fallback_saving() -> Greatest:
+    """Declared minus ceil(peak x 1.04 / Gi) Gi when positive, per row: the SQL twin of
+    :func:`scheduler.savings.fallback_recommended_bytes` (checked against it in the tests)."""
+    target = Cast(Ceil(F("observed_peak_bytes") * FALLBACK_HEADROOM / GI), BigIntegerField()) * GI
+    return Greatest(F("memory_bytes") - target, Value(0), output_field=BigIntegerField())

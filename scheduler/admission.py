@@ -50,6 +50,7 @@ class Demand(Identified):
     name: str
     memory_bytes: int
     dependencies: list[Demand] = field(default_factory=list)
+    gpus: int = 0
 
     def closure(self) -> list[Demand]:
         """This demand and every dependency's, dependencies first, each model once."""
@@ -80,6 +81,26 @@ class AdmissionDecision:
     message: str
     reason: str = ""
     admitted: list[str] = field(default_factory=list)
+    frees_enough: bool = False
+    """Scaling ``idle_candidates`` to zero would make room (the controller may do it at once)."""
+
+
+def _gpu_decision(pool: NodePool | None, demands: list[Demand], others: list[Holding]) -> AdmissionDecision | None:
+    """A refusal when the pool's GPUs (known from its Nodes) cannot hold the demands' GPUs, else None."""
+    wanted = sum(demand.gpus for demand in demands)
+    if pool is None or not pool.gpu_count or not wanted:
+        return None
+    held = sum(holder.gpu_count for holder in others)
+    free = pool.gpu_count - held
+    if wanted <= free:
+        return None
+    names = ", ".join(demand.label for demand in demands)
+    return AdmissionDecision(
+        False, pool.name, 0, None, pool.effective_budget_bytes, others, [],
+        f"insufficient GPUs in pool {pool.name} for {names}: requested {wanted}, free {max(free, 0)} of "
+        f"{pool.gpu_count} ({held} held by running models)",
+        INSUFFICIENT_MEMORY,
+    )  # fmt: skip
 
 
 def _pool_decision(
@@ -144,18 +165,20 @@ def _pool_decision(
         False, pool_name, requested, available, budget, others, candidates,
         f"insufficient memory in pool {pool_name} for {names}: requested {format_bytes(requested)}, "
         f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}; held by {holder_text}{idle_text}",
-        INSUFFICIENT_MEMORY,
+        INSUFFICIENT_MEMORY, frees_enough=bool(candidates) and freed >= shortfall,
     )  # fmt: skip
 
 
-def admit(demand: Demand, now: datetime | None = None) -> AdmissionDecision:
+def admit(demand: Demand, now: datetime | None = None, stopping: set[ModelKey] = frozenset()) -> AdmissionDecision:
     """Admit ``demand`` and its dependencies that are not running yet, all or nothing.
 
     On success every admitted model holds a reservation until :func:`release`; on failure
     nothing is written and the decision names the requested and available memory, the holders
     (biggest first) and the idle models (oldest idle first) whose scale-to-zero would make room.
     Calling it again for an admitted or running model is harmless: its own memory never counts
-    against itself.
+    against itself. ``stopping`` names models being scaled to zero right now (their status still
+    says running): they hold nothing. Every serving kind's running models count (KubeAI Models and
+    ModelServices too, through the registry); GPUs are checked where the pool's Nodes give a count.
     """
     now = now or timezone.now()
     group = demand.closure()
@@ -178,7 +201,11 @@ def admit(demand: Demand, now: datetime | None = None) -> AdmissionDecision:
             by_pool.setdefault((item.cluster_id, item.pool), []).append(item)
         pools = _lock_pools(list(by_pool))
         pool_names = sorted({pool_name for _, pool_name in by_pool})
-        running = {h.key: h for h in load_holdings(demand.cluster_id, pools=pool_names, running_only=True)}
+        running = {
+            h.key: h
+            for h in load_holdings(demand.cluster_id, pools=pool_names, running_only=True)
+            if h.key not in stopping
+        }
         # Dependencies already running need no new memory; the demand itself is always (re)checked.
         pending = {
             key: [d for d in items if d is demand or d.key not in running or running[d.key].pool != d.pool]
@@ -190,7 +217,12 @@ def admit(demand: Demand, now: datetime | None = None) -> AdmissionDecision:
             holders = [h for h in running.values() if h.cluster_id == cluster_id and h.pool == pool_name]
             reservations = _reservations(pool) if pool else {}
             budget = pool.effective_budget_bytes if pool else None
-            decisions.append(_pool_decision(pool_name, budget, items, holders, reservations, now))
+            keys = {item.key for item in items}
+            others = [holder for holder in holders if holder.key not in keys]
+            decisions.append(
+                _gpu_decision(pool, items, others)
+                or _pool_decision(pool_name, budget, items, holders, reservations, now)
+            )
         failed = next((d for d in decisions if not d.fits), None)
         if failed:
             return failed

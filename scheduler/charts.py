@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pygal
-from pygal.style import LightSolarizedStyle
+from pygal.style import LightSolarizedStyle, Style
 
 from scheduler.accounting import PoolAccount
 
@@ -26,3 +28,70 @@ def pool_usage_chart(accounts: list[PoolAccount]) -> str:
     chart.add("allocated", [round(a.committed_bytes / GI, 1) for a in accounts])
     chart.add("observed", [round(a.observed_bytes / GI, 1) for a in accounts])
     return chart.render(is_unicode=True)
+
+
+PLACEMENT_STYLE = Style(
+    background="transparent", plot_background="#fff", colors=("#2e90fa", "#f79009", "#e3e8ee"),
+    foreground="#344054", foreground_strong="#101828", foreground_subtle="#98a2b3",
+)  # fmt: skip
+"""Running in blue, the proposal in orange, free space in the pages' neutral grey."""
+PLACEMENT_NODES = 40
+"""Nodes drawn at most: the pools the proposal lands in (or misses) come first."""
+
+
+def placement_chart(plan: dict[str, Any]) -> str:
+    """Each node of the plan's pools as two bars, memory and GPU memory, in % of the node's capacity,
+    filled by the models running there, then by the proposal, then free; tooltips name the models.
+
+    Works on the plan as the page shows it (already redacted): models of other teams count in
+    the running share of a bar without their names.
+    """
+    proposed = {entry["model"] for entry in plan["models"]}
+    pools = sorted(plan["pools"], key=lambda pool: not _touches(pool, proposed))
+    rows: list[tuple[str, dict[str, Any], str]] = []
+    for pool in pools:
+        for node in pool["nodes"]:
+            rows.append((f"{pool['name']}/{node['name']}", node, "memory"))
+            if node.get("gpus") and node.get("gpu_memory_bytes"):
+                rows.append((f"{pool['name']}/{node['name']} GPUs", node, "gpu"))
+    rows = rows[:PLACEMENT_NODES]
+    chart = pygal.HorizontalStackedBar(
+        height=max(200, 26 * len(rows) + 120), style=PLACEMENT_STYLE, legend_at_bottom=True,
+        disable_xml_declaration=True, x_title="% of the node's capacity", range=(0, 100),
+        title="Placement: memory and GPU memory of each node, by model",
+    )  # fmt: skip
+    chart.x_labels = [label for label, _, _ in rows]
+    series: dict[str, list[dict[str, Any]]] = {"running": [], "proposed": [], "free": []}
+    for _, node, dimension in rows:
+        for name, value in zip(series, _shares(node, dimension, proposed), strict=True):
+            series[name].append(value)
+    for name, values in series.items():
+        chart.add(name, values)
+    return chart.render(is_unicode=True)
+
+
+def _touches(pool: dict[str, Any], proposed: set[str]) -> bool:
+    placed = any(item["model"] in proposed for node in pool["nodes"] for item in node["models"])
+    return placed or any(miss["model"] in proposed for miss in pool["unplaced"])
+
+
+def _shares(node: dict[str, Any], dimension: str, proposed: set[str]) -> list[dict[str, Any]]:
+    """(running, proposed, free) of one node's memory or GPU memory, each a pygal value with a tooltip."""
+    if dimension == "memory":
+        capacity, used = node["capacity_bytes"], node["used_bytes"]
+        figure = "memory_bytes"
+    else:
+        # A GPU given to a pod is the pod's alone: it holds all of that GPU's memory.
+        capacity = node["gpus"] * node["gpu_memory_bytes"]
+        used = node["used_gpus"] * node["gpu_memory_bytes"]
+        figure = "gpus"
+    mine = [item for item in node["models"] if item["model"] in proposed]
+    new = sum(item.get(figure) or 0 for item in mine) * (node["gpu_memory_bytes"] if dimension == "gpu" else 1)
+    others = [item["model"] for item in node["models"] if item["model"] not in proposed]
+    capacity = max(capacity, 1)
+
+    def share(amount: int, names: list[str]) -> dict[str, Any]:
+        label = f"{amount / GI:.1f} GiB" + (": " + ", ".join(sorted(set(names))[:8]) if names else "")
+        return {"value": round(100 * max(amount, 0) / capacity, 1), "label": label}
+
+    return [share(used - new, others), share(new, [item["model"] for item in mine]), share(capacity - used, [])]

@@ -14,7 +14,8 @@ from clusters.models import Cluster
 from scheduler.api.serializers import PlanRequestSerializer
 
 PLAN_EXAMPLE = """\
-# A list, as the API's "models": existing ({kind, id}), edited ({kind, id, spec}) or new ({manifest}).
+# A list, as the API's "models": existing ({kind, id}, e.g. picked in the catalog), edited
+# ({kind, id, spec}), new ({manifest}) or known by numbers ({estimate}, e.g. from the calculator).
 - manifest:
     apiVersion: inference.eh-ops.io/v1alpha1
     kind: InferenceModel
@@ -23,8 +24,34 @@ PLAN_EXAMPLE = """\
       modelName: qwen-14b
       memory: 32Gi
       backendUrl: http://qwen-14b:8000
-      nodeSelector: {inference-pool: gpu-a100}
+      nodeSelector: {inference-pool: gpu-l4}
+      resources:
+        requests: {cpu: "4", gpu: "2"}
+        limits: {gpu: "2"}
 """
+
+
+def picked_models(params: Any) -> str:
+    """The models field pre-filled from the catalog (``?pick=Kind:id``, repeatable) or the
+    calculator (``?estimate_memory=40Gi&estimate_gpus=1&estimate_gpu_memory=38Gi``); "" for none."""
+    entries: list[dict[str, Any]] = []
+    for pick in params.getlist("pick"):
+        kind, _, number = pick.partition(":")
+        if number.isdigit():
+            entries.append({"kind": kind, "id": int(number)})
+    if params.get("estimate_memory"):
+        estimate = {"name": params.get("estimate_name") or "estimated-model", "namespace": "default",
+                    "pool": params.get("estimate_pool") or "gpu-a100", "memory": params["estimate_memory"]}  # fmt: skip
+        if (params.get("estimate_gpus") or "").isdigit():
+            estimate["gpus"] = int(params["estimate_gpus"])
+        if params.get("estimate_gpu_memory"):
+            estimate["gpu_memory"] = params["estimate_gpu_memory"]
+        entries.append({"estimate": estimate})
+    if not entries:
+        return ""
+    return "# Picked models; edit the estimate's pool and namespace as needed.\n" + yaml.safe_dump(
+        entries, sort_keys=False
+    )
 
 
 def _errors_into(form: forms.Form, errors: Any) -> None:
@@ -40,6 +67,9 @@ class PlanForm(forms.Form):
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
     models = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "cols": 100}), initial=PLAN_EXAMPLE)
     include_running = forms.BooleanField(required=False, initial=True, label="Place the models running now too")
+    repack = forms.BooleanField(
+        required=False, initial=False, label="Re-pack the running models (else they stay where they are)"
+    )
 
     def __init__(
         self,
@@ -66,7 +96,12 @@ class PlanForm(forms.Form):
             self.add_error("models", f"models: not YAML/JSON{yaml_input.describe(error)}")
             return data
         serializer = PlanRequestSerializer(
-            data={"cluster": data["cluster"].name, "models": models, "include_running": data["include_running"]},
+            data={
+                "cluster": data["cluster"].name,
+                "models": models,
+                "include_running": data["include_running"],
+                "repack": data["repack"],
+            },
             context={"visible": self.visible, "clusters": self.clusters},
         )
         if not serializer.is_valid():

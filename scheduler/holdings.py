@@ -1,31 +1,43 @@
 """Serving models as the scheduler sees them: plain records read through the kind registry.
 
-``scheduler/`` must not import ``models_app`` (DESIGN.md, "Layout"): every registered kind that
-projects ``memory_bytes`` and ``node_pool`` is a serving model, whatever app declares it.
+``scheduler/`` never imports ``models_app``: every registered kind that projects the columns of
+:data:`SERVING_COLUMNS` is a serving model, whatever app declares it. Each kind says in its own
+``project()`` how its replicas consume memory, CPU and GPUs (the ``pods`` column of
+:class:`scheduler.consumption.PodShape`), when it is idle (``last_active_at`` plus
+``cooldown_seconds``) and how many replicas its cluster reports (``running_replicas``), so this
+module reads narrow columns only: no spec, status or annotations are decoded here.
 """
 
 from __future__ import annotations
 
+import gc
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import models
-from django.utils.dateparse import parse_datetime
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
 from clusters.kinds import all_models
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.quantities import quantity_to_int
-from scheduler.durations import parse_duration
+from scheduler.consumption import PodShape, shapes_from_text
+from scheduler.idle import idle_since
 
-LAST_REQUEST_ANNOTATION = "inference.eh-ops.io/last-request-time"
-# The InferenceModel CRD's default cooldownPeriod, for rows stored before defaults were applied.
-DEFAULT_COOLDOWN = timedelta(minutes=10)
 # "Consider reducing memory from 80Gi to 78Gi (...)": the reference's wording of status.recommendation.
 _RECOMMENDATION = re.compile(r"\bto ([0-9]+(?:Ki|Mi|Gi|Ti))\b")
+SERVING_COLUMNS = {"memory_bytes", "node_pool", "pods", "running_replicas", "last_active_at", "cooldown_seconds"}
+_READ = ["id", "cluster_id", "namespace", "name", "node_pool", "memory_bytes", "replicas", "running_replicas",
+         "gpu_count", "last_active_at", "cooldown_seconds", "model_name", "accelerator"]  # fmt: skip
 
 ModelKey = tuple[str, int, str, str]
+"""(kind, cluster id, namespace, name): one model, whatever its row id."""
+Restrict = Callable[[QuerySet], QuerySet]
+"""Narrows a queryset to the rows a user may see (``accounts.access.restrict`` bound to a user)."""
 
 
 class Identified:
@@ -45,9 +57,6 @@ class Identified:
         return f"{self.kind} {self.namespace}/{self.name}"
 
 
-"""(kind, cluster id, namespace, name): one model, whatever its row id."""
-
-
 @dataclass
 class Holding(Identified):
     """One serving model with what budgets and placement need, detached from the ORM."""
@@ -65,56 +74,137 @@ class Holding(Identified):
     status_recommended_bytes: int | None = None
     last_request_at: datetime | None = None
     cooldown: timedelta | None = None
-    dependencies: list[str] = field(default_factory=list)
     model_name: str = ""
+    accelerator: str = ""
+    pods: list[PodShape] = field(default_factory=list)
 
     @property
     def running(self) -> bool:
         return self.replicas > 0
 
     def idle_since(self, now: datetime) -> datetime | None:
-        """When the model became idle (last request + cooldown), or None when it is not idle at ``now``.
-
-        Idle means running and the last request older than the cooldown. A model with no
-        last-request annotation is not called idle: nothing says it is unused.
-        """
-        if not self.running or self.last_request_at is None:
-            return None
-        since = self.last_request_at + (self.cooldown if self.cooldown is not None else DEFAULT_COOLDOWN)
-        return since if since <= now else None
+        """When the running model became idle (:func:`scheduler.idle.idle_since`), else None."""
+        return idle_since(self.last_request_at, self.cooldown, now) if self.running else None
 
 
 def serving_models() -> list[type[KubeObject]]:
-    """Registered kinds that declare memory and a node pool (the ServingModel projections)."""
-    result = []
-    for model in all_models():
-        names = {f.name for f in model._meta.get_fields()}
-        if {"memory_bytes", "node_pool"} <= names:
-            result.append(model)
-    return result
+    """Registered kinds that project the serving columns (what budgets and placement read)."""
+    return [model for model in all_models() if {f.name for f in model._meta.get_fields()} >= SERVING_COLUMNS]
 
 
 def serving_model_for(kind: str) -> type[KubeObject] | None:
     return next((model for model in serving_models() if model.kube.kind == kind), None)
 
 
-def running_replicas(status: dict[str, Any], desired: int | None) -> int:
-    """``status.replicas`` when the cluster reported a count, else the desired replicas from spec."""
-    reported = status.get("replicas") if isinstance(status, dict) else None
-    if isinstance(reported, int) and not isinstance(reported, bool):
-        return reported
-    return desired or 0
+def running_condition(portal_controlled: set[int]) -> Q:
+    """Rows that hold budget now, in SQL: replicas the cluster reported, else the desired ones.
+
+    Where the portal is the kind's controller, a model runs only once it reported replicas: until
+    then its admission reservation holds its memory, and counting its desired replicas too would
+    make two models starting together block each other.
+    """
+    unreported = Q(running_replicas__isnull=True, replicas__gt=0) & ~Q(cluster_id__in=portal_controlled)
+    return Q(running_replicas__gt=0) | unreported
 
 
-def _recommended_from_status(status: dict[str, Any]) -> int | None:
-    match = _RECOMMENDATION.search(str(status.get("recommendation") or ""))
+def holding_rows(model: type[KubeObject], cluster_id: int | None, pools: list[str] | None,
+                 restrict: Restrict | None) -> QuerySet:  # fmt: skip
+    """The kind's rows that hold or could hold budget (declared memory, not deleted), narrowed."""
+    rows = model.objects.exclude(sync_state=SyncState.DELETED_IN_CLUSTER).filter(memory_bytes__isnull=False)
+    if cluster_id is not None:
+        rows = rows.filter(cluster_id=cluster_id)
+    if pools is not None:
+        rows = rows.filter(node_pool__in=pools)
+    return restrict(rows) if restrict is not None else rows
+
+
+def portal_controlled_clusters(kind: str) -> set[int]:
+    return {cluster.pk for cluster in Cluster.objects.all() if cluster.manages(kind)}
+
+
+def load_holdings(
+    cluster_id: int | None = None,
+    pools: list[str] | None = None,
+    running_only: bool = False,
+    restrict: Restrict | None = None,
+    per_pool: int | None = None,
+) -> list[Holding]:
+    """Serving models with declared memory, optionally of one cluster, some pools, visible rows only.
+
+    Rows deleted in the cluster hold nothing. ``memory_bytes`` is the model's whole declared
+    footprint as its kind projects it (InferenceModel: one replica, at most one by the CRD;
+    ModelService: every role's replicas), so a running model holds exactly that. Visibility and
+    "running" are filtered in SQL, and only the columns a Holding needs are read. ``per_pool``
+    keeps the biggest that many per pool and state (running, stopped), ranked in SQL, for pages
+    that list holders but must not read 100,000 rows to show ten.
+    """
+    holdings: list[Holding] = []
+    for model in serving_models():
+        portal_controlled = portal_controlled_clusters(model.kube.kind)
+        rows = holding_rows(model, cluster_id, pools, restrict)
+        running = running_condition(portal_controlled)
+        if running_only:
+            rows = rows.filter(running)
+        names = {f.name for f in model._meta.get_fields()}
+        extra = {"recommendation": KeyTextTransform("recommendation", "status"), "pods_text": Cast("pods", TextField())}
+        fields = [*_READ, *(["observed_peak_bytes"] if "observed_peak_bytes" in names else [])]
+        found = rows.values(*fields, **extra)
+        if per_pool is not None:
+            found = biggest_per_pool(found, running, per_pool)
+        with collector_paused():
+            for values in found:
+                holding = holding_from_values(model.kube.kind, values, values["cluster_id"] in portal_controlled)
+                if holding.running or not running_only:
+                    holdings.append(holding)
+    return holdings
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while thousands of rows become records we keep.
+
+    Every allocation counts towards a collection, and each collection walks every object kept so
+    far: reading 100,000 rows ran several times slower with it on. The records hold no cycles, so
+    nothing is left for it to find; it resumes (and runs as usual) afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def biggest_per_pool(rows: QuerySet, running: Q, count: int) -> Iterable[dict[str, Any]]:
+    """The ``count`` biggest running and stopped rows of each pool, as one UNION ALL of per-pool
+    ``ORDER BY memory_bytes DESC LIMIT count`` queries: each walks the memory index backwards and
+    stops early, where ranking every row with a window function sorted all 100,000 of them."""
+    pairs = rows.order_by().values_list("cluster_id", "node_pool").distinct()
+    ordered = rows.order_by("-memory_bytes", "namespace", "name")
+    parts = [
+        ordered.filter(state, cluster_id=cluster_id, node_pool=pool)[:count]
+        for cluster_id, pool in pairs
+        for state in (running, ~running)
+    ]
+    if not parts:
+        return []
+    return parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+
+
+def recommended_in_status(recommendation: str | None) -> int | None:
+    """The target of the cluster's own ``status.recommendation`` ("... from 80Gi to 78Gi ...")."""
+    match = _RECOMMENDATION.search(recommendation or "")
     return quantity_to_int(match.group(1)) if match else None
 
 
-def holding_from_values(kind: str, values: dict[str, Any]) -> Holding:
-    spec, status, annotations = values["spec"] or {}, values["status"] or {}, values["annotations"] or {}
-    last_request = parse_datetime(str(annotations.get(LAST_REQUEST_ANNOTATION) or "")) or None
-    cooldown = spec.get("cooldownPeriod")
+def holding_from_values(kind: str, values: dict[str, Any], portal_controlled: bool = False) -> Holding:
+    reported = values["running_replicas"]
+    running = reported if reported is not None else (0 if portal_controlled else values["replicas"] or 0)
+    cooldown = values["cooldown_seconds"]
+    pods = list(shapes_from_text(values["pods_text"]))
+    if reported is None and portal_controlled:
+        pods = [replace(pod, running=0) for pod in pods]
     return Holding(
         kind=kind,
         id=values["id"],
@@ -123,49 +213,30 @@ def holding_from_values(kind: str, values: dict[str, Any]) -> Holding:
         name=values["name"],
         pool=values["node_pool"],
         memory_bytes=values["memory_bytes"],
-        replicas=running_replicas(status, values["replicas"]),
+        replicas=running,
         gpu_count=values["gpu_count"] or 0,
         observed_peak_bytes=values.get("observed_peak_bytes"),
-        status_recommended_bytes=_recommended_from_status(status),
-        last_request_at=last_request,
-        cooldown=parse_duration(cooldown) if isinstance(cooldown, str) else None,
-        dependencies=[d for d in spec.get("dependencies") or [] if isinstance(d, str)],
+        status_recommended_bytes=recommended_in_status(values.get("recommendation")),
+        last_request_at=values["last_active_at"],
+        cooldown=timedelta(seconds=cooldown) if cooldown is not None else None,
         model_name=values.get("model_name") or "",
+        accelerator=values.get("accelerator") or "",
+        pods=pods,
     )
 
 
-def load_holdings(
-    cluster_id: int | None = None, pools: list[str] | None = None, running_only: bool = False
-) -> list[Holding]:
-    """Serving models with declared memory, optionally of one cluster and some pools.
+def dependencies_of(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, str], list[str]]:
+    """``spec.dependencies`` of the serving models in some namespaces, by (namespace, name).
 
-    Rows deleted in the cluster hold nothing. ``memory_bytes`` is the model's whole declared
-    footprint as its kind projects it (InferenceModel: one replica, at most one by the CRD;
-    ModelService: every role's replicas), so a running model holds exactly that.
+    Only the planner's dependency closure needs them, for the namespaces of its proposals: one
+    JSON key read in SQL for those rows, not every spec of the cluster.
     """
-    holdings: list[Holding] = []
-    clusters = list(Cluster.objects.all())
+    result: dict[tuple[str, str], list[str]] = {}
     for model in serving_models():
-        # Where the portal is this kind's controller, a model runs only once it reported replicas:
-        # until then its admission reservation holds its memory, and counting its desired replicas
-        # too would make two models starting together block each other.
-        portal_controlled = {cluster.pk for cluster in clusters if cluster.manages(model.kube.kind)}
-        rows = model.objects.exclude(sync_state=SyncState.DELETED_IN_CLUSTER).filter(memory_bytes__isnull=False)
-        if cluster_id is not None:
-            rows = rows.filter(cluster_id=cluster_id)
-        if pools is not None:
-            rows = rows.filter(node_pool__in=pools)
-        if running_only:
-            # status.replicas is JSON; the projected desired count narrows the rows in SQL first.
-            rows = rows.filter(models.Q(replicas__gt=0) | models.Q(status__has_key="replicas"))
-        fields = ["id", "cluster_id", "namespace", "name", "node_pool", "memory_bytes", "replicas", "gpu_count"]
-        fields += ["spec", "status", "annotations", "model_name"]
-        if "observed_peak_bytes" in {f.name for f in model._meta.get_fields()}:
-            fields.append("observed_peak_bytes")
-        for values in rows.values(*fields):
-            if values["cluster_id"] in portal_controlled and "replicas" not in (values["status"] or {}):
-                values = {**values, "replicas": 0}
-            holding = holding_from_values(model.kube.kind, values)
-            if holding.running or not running_only:
-                holdings.append(holding)
-    return holdings
+        rows = model.objects.filter(cluster_id=cluster_id, namespace__in=namespaces).exclude(
+            sync_state=SyncState.DELETED_IN_CLUSTER
+        )
+        for namespace, name, dependencies in rows.values_list("namespace", "name", "spec__dependencies"):
+            if isinstance(dependencies, list):
+                result[(namespace, name)] = [d for d in dependencies if isinstance(d, str)]
+    return result

@@ -29,6 +29,12 @@ class NodePool(models.Model):
     largest_node_bytes = models.BigIntegerField(default=0, help_text="Allocatable memory of the largest node.")
     gpu_count = models.PositiveIntegerField(default=0)
     gpu_memory_bytes = models.BigIntegerField(default=0, help_text="Memory of one GPU.")
+    gpu_product = models.CharField(
+        max_length=253, blank=True, default="", help_text="GPU product of the nodes (nvidia.com/gpu.product)."
+    )
+    accelerator = models.CharField(
+        max_length=32, blank=True, default="", help_text="Accelerator type: nvidia, amd, intel-gaudi or google."
+    )
     budget_bytes = models.BigIntegerField(
         null=True, blank=True, help_text="Budget for declared model memory; empty means allocatable."
     )
@@ -64,6 +70,9 @@ class Node(models.Model):
     capacity_bytes = models.BigIntegerField(default=0)
     gpu_count = models.PositiveIntegerField(default=0)
     gpu_memory_bytes = models.BigIntegerField(default=0, help_text="Memory of one GPU; 0 when unknown.")
+    gpu_product = models.CharField(max_length=253, blank=True, default="")
+    accelerator = models.CharField(max_length=32, blank=True, default="")
+    cpu_millis = models.BigIntegerField(default=0, help_text="Allocatable CPU in millicores; 0 when unknown.")
     schedulable = models.BooleanField(default=True, help_text="False when cordoned (spec.unschedulable).")
 
     class Meta:

@@ -1,14 +1,18 @@
-"""First-fit-decreasing placement of models onto pools and nodes: pure, no ORM, no Django.
+"""First-fit-decreasing placement of pods onto pools and nodes: pure, no ORM, no Django.
 
 The planner builds :class:`PoolSpace` and :class:`Item` lists from the database once, then calls
 :func:`place`, so the hot loop touches only plain objects. Cost: one sort (n log n) plus, per
-model, a scan of its own pool's nodes (a pool has tens of nodes, so near-linear in models).
+pod, a scan of its own pool's nodes (a pool has tens of nodes, so near-linear in pods).
 
-Rules: a model goes to the first node (in the pool's node order) with enough free memory and
-free GPUs, biggest models first. A pool's budget caps the total declared memory too, since
-admission enforces the budget and not the sum of nodes. A model that finds no node although the
-pool's free memory adds up to enough is *fragmented*: the room is there, split across nodes (a
-model bigger than the pool's biggest node is not: no repacking would ever place it).
+Rules: a pod goes to the first node (in the pool's node order) whose accelerator and GPU product
+match, with enough free memory, CPU and GPUs, and whose GPUs are big enough for the pod's weights
+and KV cache (``gpu_memory_bytes`` <= GPUs x per-GPU memory). ``fixed`` items (models running
+now) are placed first and in their own order, so a proposal never displaces them; the others go
+biggest first. A pool's budget caps the total declared memory too, since admission enforces the
+budget and not the sum of nodes. A pod that finds no node although the pool's free memory adds up
+to enough is *fragmented*: the room is there, split across nodes (a pod bigger than the pool's
+biggest node is not: no repacking would ever place it). Every "does not fit" names the resource
+and the numbers.
 """
 
 from __future__ import annotations
@@ -20,22 +24,87 @@ OVER_BUDGET = "over budget"
 FRAGMENTED = "fragmented"
 NO_ROOM = "no node has room"
 TOO_BIG = "larger than any node"
+NO_SUCH_GPU = "no node has that GPU"
+
+
+@dataclass(slots=True)
+class Item:
+    """One pod to place: ``label`` identifies its model in the result.
+
+    ``gpu_memory_bytes`` is what the pod's weights and KV cache need across its GPUs (0: unchecked);
+    ``accelerator`` and ``gpu_product`` ("" for any) narrow the nodes it may use.
+    """
+
+    label: str
+    pool: str
+    memory_bytes: int
+    gpus: int = 0
+    cpu_millis: int = 0
+    gpu_memory_bytes: int = 0
+    accelerator: str = ""
+    gpu_product: str = ""
 
 
 @dataclass(slots=True)
 class NodeSpace:
-    """One node's capacity and, after placement, what is on it."""
+    """One node's capacity and, after placement, what is on it. 0 CPU or per-GPU memory: unknown."""
 
     name: str
     capacity_bytes: int
     gpus: int = 0
+    cpu_millis: int = 0
+    gpu_memory_bytes: int = 0
+    accelerator: str = ""
+    gpu_product: str = ""
     used_bytes: int = 0
     used_gpus: int = 0
-    items: list[str] = field(default_factory=list)
+    used_cpu_millis: int = 0
+    placed: list[Item] = field(default_factory=list)
 
     @property
     def free_bytes(self) -> int:
         return self.capacity_bytes - self.used_bytes
+
+    @property
+    def items(self) -> list[str]:
+        return [item.label for item in self.placed]
+
+    def matches(self, item: Item) -> bool:
+        """The node has the accelerator and product the pod asks for (a pod without GPUs fits any)."""
+        if not item.gpus:
+            return True
+        return (not item.accelerator or not self.accelerator or item.accelerator == self.accelerator) and (
+            not item.gpu_product or item.gpu_product == self.gpu_product
+        )
+
+    def gpu_memory_for(self, gpus: int) -> int | None:
+        """GPU memory ``gpus`` of this node's GPUs give together; None when the node does not say."""
+        return gpus * self.gpu_memory_bytes if self.gpu_memory_bytes else None
+
+    def shortfall(self, item: Item, free: bool) -> str | None:
+        """The first resource the node lacks for ``item`` (free now, or at all), with the numbers."""
+        memory = self.free_bytes if free else self.capacity_bytes
+        gpus = self.gpus - self.used_gpus if free else self.gpus
+        cpu = self.cpu_millis - self.used_cpu_millis if free else self.cpu_millis
+        if item.memory_bytes > memory:
+            return f"memory: needs {_fmt(item.memory_bytes)}, {self.name} has {_fmt(memory)}"
+        if item.gpus > gpus:
+            return f"GPUs: needs {item.gpus}, {self.name} has {gpus}"
+        if self.cpu_millis and item.cpu_millis > cpu:
+            return f"CPU: needs {item.cpu_millis / 1000:g}, {self.name} has {cpu / 1000:g}"
+        given = self.gpu_memory_for(item.gpus)
+        if item.gpu_memory_bytes and given is not None and item.gpu_memory_bytes > given:
+            return (
+                f"GPU memory: weights and KV cache need {_fmt(item.gpu_memory_bytes)}, {item.gpus} GPU(s) of "
+                f"{_fmt(self.gpu_memory_bytes)} on {self.name} give {_fmt(given)}"
+            )
+        return None
+
+    def take(self, item: Item) -> None:
+        self.used_bytes += item.memory_bytes
+        self.used_gpus += item.gpus
+        self.used_cpu_millis += item.cpu_millis
+        self.placed.append(item)
 
 
 @dataclass(slots=True)
@@ -45,16 +114,6 @@ class PoolSpace:
     name: str
     budget_bytes: int | None
     nodes: list[NodeSpace]
-
-
-@dataclass(slots=True)
-class Item:
-    """One model to place: ``label`` identifies it in the result."""
-
-    label: str
-    pool: str
-    memory_bytes: int
-    gpus: int = 0
 
 
 @dataclass(slots=True)
@@ -102,18 +161,107 @@ class Placement:
     def fits(self) -> bool:
         return not self.unknown_pool and all(pool.fits for pool in self.pools.values())
 
+    def misses_of(self, labels: set[str]) -> list[Unplaced]:
+        """The pods of the models named by ``labels`` that found no node."""
+        misses = [miss for pool in self.pools.values() for miss in pool.unplaced]
+        return [miss for miss in [*misses, *self.unknown_pool] if miss.item.label in labels]
+
 
 def _fmt(amount: int) -> str:
     return f"{amount / 1024**3:.1f}Gi"
 
 
-def place(pools: list[PoolSpace], items: list[Item]) -> Placement:
-    """Place ``items`` onto ``pools`` (the pools' nodes are filled in place; pass fresh copies)."""
+def biggest_first(items: list[Item]) -> list[Item]:
+    return sorted(items, key=lambda i: (-i.memory_bytes, -i.gpus, -i.gpu_memory_bytes, i.label))
+
+
+UNLIMITED = 1 << 62
+
+
+class FirstFit:
+    """A segment tree over a pool's nodes holding each subtree's most free memory, GPUs and CPU.
+
+    First fit asks for the first node with room; scanning the nodes makes that O(nodes) per pod
+    once the first ones fill up (quadratic-looking growth as pools fill). The tree skips every
+    subtree without enough of some resource, so a query costs O(log nodes) in the usual case of a
+    pool of one node type, and a placement one O(log nodes) update.
+    """
+
+    def __init__(self, nodes: list[NodeSpace]) -> None:
+        self.nodes = nodes
+        self.index = {id(node): index for index, node in enumerate(nodes)}
+        self.size = size = 1 << max(0, (len(nodes) - 1).bit_length())
+        self.memory = [-1] * (2 * size)
+        self.gpus = [-1] * (2 * size)
+        self.cpu = [-1] * (2 * size)
+        for index in range(len(nodes)):
+            self._leaf(index)
+        for position in range(size - 1, 0, -1):
+            self._pull(position)
+
+    def _leaf(self, index: int) -> None:
+        node, position = self.nodes[index], index + self.size
+        self.memory[position] = node.capacity_bytes - node.used_bytes
+        self.gpus[position] = node.gpus - node.used_gpus
+        self.cpu[position] = node.cpu_millis - node.used_cpu_millis if node.cpu_millis else UNLIMITED
+
+    def _pull(self, position: int) -> None:
+        left, right = 2 * position, 2 * position + 1
+        self.memory[position] = max(self.memory[left], self.memory[right])
+        self.gpus[position] = max(self.gpus[left], self.gpus[right])
+        self.cpu[position] = max(self.cpu[left], self.cpu[right])
+
+    def first(self, item: Item) -> NodeSpace | None:
+        """The first node (in pool order) that matches ``item`` and has room for it.
+
+        Descends left whenever the left subtree has enough of every resource, keeping the right
+        sibling for later only when it has enough too; a leaf that still refuses (another GPU
+        type, GPUs too small) sends the search to the next kept subtree.
+        """
+        need_memory, need_gpus, need_cpu = item.memory_bytes, item.gpus, item.cpu_millis
+        memory, gpus, cpu, size = self.memory, self.gpus, self.cpu, self.size
+        if memory[1] < need_memory or gpus[1] < need_gpus or cpu[1] < need_cpu:
+            return None
+        pending = [1]
+        while pending:
+            position = pending.pop()
+            while position < size:
+                left, right = 2 * position, 2 * position + 1
+                if memory[right] >= need_memory and gpus[right] >= need_gpus and cpu[right] >= need_cpu:
+                    pending.append(right)
+                if memory[left] >= need_memory and gpus[left] >= need_gpus and cpu[left] >= need_cpu:
+                    position = left
+                elif pending and pending[-1] == right:
+                    position = pending.pop()
+                else:
+                    break
+            else:
+                node = self.nodes[position - size]
+                if node.matches(item) and node.shortfall(item, free=True) is None:
+                    return node
+        return None
+
+    def take(self, node: NodeSpace, item: Item) -> None:
+        node.take(item)
+        index = self.index[id(node)]
+        self._leaf(index)
+        memory, gpus, cpu = self.memory, self.gpus, self.cpu
+        position = (index + self.size) // 2
+        while position:
+            left, right = 2 * position, 2 * position + 1
+            memory[position] = memory[left] if memory[left] > memory[right] else memory[right]
+            gpus[position] = gpus[left] if gpus[left] > gpus[right] else gpus[right]
+            cpu[position] = cpu[left] if cpu[left] > cpu[right] else cpu[right]
+            position //= 2
+
+
+def place(pools: list[PoolSpace], items: list[Item], fixed: list[Item] = ()) -> Placement:
+    """Place ``fixed`` in order, then ``items`` biggest first (nodes are filled in place: pass fresh copies)."""
     results = {pool.name: PoolResult(pool.name, pool.budget_bytes, nodes=pool.nodes) for pool in pools}
+    trees = {pool.name: FirstFit(pool.nodes) for pool in pools}
     budget_left = {pool.name: pool.budget_bytes for pool in pools}
-    free_total = {pool.name: sum(node.capacity_bytes - node.used_bytes for node in pool.nodes) for pool in pools}
     placement = Placement(results)
-    for item in sorted(items, key=lambda i: (-i.memory_bytes, -i.gpus, i.label)):
+    for item in [*fixed, *biggest_first(items)]:
         result = results.get(item.pool)
         if result is None:
             placement.unknown_pool.append(Unplaced(item, NO_POOL, f"no pool named {item.pool}"))
@@ -121,38 +269,66 @@ def place(pools: list[PoolSpace], items: list[Item]) -> Placement:
         result.requested_bytes += item.memory_bytes
         left = budget_left[item.pool]
         if left is not None and item.memory_bytes > left:
-            result.unplaced.append(
-                Unplaced(item, OVER_BUDGET, f"needs {_fmt(item.memory_bytes)}, budget has {_fmt(left)} left")
-            )
+            # A pod no node could ever hold is told so first: freeing budget would not help it.
+            miss = _why_not(result.nodes, item)
+            if miss.reason not in (TOO_BIG, NO_SUCH_GPU):
+                detail = f"memory: needs {_fmt(item.memory_bytes)}, the pool's budget has {_fmt(left)} left"
+                miss = Unplaced(item, OVER_BUDGET, detail)
+            result.unplaced.append(miss)
             continue
-        memory, gpus = item.memory_bytes, item.gpus
-        for node in result.nodes:
-            if node.capacity_bytes - node.used_bytes >= memory and node.gpus - node.used_gpus >= gpus:
-                node.used_bytes += memory
-                node.used_gpus += gpus
-                node.items.append(item.label)
-                result.placed_bytes += memory
-                free_total[item.pool] -= memory
-                if left is not None:
-                    budget_left[item.pool] = left - memory
-                break
-        else:
-            largest = max((node.free_bytes for node in result.nodes), default=0)
-            total = free_total[item.pool]
-            biggest = max((node.capacity_bytes for node in result.nodes), default=0)
-            if memory > biggest:
-                detail = f"needs {_fmt(memory)}; the pool's biggest node has {_fmt(biggest)} allocatable"
-                result.unplaced.append(Unplaced(item, TOO_BIG, detail))
-            elif largest >= memory:
-                detail = f"needs {gpus} GPU(s) on a node with {_fmt(memory)} free; no such node is left"
-                result.unplaced.append(Unplaced(item, NO_ROOM, detail))
-            elif total >= memory:
-                detail = (
-                    f"needs {_fmt(memory)}: the pool has {_fmt(total)} free in total "
-                    f"but the largest free space on one node is {_fmt(largest)}"
-                )
-                result.unplaced.append(Unplaced(item, FRAGMENTED, detail))
-            else:
-                detail = f"needs {_fmt(memory)}; the pool has {_fmt(total)} free, at most {_fmt(largest)} on one node"
-                result.unplaced.append(Unplaced(item, NO_ROOM, detail))
+        tree = trees[item.pool]
+        node = tree.first(item)
+        if node is None:
+            result.unplaced.append(_why_not(result.nodes, item))
+            continue
+        tree.take(node, item)
+        result.placed_bytes += item.memory_bytes
+        if left is not None:
+            budget_left[item.pool] = left - item.memory_bytes
     return placement
+
+
+def _why_not(nodes: list[NodeSpace], item: Item) -> Unplaced:
+    """Why no node took ``item``: no matching GPU, bigger than any node, fragmented or no room left."""
+    matching = [node for node in nodes if node.matches(item)]
+    if not matching:
+        offered = sorted({f"{node.gpu_product or '?'} ({node.accelerator or 'no GPU'})" for node in nodes}) or ["none"]
+        wanted = item.gpu_product or item.accelerator
+        detail = f"GPU type: needs {item.gpus} {wanted} GPU(s); the pool's nodes have {', '.join(offered)}"
+        return Unplaced(item, NO_SUCH_GPU, detail)
+    never = [node.shortfall(item, free=False) for node in matching]
+    if all(never):
+        return Unplaced(item, TOO_BIG, _beyond_every_node(matching, item) or f"{never[0]}; no node could ever hold it")
+    now = [node.shortfall(item, free=True) or "" for node in matching]
+    total = sum(max(node.free_bytes, 0) for node in matching)
+    largest = max((node.free_bytes for node in matching), default=0)
+    if all(reason.startswith("memory") for reason in now) and total >= item.memory_bytes:
+        detail = (
+            f"memory: needs {_fmt(item.memory_bytes)}: the pool has {_fmt(total)} free in total "
+            f"but the largest free space on one node is {_fmt(largest)}"
+        )
+        return Unplaced(item, FRAGMENTED, detail)
+    nearest = min(now, key=lambda reason: (reason.startswith("memory"), reason))
+    return Unplaced(item, NO_ROOM, f"{nearest}; no node of the pool has room left")
+
+
+def _beyond_every_node(nodes: list[NodeSpace], item: Item) -> str | None:
+    """The resource ``item`` needs more of than the pool's best node has, worded with both numbers."""
+    memory = max(node.capacity_bytes for node in nodes)
+    if item.memory_bytes > memory:
+        return f"memory: needs {_fmt(item.memory_bytes)}; the pool's biggest node has {_fmt(memory)} allocatable"
+    gpus = max(node.gpus for node in nodes)
+    if item.gpus > gpus:
+        return f"GPUs: needs {item.gpus} on one node; the pool's nodes have at most {gpus}"
+    known_cpu = [node.cpu_millis for node in nodes if node.cpu_millis]
+    if known_cpu and len(known_cpu) == len(nodes) and item.cpu_millis > max(known_cpu):
+        return f"CPU: needs {item.cpu_millis / 1000:g}; the pool's nodes have at most {max(known_cpu) / 1000:g}"
+    per_gpu = [node.gpu_memory_bytes for node in nodes if node.gpu_memory_bytes]
+    if item.gpu_memory_bytes and per_gpu and len(per_gpu) == len(nodes):
+        given = item.gpus * max(per_gpu)
+        if item.gpu_memory_bytes > given:
+            return (
+                f"GPU memory: weights and KV cache need {_fmt(item.gpu_memory_bytes)}; {item.gpus} GPU(s) of at "
+                f"most {_fmt(max(per_gpu))} each give {_fmt(given)}"
+            )
+    return None

@@ -1,16 +1,22 @@
-"""What-if planning: proposed models plus their dependencies, placed with what already runs.
+"""What-if planning: proposed models plus their dependencies, placed beside what already runs.
 
-Reads the database once (pools, nodes, serving models), then works on plain objects: the
-dependency closure, :func:`scheduler.placement.place`, and for each pool that does not fit the
-changes that would make it fit (scale idle models to zero, oldest idle first; apply right-sizing
-savings; both).
+Reads the database once (pools, nodes, serving models' narrow columns), then works on plain
+objects: the dependency closure, :func:`scheduler.placement.place` with the running models kept
+where they are (placed first; re-packed with the proposals only when asked), the proposal's own
+fit, and for each pool where a proposal does not fit the cheapest changes that would make room:
+idle models to scale to zero (oldest idle first, each with the memory it frees), right-sizings to
+apply, or both.
+
+Cost: the first placement is n log n; the search for the fewest idle models re-places only the
+pool concerned, log k times (a binary search over the oldest-idle prefix), never the whole cluster.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.utils import timezone
@@ -18,49 +24,117 @@ from django.utils import timezone
 from clusters.models import Cluster
 from clusters.quantities import format_bytes
 from clusters.validation import FieldError, ManifestInvalid
-from scheduler.holdings import Holding, ModelKey, load_holdings
+from scheduler.consumption import PodShape
+from scheduler.holdings import Holding, ModelKey, dependencies_of, load_holdings
 from scheduler.models import Node, NodePool
-from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, place
+from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, biggest_first, place
 from scheduler.proposals import Proposal
 from scheduler.savings import Recommender, recommended_bytes
 
 # GPUs are not checked on nodes synthesized from pool figures that give no GPU count.
 UNKNOWN_GPUS = 1 << 30
+NodeShape = tuple[str, int, int, int, int, str, str]
+"""(name, memory, GPUs, CPU millis, per-GPU memory, accelerator, GPU product): a NodeSpace's arguments."""
 
 
-def pool_spaces_factory(cluster: Cluster) -> Callable[[], list[PoolSpace]]:
-    """A function returning fresh PoolSpaces each call (placement fills nodes in place).
+class PoolShapes:
+    """Every pool's budget and node shapes of one cluster, read once; fresh NodeSpaces on demand.
 
+    Placement fills nodes in place, so each placement asks for new ones: :meth:`spaces` builds
+    every pool (the first placement), :meth:`pool` one pool (the suggestions' re-placements).
     Pools with Node rows use them (schedulable only). Pools known only by their figures (demo
     data, staff-made pools) get ``node_count`` nodes of ``largest_node_bytes`` each, capped so
     they add up to the allocatable memory, GPUs spread evenly; a pool with no node figures at all
     is one node the size of its budget, so only the budget limits it.
     """
-    pools = list(NodePool.objects.filter(cluster=cluster).order_by("name"))
-    nodes: dict[int, list[tuple[str, int, int]]] = {}
-    for node in Node.objects.filter(pool__cluster=cluster, schedulable=True).order_by("pool_id", "name"):
-        nodes.setdefault(node.pool_id, []).append((node.name, node.allocatable_bytes, node.gpu_count))
-    shapes: list[tuple[str, int | None, list[tuple[str, int, int]]]] = []
-    for pool in pools:
-        shape = nodes.get(pool.pk) or _synthesized_nodes(pool)
-        shapes.append((pool.name, pool.effective_budget_bytes, shape))
 
-    def build() -> list[PoolSpace]:
-        return [PoolSpace(name, budget, [NodeSpace(*node) for node in shape]) for name, budget, shape in shapes]
+    def __init__(self, cluster: Cluster) -> None:
+        pools = list(NodePool.objects.filter(cluster=cluster).order_by("name"))
+        nodes: dict[int, list[NodeShape]] = {}
+        fields = [
+            "pool_id",
+            "name",
+            "allocatable_bytes",
+            "gpu_count",
+            "cpu_millis",
+            "gpu_memory_bytes",
+            "accelerator",
+            "gpu_product",
+        ]
+        rows = Node.objects.filter(pool__cluster=cluster, schedulable=True).order_by("pool_id", "name")
+        for pool_id, *shape in rows.values_list(*fields):
+            nodes.setdefault(pool_id, []).append(tuple(shape))
+        self.shapes: dict[str, tuple[int | None, list[NodeShape]]] = {
+            pool.name: (pool.effective_budget_bytes, nodes.get(pool.pk) or _synthesized_nodes(pool)) for pool in pools
+        }
 
-    return build
+    def pool(self, name: str) -> PoolSpace:
+        budget, shape = self.shapes[name]
+        return PoolSpace(name, budget, [NodeSpace(*node) for node in shape])
+
+    def spaces(self) -> list[PoolSpace]:
+        return [self.pool(name) for name in self.shapes]
 
 
-def _synthesized_nodes(pool: NodePool) -> list[tuple[str, int, int]]:
+def _synthesized_nodes(pool: NodePool) -> list[NodeShape]:
+    extra = (0, pool.gpu_memory_bytes, pool.accelerator, pool.gpu_product.split(", ")[0])
     if pool.node_count and pool.largest_node_bytes:
         remaining, result = pool.allocatable_bytes, []
         per_node_gpus = pool.gpu_count // pool.node_count if pool.gpu_count else UNKNOWN_GPUS
         for index in range(pool.node_count):
             size = min(pool.largest_node_bytes, max(remaining, 0))
-            result.append((f"{pool.name}-node-{index + 1}", size, per_node_gpus))
+            result.append((f"{pool.name}-node-{index + 1}", size, per_node_gpus, *extra))
             remaining -= size
         return result
-    return [(f"{pool.name} (budget only)", pool.effective_budget_bytes, pool.gpu_count or UNKNOWN_GPUS)]
+    return [(f"{pool.name} (budget only)", pool.effective_budget_bytes, pool.gpu_count or UNKNOWN_GPUS, *extra)]
+
+
+def pod_items(label: str, pool: str, pods: list[PodShape], running: bool, memory: int, gpus: int) -> list[Item]:
+    """One Item per pod: the running pods of a running model, else every desired pod.
+
+    A model whose kind gave no pod shapes is one pod of its declared memory and GPUs.
+    """
+    if not pods:
+        return [Item(label, pool, memory, gpus)]
+    items = []
+    for pod in pods:
+        items += [
+            Item(
+                label,
+                pool,
+                pod.memory_bytes,
+                pod.gpus,
+                pod.cpu_millis,
+                pod.gpu_memory_bytes,
+                pod.accelerator,
+                pod.gpu_product,
+            )
+        ] * (pod.running if running else pod.count)
+    return items
+
+
+def holding_items(holding: Holding, memory: int | None = None) -> list[Item]:
+    """The running pods of a holding; ``memory`` (a right-sized total) scales each pod's memory."""
+    items = pod_items(holding.label, holding.pool, holding.pods, True, holding.memory_bytes, holding.gpu_count)
+    if memory is None or not holding.memory_bytes:
+        return items
+    return [
+        Item(
+            i.label,
+            i.pool,
+            i.memory_bytes * memory // holding.memory_bytes,
+            i.gpus,
+            i.cpu_millis,
+            min(i.gpu_memory_bytes, i.memory_bytes * memory // holding.memory_bytes),
+            i.accelerator,
+            i.gpu_product,
+        )
+        for i in items
+    ]
+
+
+def proposal_items(proposal: Proposal) -> list[Item]:
+    return pod_items(proposal.label, proposal.pool, proposal.pods, False, proposal.memory_bytes, proposal.gpus)
 
 
 @dataclass
@@ -70,10 +144,19 @@ class Plan:
     models: list[Proposal]
     baseline: list[Holding]
     suggestions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    repacked: bool = False
 
     @property
     def fits(self) -> bool:
-        return self.placement.fits
+        """The proposal's own fit: every pod of the proposed models (and dependencies) found a node."""
+        return not self.placement.misses_of({proposal.label for proposal in self.models})
+
+    @property
+    def overcommitted(self) -> list[str]:
+        """Running models that do not fit where they are (the pool shrank or is over budget)."""
+        proposed = {proposal.label for proposal in self.models}
+        misses = self.placement.misses_of({holding.label for holding in self.baseline})
+        return sorted({miss.item.label for miss in misses} - proposed)
 
 
 def dependency_closure(proposals: list[Proposal], holdings: list[Holding]) -> list[Proposal]:
@@ -83,14 +166,21 @@ def dependency_closure(proposals: list[Proposal], holdings: list[Holding]) -> li
     existing model's object name, then its ``modelName`` (the reference does not say which one a
     dependency names). A missing or cyclic dependency is a ManifestInvalid naming it.
     """
+    namespaces = {proposal.namespace for proposal in proposals}
+    declared = dependencies_of(proposals[0].cluster_id, namespaces) if proposals else {}
     by_name: dict[tuple[str, str], Proposal | Holding] = {}
     for holding in holdings:
-        by_name.setdefault((holding.namespace, holding.model_name), holding)
+        if holding.namespace in namespaces:
+            by_name.setdefault((holding.namespace, holding.model_name), holding)
     for holding in holdings:
-        by_name[(holding.namespace, holding.name)] = holding
+        if holding.namespace in namespaces:
+            by_name[(holding.namespace, holding.name)] = holding
     for proposal in proposals:
         by_name[(proposal.namespace, proposal.name)] = proposal
     result: dict[ModelKey, Proposal] = {}
+
+    def needs(node: Proposal | Holding) -> list[str]:
+        return node.dependencies if isinstance(node, Proposal) else declared.get((node.namespace, node.name), [])
 
     def visit(node: Proposal | Holding, trail: tuple[str, ...], root: Proposal) -> None:
         if node.name in trail:
@@ -99,7 +189,7 @@ def dependency_closure(proposals: list[Proposal], holdings: list[Holding]) -> li
             raise ManifestInvalid([FieldError(f"{root.path}.dependencies", list(root.dependencies), rule)])
         if node.key in result:
             return
-        for name in node.dependencies:
+        for name in needs(node):
             target = by_name.get((node.namespace, name))
             if target is None:
                 chain = " -> ".join((*trail, node.name, name))
@@ -109,9 +199,20 @@ def dependency_closure(proposals: list[Proposal], holdings: list[Holding]) -> li
         if isinstance(node, Proposal):
             result[node.key] = node
         elif not node.running:
-            result[node.key] = Proposal(node.kind, node.cluster_id, node.namespace, node.name, node.pool,
-                                        node.memory_bytes, node.gpu_count, node.dependencies, "dependency",
-                                        root.path)  # fmt: skip
+            pods = [replace(pod, running=0) for pod in node.pods]
+            result[node.key] = Proposal(
+                node.kind,
+                node.cluster_id,
+                node.namespace,
+                node.name,
+                node.pool,
+                node.memory_bytes,
+                node.gpu_count,
+                needs(node),
+                "dependency",
+                root.path,
+                pods,
+            )
 
     for proposal in proposals:
         visit(proposal, (), proposal)
@@ -124,77 +225,108 @@ def plan(
     include_running: bool = True,
     now: datetime | None = None,
     recommender: Recommender | None = None,
+    repack: bool = False,
 ) -> Plan:
-    """Place the proposals, their dependencies and (by default) every model running now."""
+    """Place the proposals and their dependencies beside every model running now (by default).
+
+    Running models keep their place (they are placed first, in their own biggest-first order)
+    unless ``repack``: then everything is placed together, biggest first.
+    """
     now = now or timezone.now()
     holdings = load_holdings(cluster.pk)
     models = dependency_closure(proposals, holdings)
     planned = {proposal.key for proposal in models}
     baseline = [h for h in holdings if h.running and h.key not in planned] if include_running else []
-    spaces = pool_spaces_factory(cluster)
-    items = [Item(p.label, p.pool, p.memory_bytes, p.gpus) for p in models]
-    items += [Item(h.label, h.pool, h.memory_bytes, h.gpu_count) for h in baseline]
-    result = Plan(cluster, place(spaces(), items), models, baseline)
-    for pool in result.placement.pools.values():
-        if not pool.fits:
-            result.suggestions[pool.name] = _suggest(pool, items, baseline, spaces, now, recommender)
+    shapes = PoolShapes(cluster)
+    new = [item for proposal in models for item in proposal_items(proposal)]
+    running = biggest_first([item for holding in baseline for item in holding_items(holding)])
+    placement = place(shapes.spaces(), [*new, *running], ()) if repack else place(shapes.spaces(), new, running)
+    result = Plan(cluster, placement, models, baseline, repacked=repack)
+    proposed = {proposal.label for proposal in models}
+    by_pool: dict[str, list[Holding]] = {}
+    for holding in baseline:
+        by_pool.setdefault(holding.pool, []).append(holding)
+    for pool in placement.pools.values():
+        if any(miss.item.label in proposed for miss in pool.unplaced):
+            mine = [item for item in new if item.pool == pool.name]
+            space = partial(shapes.pool, pool.name)
+            result.suggestions[pool.name] = suggest(pool, space, mine, by_pool.get(pool.name, []), now, recommender)
     return result
 
 
-def _replace_pool(
-    pool: str, items: list[Item], spaces: Callable[[], list[PoolSpace]], memory: dict[str, int], drop: set[str]
-) -> PoolResult:
-    mine = [
-        Item(i.label, i.pool, memory.get(i.label, i.memory_bytes), i.gpus)
-        for i in items
-        if i.pool == pool and i.label not in drop
-    ]
-    return place([space for space in spaces() if space.name == pool], mine).pools[pool]
-
-
-def _suggest(
+def suggest(
     pool: PoolResult,
-    items: list[Item],
-    baseline: list[Holding],
-    spaces: Callable[[], list[PoolSpace]],
+    space: Callable[[], PoolSpace],
+    proposed: list[Item],
+    running: list[Holding],
     now: datetime,
     recommender: Recommender | None,
 ) -> dict[str, Any]:
-    """What would make ``pool`` fit: idle models to scale to zero, right-sizing, or both; or nothing.
+    """The cheapest changes that make the proposed pods fit in ``pool``, or what is known when none does.
 
-    ``fits_after`` names the first change that suffices (scaling the fewest oldest-idle models to
-    zero first, as it needs no redeploy); ``rightsizing`` always lists every saving available.
+    Scaling idle models to zero needs no redeploy, so it comes first: the fewest oldest-idle ones
+    (a binary search over the prefix, each step one re-placement of this pool only). Then every
+    right-sizing saving; then both. Each candidate carries the memory it frees.
     """
-    mine = [h for h in baseline if h.pool == pool.name]
-    idle = sorted((h for h in mine if h.idle_since(now)), key=lambda h: (h.idle_since(now), h.label))
-    resized: dict[str, tuple[int, int]] = {}
-    for holding in mine:
+    idle = sorted((h for h in running if h.idle_since(now)), key=lambda h: (h.idle_since(now), h.label))
+    resized: dict[ModelKey, int] = {}
+    for holding in running:
         target = recommended_bytes(holding, recommender)
         if target is not None and target < holding.memory_bytes:
-            resized[holding.label] = (holding.memory_bytes, target)
-    rightsizing = [{"model": label, "from": format_bytes(old), "to": format_bytes(new), "saves_bytes": old - new}
-                   for label, (old, new) in resized.items()]  # fmt: skip
-    memory = {label: new for label, (_, new) in resized.items()}
+            resized[holding.key] = target
+    by_key = {holding.key: holding for holding in running}
+    rightsizing = [
+        {
+            "model": by_key[key].label,
+            "from": format_bytes(by_key[key].memory_bytes),
+            "to": format_bytes(new),
+            "saves_bytes": by_key[key].memory_bytes - new,
+        }
+        for key, new in resized.items()
+    ]
+    idle_offer = [
+        {"model": h.label, "frees_bytes": h.memory_bytes, "idle_since": h.idle_since(now).isoformat()} for h in idle
+    ]
 
-    def first_idle_prefix(sizes: dict[str, int]) -> list[str] | None:
-        for count in range(len(idle) + 1):
-            drop = {h.label for h in idle[:count]}
-            if _replace_pool(pool.name, items, spaces, sizes, drop).fits:
-                return [h.label for h in idle[:count]]
-        return None
+    def fits(dropped: int, sizes: dict[ModelKey, int]) -> bool:
+        gone = {h.key for h in idle[:dropped]}
+        kept = [item for h in running if h.key not in gone for item in holding_items(h, sizes.get(h.key))]
+        return place([space()], proposed, biggest_first(kept)).pools[pool.name].fits
 
-    scale = first_idle_prefix({}) if idle else None
-    if scale:
-        return {"fits_after": "scale_to_zero", "scale_to_zero": scale, "rightsizing": rightsizing}
-    if resized and _replace_pool(pool.name, items, spaces, memory, set()).fits:
-        return {"fits_after": "rightsizing", "scale_to_zero": [], "rightsizing": rightsizing}
-    both = first_idle_prefix(memory) if idle and resized else None
-    if both is not None:
-        return {"fits_after": "both", "scale_to_zero": both, "rightsizing": rightsizing}
+    def fewest_idle(sizes: dict[ModelKey, int]) -> int | None:
+        """The smallest prefix of ``idle`` whose scale-to-zero makes room, by bisection."""
+        if not fits(len(idle), sizes):
+            return None
+        low, high = 0, len(idle)
+        while low < high:
+            middle = (low + high) // 2
+            low, high = (low, middle) if fits(middle, sizes) else (middle + 1, high)
+        return low
+
+    base = {"idle": idle_offer, "rightsizing": rightsizing}
+    count = fewest_idle({}) if idle else None
+    if count:
+        return {
+            **base,
+            "fits_after": "scale_to_zero",
+            "scale_to_zero": [h.label for h in idle[:count]],
+            "frees_bytes": sum(h.memory_bytes for h in idle[:count]),
+        }
+    if resized and fits(0, resized):
+        return {**base, "fits_after": "rightsizing", "scale_to_zero": [], "frees_bytes": 0}
+    count = fewest_idle(resized) if idle and resized else None
+    if count is not None:
+        return {
+            **base,
+            "fits_after": "both",
+            "scale_to_zero": [h.label for h in idle[:count]],
+            "frees_bytes": sum(h.memory_bytes for h in idle[:count]),
+        }
     return {
+        **base,
         "fits_after": None,
         "scale_to_zero": [h.label for h in idle],
-        "rightsizing": rightsizing,
+        "frees_bytes": sum(h.memory_bytes for h in idle),
         "message": "even scaling every idle model to zero and applying every right-sizing saving is not enough",
     }
 
@@ -215,18 +347,7 @@ def plan_to_dict(result: Plan) -> dict[str, Any]:
                 "fragmented": pool.fragmented,
                 "largest_fit_bytes": pool.largest_fit_bytes,
                 "largest_fit": _gi_floor(pool.largest_fit_bytes),
-                "nodes": [
-                    {
-                        "name": node.name,
-                        "capacity_bytes": node.capacity_bytes,
-                        "used_bytes": node.used_bytes,
-                        "free_bytes": node.free_bytes,
-                        "gpus": None if node.gpus >= UNKNOWN_GPUS else node.gpus,
-                        "used_gpus": node.used_gpus,
-                        "models": [{"model": label, "origin": origins.get(label, "running")} for label in node.items],
-                    }
-                    for node in pool.nodes
-                ],
+                "nodes": [_node_dict(node, origins) for node in pool.nodes],
                 "unplaced": [
                     {
                         "model": miss.item.label,
@@ -240,18 +361,59 @@ def plan_to_dict(result: Plan) -> dict[str, Any]:
                 "suggestions": result.suggestions.get(pool.name),
             }
         )
+    misses = result.placement.misses_of(set(origins))
     return {
         "cluster": result.cluster.name,
         "fits": result.fits,
+        "repacked": result.repacked,
         "models": [
             {"model": p.label, "origin": p.origin, "pool": p.pool, "memory_bytes": p.memory_bytes, "gpus": p.gpus}
             for p in result.models
         ],
+        "proposal": [
+            {
+                "model": p.label,
+                "fits": not any(m.item.label == p.label for m in misses),
+                "nodes": sorted(
+                    {
+                        n.name
+                        for pool in result.placement.pools.values()
+                        for n in pool.nodes
+                        if any(item.label == p.label for item in n.placed)
+                    }
+                ),
+            }
+            for p in result.models
+        ],
         "running_models": len(result.baseline),
+        "overcommitted": result.overcommitted,
         "pools": pools,
         "unknown_pool": [
             {"model": miss.item.label, "pool": miss.item.pool, "detail": miss.detail}
             for miss in result.placement.unknown_pool
+        ],
+    }
+
+
+def _node_dict(node: NodeSpace, origins: dict[str, str]) -> dict[str, Any]:
+    return {
+        "name": node.name,
+        "capacity_bytes": node.capacity_bytes,
+        "used_bytes": node.used_bytes,
+        "free_bytes": node.free_bytes,
+        "gpus": None if node.gpus >= UNKNOWN_GPUS else node.gpus,
+        "used_gpus": node.used_gpus,
+        "gpu_memory_bytes": node.gpu_memory_bytes or None,
+        "gpu_product": node.gpu_product,
+        "models": [
+            {
+                "model": item.label,
+                "origin": origins.get(item.label, "running"),
+                "memory_bytes": item.memory_bytes,
+                "gpus": item.gpus,
+                "gpu_memory_bytes": item.gpu_memory_bytes,
+            }
+            for item in node.placed
         ],
     }
 

@@ -15,7 +15,9 @@ from clusters.kinds import with_article
 from clusters.manifests import resolve_kind, validate_manifest
 from clusters.merge import apply_merge_patch
 from clusters.models import Cluster, KubeObject
+from clusters.quantities import quantity_to_int
 from clusters.validation import FieldError, ManifestInvalid
+from scheduler.consumption import GPU_RESOURCE_BY_ACCELERATOR, PodShape, shapes_from_json
 from scheduler.holdings import Identified, serving_model_for, serving_models
 
 
@@ -31,8 +33,9 @@ class Proposal(Identified):
     memory_bytes: int
     gpus: int = 0
     dependencies: list[str] = field(default_factory=list)
-    origin: str = "new"  # existing | edited | new | dependency
+    origin: str = "new"  # existing | edited | new | estimate | dependency
     path: str = ""  # where in the request it came from, for error messages
+    pods: list[PodShape] = field(default_factory=list)
 
 
 def _prefixed(errors: list[FieldError], prefix: str) -> list[FieldError]:
@@ -57,7 +60,48 @@ def _from_row(model: type[KubeObject], row: KubeObject, origin: str, path: str) 
         dependencies=[name for name in dependencies if isinstance(name, str)],
         origin=origin,
         path=path,
+        pods=shapes_from_json(row.pods),
     )
+
+
+def _from_estimate(estimate: dict[str, Any], cluster: Cluster, path: str) -> Proposal:
+    """A model known only by numbers (a calculator result): one pod in a pool, no manifest yet.
+
+    Keys: ``name``, ``namespace`` (default ``default``), ``pool``, ``memory`` (node memory of the
+    pod), ``gpus``, ``gpu_memory`` (weights + KV cache across its GPUs), ``accelerator``,
+    ``gpu_product``. Each bad value is a field error naming it.
+    """
+    errors: list[FieldError] = []
+
+    def quantity(key: str, required: bool) -> int:
+        value = estimate.get(key)
+        amount = quantity_to_int(value) if value not in (None, "") else None
+        if (
+            (amount is None and required)
+            or (amount is not None and amount < 0)
+            or (value not in (None, "") and amount is None)
+        ):
+            errors.append(FieldError(f"{path}.estimate.{key}", value, "must be a non-negative quantity (e.g. 40Gi)"))
+        return amount or 0
+
+    name, pool = estimate.get("name"), estimate.get("pool")
+    for key, value in (("name", name), ("pool", pool)):
+        if not isinstance(value, str) or not value:
+            errors.append(FieldError(f"{path}.estimate.{key}", value, "is required (a non-empty string)"))
+    gpus = estimate.get("gpus", 0)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        errors.append(FieldError(f"{path}.estimate.gpus", gpus, "must be a whole number >= 0"))
+        gpus = 0
+    accelerator = estimate.get("accelerator") or ("nvidia" if gpus else "")
+    if accelerator and accelerator not in GPU_RESOURCE_BY_ACCELERATOR:
+        rule = f"must be one of {', '.join(GPU_RESOURCE_BY_ACCELERATOR)}"
+        errors.append(FieldError(f"{path}.estimate.accelerator", accelerator, rule))
+    memory, gpu_memory = quantity("memory", True), quantity("gpu_memory", False)
+    if errors:
+        raise ManifestInvalid(errors)
+    namespace = str(estimate.get("namespace") or "default")
+    pod = PodShape("server", 1, 0, memory, 0, gpus, gpu_memory, accelerator, str(estimate.get("gpu_product") or ""))
+    return Proposal("Estimate", cluster.pk, namespace, name, pool, memory, gpus, [], "estimate", path, [pod])
 
 
 def _validated_row(model: type[KubeObject], manifest: dict[str, Any], cluster: Cluster, path: str) -> KubeObject:
@@ -79,6 +123,12 @@ def proposal_from_request(
     proposed only in a namespace the user sees.
     """
     path = f"models[{index}]"
+    if "estimate" in item:
+        if visible is not None and not visible(cluster.pk, str(item["estimate"].get("namespace") or "default")):
+            rule = "is not a namespace your teams may read"
+            value = item["estimate"].get("namespace") or "default"
+            raise ManifestInvalid([FieldError(f"{path}.estimate.namespace", value, rule)])
+        return _from_estimate(item["estimate"], cluster, path)
     if "manifest" in item:
         manifest = item["manifest"]
         try:

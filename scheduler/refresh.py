@@ -55,6 +55,8 @@ def store_pools(cluster: Cluster, pools: dict[str, PoolCapacity]) -> RefreshRepo
         pool.largest_node_bytes = capacity.largest_node_bytes
         pool.gpu_count = capacity.gpu_count
         pool.gpu_memory_bytes = capacity.gpu_memory_bytes or pool.gpu_memory_bytes
+        pool.gpu_product = capacity.gpu_product or pool.gpu_product
+        pool.accelerator = capacity.accelerator or pool.accelerator
         pool.refreshed_at = now
         pool.save()
         pool.nodes.exclude(name__in=[node.name for node in capacity.nodes]).delete()
@@ -67,6 +69,9 @@ def store_pools(cluster: Cluster, pools: dict[str, PoolCapacity]) -> RefreshRepo
                     "capacity_bytes": node.capacity_bytes,
                     "gpu_count": node.gpu_count,
                     "gpu_memory_bytes": node.gpu_memory_bytes,
+                    "gpu_product": node.gpu_product,
+                    "accelerator": node.accelerator,
+                    "cpu_millis": node.cpu_millis,
                     "schedulable": node.schedulable,
                 },
             )

@@ -26,10 +26,15 @@ def fallback_recommended_bytes(peak_bytes: int) -> int:
 
 
 def default_recommended_bytes(holding: Holding) -> int | None:
-    if holding.status_recommended_bytes:
-        return holding.status_recommended_bytes
-    if holding.observed_peak_bytes:
-        return fallback_recommended_bytes(holding.observed_peak_bytes)
+    return recommended_from(holding.status_recommended_bytes, holding.observed_peak_bytes)
+
+
+def recommended_from(status_recommended: int | None, observed_peak: int | None) -> int | None:
+    """The cluster's own recommendation, else the fallback policy on the observed peak."""
+    if status_recommended:
+        return status_recommended
+    if observed_peak:
+        return fallback_recommended_bytes(observed_peak)
     return None
 
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.utils.safestring import mark_safe
 from django.views.generic import FormView
 
-from accounts.access import namespace_predicate, visible_cluster_ids, visible_clusters
-from scheduler.accounting import pool_accounts
-from scheduler.charts import pool_usage_chart
-from scheduler.forms import PlanForm
+from accounts.access import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
+from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
+from scheduler.charts import placement_chart, pool_usage_chart
+from scheduler.forms import PlanForm, picked_models
 from scheduler.planner import plan, plan_to_dict
 from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
 
@@ -26,12 +27,24 @@ class PlanningView(LoginRequiredMixin, FormView):
 
     def get_initial(self) -> dict[str, Any]:
         first = visible_clusters(self.request.user).order_by("name").first()
-        return {**super().get_initial(), "cluster": first.name if first else None}
+        initial = {**super().get_initial(), "cluster": first.name if first else None}
+        picked = picked_models(self.request.GET)
+        if picked:
+            initial["models"] = picked
+        return initial
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         user = self.request.user
-        accounts = team_accounts(pool_accounts(), namespace_predicate(user), visible_cluster_ids(user))
+        accounts = team_accounts(
+            pool_accounts(
+                restrict=partial(restrict, user=user, action=VIEW),
+                per_pool=HOLDERS_SHOWN,
+                visible=namespace_predicate(user),
+            ),
+            namespace_predicate(user),
+            visible_cluster_ids(user),
+        )
         context["accounts"] = accounts
         # pygal escapes every label it draws; the SVG is ours, not user HTML.
         context["chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""
@@ -45,7 +58,9 @@ class PlanningView(LoginRequiredMixin, FormView):
             for error in hidden:
                 form.add_error(None, error.message)
             return self.form_invalid(form)
-        result = plan(data["cluster"], data["proposals"], data["include_running"])
+        result = plan(data["cluster"], data["proposals"], data["include_running"], repack=data["repack"])
         proposed = {proposal.label for proposal in data["proposals"]}
         shown = redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)
-        return self.render_to_response(self.get_context_data(form=form, plan=shown))
+        # pygal escapes every label it draws (model names included); the SVG is ours.
+        chart = mark_safe(placement_chart(shown))
+        return self.render_to_response(self.get_context_data(form=form, plan=shown, placement_chart=chart))

@@ -24,11 +24,11 @@ OTHER_TEAM = "a model of another team"
 
 def team_accounts(accounts: list[PoolAccount], visible: Visible, clusters: set[int] | None) -> list[PoolAccount]:
     """Pools of the ``clusters`` (None: every one) with only visible holders; ``other_team_holders``
-    counts the ones left out."""
+    counts the ones left out (here, or already in SQL by ``pool_accounts(restrict=...)``)."""
     accounts = [entry for entry in accounts if clusters is None or entry.cluster_id in clusters]
     for entry in accounts:
         shown = [holder for holder in entry.holders if visible(holder.cluster_id, holder.namespace)]
-        entry.other_team_holders = len(entry.holders) - len(shown)
+        entry.other_team_holders += len(entry.holders) - len(shown)
         entry.holders = shown
         entry.stopped = [holder for holder in entry.stopped if visible(holder.cluster_id, holder.namespace)]
     return accounts
@@ -62,10 +62,11 @@ def redact_plan(result: dict[str, Any], cluster_id: int, visible: Visible, propo
         hide(entry, "memory_bytes", "gpus")
     for entry in result["unknown_pool"]:
         hide(entry, "detail")
+    result["overcommitted"] = [name if shown(name) else OTHER_TEAM for name in result.get("overcommitted", [])]
     for pool in result["pools"]:
         for node in pool["nodes"]:
             for item in node["models"]:
-                hide(item)
+                hide(item, "memory_bytes", "gpus", "gpu_memory_bytes")
         for miss in pool["unplaced"]:
             hide(miss, "memory_bytes", "detail")
         suggestions = pool.get("suggestions") or {}
@@ -74,4 +75,6 @@ def redact_plan(result: dict[str, Any], cluster_id: int, visible: Visible, propo
             suggestions["scale_to_zero"] = [name if shown(name) else OTHER_TEAM for name in names]
         for change in suggestions.get("rightsizing") or []:
             hide(change, "from", "to", "saves_bytes")
+        for offer in suggestions.get("idle") or []:
+            hide(offer, "frees_bytes", "idle_since")
     return result

@@ -48,7 +48,7 @@ def test_load_demo_twice_gives_the_same_rows() -> None:
     first = snapshot()
     call_command("load_demo", stdout=io.StringIO())
     assert snapshot() == first
-    assert len(first) == 14 + 2 + 1
+    assert len(first) == 14 + 5 + 1  # samples, node pools (platform/demo/nodepools.yaml), the cluster
 
 
 @pytest.mark.django_db

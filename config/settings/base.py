@@ -1,5 +1,6 @@
 """Settings shared by every environment; everything that varies is read from the environment."""
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -244,6 +245,33 @@ NODE_POOL_LABEL = env_str("NODE_POOL_LABEL", "inference-pool")
 DEFAULT_NODE_POOL = env_str("DEFAULT_NODE_POOL", "default")
 # The global per-model memory cap of the public InferenceModel controller; empty disables it.
 MAX_MODEL_MEMORY = os.environ.get("MAX_MODEL_MEMORY", "96Gi")
+# KubeAI's own system config table (the helm chart's ``resourceProfiles``): what one unit of a
+# Model's ``resourceProfile: <name>:<count>`` requests. Copy your cluster's table here (JSON in
+# the KUBEAI_RESOURCE_PROFILES environment variable) so KubeAI Models hold the right budget; the
+# nodeSelector's pool label places them. Defaults: KubeAI's chart values, pools named like ours.
+KUBEAI_RESOURCE_PROFILES = json.loads(os.environ.get("KUBEAI_RESOURCE_PROFILES") or "null") or {
+    "cpu": {"requests": {"cpu": "1", "memory": "2Gi"}},
+    "nvidia-gpu-l4": {
+        "limits": {"nvidia.com/gpu": "1"},
+        "requests": {"nvidia.com/gpu": "1", "cpu": "6", "memory": "24Gi"},
+        "nodeSelector": {"inference-pool": "gpu-l4"},
+    },
+    "nvidia-gpu-a100-80gb": {
+        "limits": {"nvidia.com/gpu": "1"},
+        "requests": {"nvidia.com/gpu": "1", "cpu": "6", "memory": "80Gi"},
+        "nodeSelector": {"inference-pool": "gpu-a100"},
+    },
+    "nvidia-gpu-h100": {
+        "limits": {"nvidia.com/gpu": "1"},
+        "requests": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "120Gi"},
+        "nodeSelector": {"inference-pool": "gpu-h100"},
+    },
+    "amd-gpu-mi300x": {
+        "limits": {"amd.com/gpu": "1"},
+        "requests": {"amd.com/gpu": "1", "cpu": "8", "memory": "192Gi"},
+        "nodeSelector": {"inference-pool": "gpu-mi300x"},
+    },
+}
 
 # The portal as controller (see clusters/controllers.py): the reference controller's settings.
 # POLLING_INTERVAL is a duration such as "1m" or "300s" between reconcile passes;

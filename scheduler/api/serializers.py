@@ -20,12 +20,20 @@ class ProposedModelSerializer(serializers.Serializer):
     id = serializers.IntegerField(required=False, help_text="Id of an existing model in the cluster.")
     spec = serializers.DictField(required=False, help_text="Changes to the existing model's spec (merge patch).")
     manifest = serializers.DictField(required=False, help_text="A new model's manifest (InferenceModel...).")
+    estimate = serializers.DictField(
+        required=False,
+        help_text="A model known by numbers, e.g. a calculator result: {name, namespace, pool, memory, gpus, "
+        "gpu_memory, accelerator, gpu_product}.",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "manifest" in attrs and ("id" in attrs or "spec" in attrs):
-            raise serializers.ValidationError("give either manifest (a new model) or id (an existing one), not both")
-        if "manifest" not in attrs and "id" not in attrs:
-            raise serializers.ValidationError("needs id (an existing model) or manifest (a new one)")
+        given = [key for key in ("manifest", "estimate", "id") if key in attrs]
+        if not given:
+            raise serializers.ValidationError("needs id (an existing model), manifest (a new one) or estimate")
+        if len(given) > 1 or ("spec" in attrs and "id" not in attrs):
+            raise serializers.ValidationError(
+                "give one of manifest (a new model), estimate (numbers) or id (an existing one, with optional spec)"
+            )
         return attrs
 
 
@@ -35,6 +43,9 @@ class PlanRequestSerializer(serializers.Serializer):
     )
     models = ProposedModelSerializer(many=True, help_text="Models to add to what runs now.")
     include_running = serializers.BooleanField(default=True, help_text="Place the models running now as well.")
+    repack = serializers.BooleanField(
+        default=False, help_text="Re-pack the running models with the proposal instead of keeping them where they are."
+    )
     now = serializers.DateTimeField(required=False, help_text="Reference time for idleness (default: now).")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

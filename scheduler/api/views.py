@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import ValidationError
@@ -10,9 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import namespace_predicate, visible_cluster_ids, visible_clusters
+from accounts.access import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
 from clusters.api.exceptions import field_error_detail
-from scheduler.accounting import pool_accounts
+from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
 from scheduler.api.serializers import PlanRequestSerializer
 from scheduler.planner import plan, plan_to_dict
 from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
@@ -33,7 +35,9 @@ class PlanView(APIView):
         hidden = hidden_proposals(data["proposals"], data["models"], data["cluster"].name, visible)
         if hidden:
             raise ValidationError(field_error_detail(hidden))
-        result = plan(data["cluster"], data["proposals"], data["include_running"], data.get("now"))
+        result = plan(
+            data["cluster"], data["proposals"], data["include_running"], data.get("now"), repack=data["repack"]
+        )
         proposed = {proposal.label for proposal in data["proposals"]}
         return Response(redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed))
 
@@ -54,10 +58,18 @@ class PoolAccountsView(APIView):
                     "observed_bytes": a.observed_bytes,
                     "free_bytes": a.free_bytes,
                     "rightsizing_savings_bytes": a.rightsizing_savings_bytes,
+                    "gpus_used": a.gpus_used,
                     "holders": [{"model": h.label, "memory_bytes": h.memory_bytes} for h in a.holders],
+                    "holders_total": a.holders_total,
                 }
                 for a in team_accounts(
-                    pool_accounts(), namespace_predicate(request.user), visible_cluster_ids(request.user)
+                    pool_accounts(
+                        restrict=partial(restrict, user=request.user, action=VIEW),
+                        per_pool=HOLDERS_SHOWN,
+                        visible=namespace_predicate(request.user),
+                    ),
+                    namespace_predicate(request.user),
+                    visible_cluster_ids(request.user),
                 )
             ]
         )

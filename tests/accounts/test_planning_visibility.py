@@ -55,7 +55,8 @@ def test_a_plan_shows_no_figure_of_another_teams_model(world):
     body = plan.json()
     assert "secret-nlp" not in plan.content.decode() and "37Gi" not in plan.content.decode()
     pool = body["pools"][0]
-    assert pool["nodes"][0]["models"] == [{"model": "a model of another team", "origin": "running"}]
+    hidden_figures = dict.fromkeys(("memory_bytes", "gpus", "gpu_memory_bytes"))
+    assert pool["nodes"][0]["models"] == [{"model": "a model of another team", "origin": "running", **hidden_figures}]
     assert not pool["fits"] and pool["budget_bytes"] == 60 * GI  # the shared pool's own figures stay
     hidden = [change for change in pool["suggestions"]["rightsizing"] if change["model"] == "a model of another team"]
     assert hidden and all(change["from"] is None and change["saves_bytes"] is None for change in hidden)

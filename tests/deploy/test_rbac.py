@@ -23,7 +23,7 @@ from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import RunningWatch, sample_manifest, wait_for
 from tests.conftest import ENDPOINTS
 from tests.deploy.conftest import apply, find
-from tests.support.control_plane import POD_LOG_LINES
+from tests.support.control_plane import NODE_POOLS, POD_LOG_LINES
 
 PORTAL = "inference-portal"
 FINALIZERS_RULE = {"apiGroups": ["inference.eh-ops.io"], "resources": ["inferencemodels/finalizers"],
@@ -79,7 +79,7 @@ def test_everything_the_portal_does_works_under_its_own_service_account(
     kube, control_plane, admin_client, transactional_db, editor
 ) -> None:
     cluster = register(kube, control_plane, service_account_token(admin_client, find("ClusterRole"), PORTAL))
-    assert refresh_node_pools(cluster).pools == 2  # Nodes: list
+    assert refresh_node_pools(cluster).pools == len(NODE_POOLS)  # Nodes: list
     model = write_model(kube)
     config = sample_manifest("inferenceconfig-example-inference-config.yaml", kube.namespace)
     config["spec"]["autoDeletePolicy"] = "DeleteOnCompletion"

@@ -89,3 +89,14 @@ def test_deleted_in_cluster_and_other_clusters_hold_nothing(cluster, gpu_pool):
     (gpu,) = pool_accounts(cluster.pk)
     assert gpu.allocated_bytes == 0
     assert [(a.cluster_name, a.allocated_bytes) for a in pool_accounts()] == [("other", 9 * GI), ("prod", 0)]
+
+
+def test_default_savings_in_sql_match_the_python_policy(cluster, gpu_pool):
+    from scheduler.savings import default_recommended_bytes
+
+    for index, (memory, peak) in enumerate([("80Gi", "75Gi"), ("10Gi", "9500Mi"), ("7Gi", "6Gi"), ("33Gi", "1Gi"),
+                                            ("40Gi", "38462Mi"), ("3Gi", "3Gi"), ("64Gi", "61.5Gi")]):  # fmt: skip
+        make_model(cluster, f"m{index}", memory, peak=peak)
+    in_sql = pool_accounts(cluster.pk)[0].rightsizing_savings_bytes
+    in_python = pool_accounts(cluster.pk, recommender=default_recommended_bytes)[0].rightsizing_savings_bytes
+    assert in_sql == in_python > 0

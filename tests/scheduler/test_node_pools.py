@@ -91,6 +91,12 @@ def test_pools_from_nodes_group_by_pool_label(db, kube, nodes):
     assert (cpu.gpu_count, cpu.gpu_memory_bytes) == (0, 0)
     session_gpu = NodePool.objects.get(cluster=cluster, name="gpu-a100")
     assert session_gpu.gpu_count == 4 * NODE_POOLS["gpu-a100"]["count"]
+    # GPU feature discovery's labels: product and per-GPU memory (MiB), per pool and per node
+    l4 = NodePool.objects.get(cluster=cluster, name="gpu-l4")
+    assert (l4.gpu_count, l4.gpu_product, l4.accelerator) == (4, "NVIDIA-L4", "nvidia")
+    assert l4.gpu_memory_bytes == 23034 * 1024**2
+    assert {(n.gpu_product, n.cpu_millis, n.gpu_count) for n in l4.nodes.all()} == {("NVIDIA-L4", 24000, 2)}
+    assert (session_gpu.gpu_product, session_gpu.gpu_memory_bytes) == ("NVIDIA-A100-SXM4-80GB", 80 * GI)
 
 
 def test_refresh_keeps_staff_budget_and_empties_vanished_pools(db, kube, nodes):

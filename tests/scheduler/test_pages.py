@@ -35,7 +35,7 @@ def test_planning_page_shows_accounts_chart_and_a_plan(make_user, cluster, gpu_p
     }}])  # fmt: skip
     result = client.post("/planning/", {"cluster": "prod", "models": models, "include_running": "on"}).content.decode()
     assert "does not fit" in result and "InferenceModel default/huge" in result
-    assert "larger than any node: needs 90.0Gi; the pool&#x27;s biggest node has 64.0Gi allocatable" in result
+    assert "larger than any node: memory: needs 90.0Gi; the pool&#x27;s biggest node has 64.0Gi allocatable" in result
 
     bad = client.post("/planning/", {"cluster": "prod", "models": "- {kind: InferenceModel, id: 424242}"})
     assert "models[0].id: 424242 is not the id of an InferenceModel in cluster prod" in bad.content.decode()

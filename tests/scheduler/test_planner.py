@@ -79,10 +79,16 @@ def test_fragmentation_and_what_would_make_the_plan_fit(client, cluster):
     assert body["fits"] is False and gpu["fragmented"] is True
     (miss,) = gpu["unplaced"]
     assert (miss["model"], miss["reason"]) == ("InferenceModel default/wide", "fragmented")
-    assert "30.0Gi free in total but the largest free space on one node is 15.0Gi" in miss["detail"]
+    # the running models keep their place (idle-new, idle-old, busy biggest first): 15Gi + 5Gi free
+    assert miss["detail"] == (
+        "memory: needs 20.0Gi: the pool has 20.0Gi free in total but the largest free space on one node is 15.0Gi"
+    )
     suggestions = gpu["suggestions"]
     assert suggestions["fits_after"] == "scale_to_zero"
     assert suggestions["scale_to_zero"] == ["InferenceModel default/idle-old"]  # oldest idle first, and enough
+    assert suggestions["frees_bytes"] == 25 * GI
+    assert [(offer["model"], offer["frees_bytes"]) for offer in suggestions["idle"]] == [
+        ("InferenceModel default/idle-old", 25 * GI), ("InferenceModel default/idle-new", 25 * GI)]
     # busy's peak 5Gi x 1.04 -> 6Gi: 4Gi saved, listed even though it is not needed here
     assert suggestions["rightsizing"] == [
         {"model": "InferenceModel default/busy", "from": "10Gi", "to": "6Gi", "saves_bytes": 4 * GI}

@@ -71,6 +71,17 @@ NODE_POOLS: dict[str, dict[str, Any]] = {
         },
         "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "4", "pods": "110"},
     },
+    # A second GPU type, as GPU feature discovery labels a GKE g2-standard-24 (2 x L4, 23034 MiB each).
+    "gpu-l4": {
+        "count": 2,
+        "labels": {
+            "accelerator": "nvidia-l4",
+            "gpu-type": "nvidia-l4",
+            "nvidia.com/gpu.product": "NVIDIA-L4",
+            "nvidia.com/gpu.memory": "23034",
+        },
+        "capacity": {"cpu": "24", "memory": "96Gi", "nvidia.com/gpu": "2", "pods": "110"},
+    },
     "default": {
         "count": 2,
         "labels": {},

@@ -81,6 +81,8 @@ class Command(BaseCommand):
                     "largest_node_bytes": quantity_to_int(pool["largestNodeMemory"]),
                     "gpu_count": pool["gpuCount"],
                     "gpu_memory_bytes": quantity_to_int(pool["gpuMemory"]) or 0,
+                    "gpu_product": pool.get("gpuProduct", ""),
+                    "accelerator": pool.get("accelerator", ""),
                 },
             )
         return len(pools)

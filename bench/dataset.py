@@ -27,9 +27,8 @@ from django.utils import timezone
 
 from accounts.models import NamespaceGrant, Team
 from clusters.models import Cluster, SyncState
-from models_app.models import InferenceModel, KubeAIModel, ModelService
+from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel, KubeAIModel, ModelService
 from runs_app.models import InferenceConfig, InferenceRun
-from scheduler.holdings import LAST_REQUEST_ANNOTATION
 from scheduler.models import Node, NodePool
 from scheduler.rightsizing.models import Observation, Refresh
 from scheduler.rightsizing.policy import evaluate

@@ -36,8 +36,7 @@ from clusters.gateway import ClusterGateway, ConflictError, GatewayError, NotFou
 from clusters.models import Cluster
 from inference_gateway.db_thread import CLUSTER_CALLS, in_thread
 from inference_gateway.routes import Route
-from models_app.models import InferenceModel
-from scheduler.holdings import LAST_REQUEST_ANNOTATION
+from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 
 logger = logging.getLogger(__name__)
 ATTEMPTS = 3

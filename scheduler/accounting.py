@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from django.db.models import BigIntegerField, Count, F, Q, QuerySet, Sum, Value
+from django.db.models import Count, Q, QuerySet, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Ceil, Greatest
 
 from clusters.models import Cluster
 from scheduler.holdings import (
@@ -22,7 +21,7 @@ from scheduler.holdings import (
     serving_models,
 )
 from scheduler.models import MemoryReservation, NodePool
-from scheduler.savings import FALLBACK_HEADROOM, GI, Recommender, saving_bytes
+from scheduler.savings import Recommender, saving_bytes
 
 HOLDERS_SHOWN = 10
 """Holders a page or the API lists per pool (biggest first); the figures always cover every model."""
@@ -165,11 +164,10 @@ def _pool_figures(
     """Per pool: (memory, GPUs, models) of every running model, and (models, observed peaks,
     right-sizing savings) of the visible ones.
 
-    One scan per kind, grouped by pool and namespace, sums everything the default policy needs
-    (savings: observed peak x 1.04 rounded up to a whole Gi,
-    :func:`scheduler.savings.fallback_recommended_bytes`, in SQL). Rows whose status carries the
-    cluster's own recommendation, or every row with a peak when a ``recommender`` is plugged in,
-    are then read as five narrow columns (visible ones only) and priced in Python.
+    One scan per kind, grouped by pool and namespace, sums memory, GPUs and peaks. Savings come
+    from right-sizing's one definition only: rows whose status carries its recommendation (or every
+    row with a peak when a ``recommender`` is plugged in) are read as five narrow columns (visible
+    ones only) and priced in Python; a model right-sizing has not judged saves nothing.
     """
     totals: dict[tuple[int, str], list[int]] = {}
     mine: dict[tuple[int, str], list[int]] = {}
@@ -183,7 +181,6 @@ def _pool_figures(
             "memory": Sum("memory_bytes"), "gpus": Sum("gpu_count"), "count": Count("id"),
             "advised": Count("id", filter=advised),
             "peak": Sum("observed_peak_bytes") if has_peak else Value(0),
-            "saved": Sum(_fallback_saving(), filter=~advised) if has_peak and recommender is None else Value(0),
         }  # fmt: skip
         priced_in_python = False
         for row in rows.values("cluster_id", "node_pool", "namespace").order_by().annotate(**sums):
@@ -196,7 +193,6 @@ def _pool_figures(
                 figures = mine.setdefault(pool_key, [0, 0, 0])
                 figures[0] += row["count"]
                 figures[1] += row["peak"] or 0
-                figures[2] += row["saved"] or 0
                 priced_in_python |= bool(row["advised"]) or (has_peak and recommender is not None)
         if priced_in_python:
             shown = restrict(rows) if restrict is not None else rows
@@ -223,9 +219,3 @@ def _python_savings(
         )  # fmt: skip
         yield (values["cluster_id"], values["node_pool"]), saving_bytes(holding, recommender)
 
-
-def _fallback_saving() -> Greatest:
-    """Declared minus ceil(peak x 1.04 / Gi) Gi when positive, per row: the SQL twin of
-    :func:`scheduler.savings.fallback_recommended_bytes` (checked against it in the tests)."""
-    target = Cast(Ceil(F("observed_peak_bytes") * FALLBACK_HEADROOM / GI), BigIntegerField()) * GI
-    return Greatest(F("memory_bytes") - target, Value(0), output_field=BigIntegerField())

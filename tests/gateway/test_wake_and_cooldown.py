@@ -21,8 +21,7 @@ from clusters.models import AuditEntry
 from inference_gateway.last_request import stamp
 from inference_gateway.routes import route_for
 from models_app.controller import ready_replicas
-from models_app.models import InferenceModel
-from scheduler.holdings import LAST_REQUEST_ANNOTATION
+from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import NodePool
 from tests.clusters.conftest import sample_manifest, wait_for
 

@@ -50,7 +50,11 @@ def test_every_serving_kind_is_judged_with_gpu_kv_oom_and_cpu(prometheus, end):
     assert (qwen.object_id, qwen.gpus_per_pod) == (kubeai.pk, 2)
     assert qwen.gpu_memory_peak_bytes == (72000 + 71000) * MI  # summed over the pod's two GPUs
     assert qwen.gpu_capacity_bytes == 2 * 80 * GI
-    assert qwen.recommendation == "No declared memory to compare with"  # KubeAI declares a profile, not memory
+    # KubeAI declares a profile, not memory: nvidia-gpu-h100 x 2 asks 2 x 120Gi (KUBEAI_RESOURCE_PROFILES)
+    assert qwen.declared_bytes == 240 * GI
+    assert qwen.recommendation == (
+        "Consider reducing memory from 240Gi to 42Gi (observed peak 40Gi, 83% overprovisioned)"
+    )
     assert qwen.gpu_recommendation == (
         "GPU memory peak 139.7Gi of 160Gi on 2 GPUs; KV cache peaked at 20%: lower --gpu-memory-utilization "
         "from 0.90 to 0.28, or serve on 1 GPU, or on 2 x NVIDIA A100 40GB"

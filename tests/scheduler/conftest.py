@@ -11,6 +11,7 @@ from clusters.models import Cluster, SyncState
 from clusters.quantities import quantity_to_int
 from models_app.models import InferenceModel
 from scheduler.models import Node, NodePool
+from scheduler.rightsizing.policy import evaluate
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 GI = 1024**3
@@ -65,7 +66,10 @@ def make_model(
     if replicas is not None:
         status["replicas"] = replicas
     if peak:
+        # as a right-sizing refresh leaves it: the observed peak and the policy's verdict on it
         status["observedPeakMemory"] = peak
+        verdict = evaluate(quantity_to_int(memory), quantity_to_int(peak))
+        status.setdefault("recommendation", verdict.recommendation)
     annotations = {"inference.eh-ops.io/last-request-time": last_request.isoformat()} if last_request else {}
     row = InferenceModel(
         cluster=cluster,

@@ -8,7 +8,6 @@ from models_app.models import InferenceModel
 from scheduler.accounting import pool_accounts
 from scheduler.holdings import Holding
 from scheduler.models import MemoryReservation
-from scheduler.savings import fallback_recommended_bytes
 from tests.scheduler.conftest import GI, NOW, make_model, make_pool
 
 
@@ -28,7 +27,7 @@ def test_accounting_mixes_running_and_scaled_to_zero(cluster, gpu_pool):
     assert gpu.free_bytes == (100 - 52) * GI
     assert [h.name for h in gpu.holders] == ["llama-70b", "mistral", "fresh"]  # biggest first
     assert [h.name for h in gpu.stopped] == ["codellama"]
-    # fallback right-sizing: ceil(peak x 1.04) in Gi -> 30Gi -> 32Gi (saves 8Gi), 7Gi -> 8Gi (saves 0)
+    # right-sizing's verdicts: ceil(peak x 1.04) in Gi -> 30Gi -> 32Gi (saves 8Gi), 7Gi -> 8Gi (saves 0)
     assert gpu.rightsizing_savings_bytes == 8 * GI
     cpu = accounts["cpu"]
     assert (cpu.budget_bytes, cpu.free_bytes, cpu.allocated_bytes) == (None, None, 16 * GI)
@@ -54,15 +53,16 @@ def test_recommender_plugs_in_as_mapping_or_callable(cluster, gpu_pool):
     assert pool_accounts(cluster.pk, recommender={key: 60 * GI})[0].rightsizing_savings_bytes == 20 * GI
     halve = lambda holding: holding.memory_bytes // 2  # noqa: E731
     assert pool_accounts(cluster.pk, recommender=halve)[0].rightsizing_savings_bytes == 40 * GI
-    # the cluster's own status.recommendation beats the fallback policy
+    # a newer recommendation in the status is what counts
     InferenceModel.objects.filter(pk=big.pk).update(
         status={"replicas": 1, "recommendation": "Consider reducing memory from 80Gi to 70Gi (observed peak 75Gi)"}
     )
     assert pool_accounts(cluster.pk)[0].rightsizing_savings_bytes == 10 * GI
 
 
-def test_fallback_policy_reproduces_the_reference_example():
-    assert fallback_recommended_bytes(75 * GI) == 78 * GI
+def test_a_model_right_sizing_has_not_judged_saves_nothing(cluster, gpu_pool):
+    make_model(cluster, "unjudged", "80Gi", peak="75Gi", recommendation="")
+    assert pool_accounts(cluster.pk)[0].rightsizing_savings_bytes == 0
 
 
 def test_idle_means_running_with_last_request_older_than_cooldown(cluster):

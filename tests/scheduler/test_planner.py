@@ -89,7 +89,7 @@ def test_fragmentation_and_what_would_make_the_plan_fit(client, cluster):
     assert suggestions["frees_bytes"] == 25 * GI
     assert [(offer["model"], offer["frees_bytes"]) for offer in suggestions["idle"]] == [
         ("InferenceModel default/idle-old", 25 * GI), ("InferenceModel default/idle-new", 25 * GI)]
-    # busy's peak 5Gi x 1.04 -> 6Gi: 4Gi saved, listed even though it is not needed here
+    # right-sizing's verdict on busy (peak 5Gi x 1.04 -> 6Gi): 4Gi saved, listed though not needed here
     assert suggestions["rightsizing"] == [
         {"model": "InferenceModel default/busy", "from": "10Gi", "to": "6Gi", "saves_bytes": 4 * GI}
     ]

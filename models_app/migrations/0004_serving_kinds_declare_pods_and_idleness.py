@@ -28,7 +28,7 @@ def reproject(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('models_app', '0002_projected_columns_hold_what_the_crd_allows'),
+        ('models_app', '0003_list_search_and_filter_indexes'),
     ]
 
     operations = [

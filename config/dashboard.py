@@ -13,7 +13,6 @@ from urllib.parse import urlencode
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.db.models import Count
 from django.urls import reverse
-from django.utils.safestring import mark_safe
 from django.views.generic import TemplateView
 
 from accounts.access import VIEW, restrict, visible_cluster_ids, visible_clusters
@@ -76,8 +75,7 @@ class HomeView(LoginRequiredMixin, TemplateView):
         # Totals only (no holder is shown here): SQL aggregates, not the planner's holdings loader.
         # A pool is shared by its cluster's teams, so its totals stay whole for each of them.
         accounts = pool_usage(visible_cluster_ids(user))
-        # pygal escapes every label it draws; the SVG is ours, not user HTML.
-        context["pool_chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""
+        context["pool_chart"] = pool_usage_chart(accounts) if accounts else ""
         context["accounts"] = accounts
         # The top savings in SQL: the report's own rows (one definition of a saving), biggest first.
         largest = build_report(restrict(Observation.objects.all(), user), ordering="-freed_bytes")

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 import pygal
 from django.utils import timezone
 from django.utils.safestring import mark_safe
-from pygal.style import CleanStyle
 
+from config.charts import chart, render
 from models_app.models import ServingModel
 from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError
 
@@ -69,16 +69,15 @@ def _chart(title: str, series: dict[str, list[tuple[float, float]]], start: date
     while moment <= end:
         stamps.append(moment.timestamp())
         moment += STEP
-    chart = pygal.Line(title=title, style=CleanStyle, js=[], height=260, width=800, explicit_size=False,
-                       dots_size=1.5, x_label_rotation=0, show_minor_x_labels=False)
-    chart.x_labels = [timezone.localtime(datetime.fromtimestamp(at, tz=start.tzinfo)).strftime("%H:%M")
+    graph = chart(pygal.Line, title=title, height=260, dots_size=1.5, x_label_rotation=0, show_minor_x_labels=False)
+    graph.x_labels = [timezone.localtime(datetime.fromtimestamp(at, tz=start.tzinfo)).strftime("%H:%M")
                       for at in stamps]
-    chart.x_labels_major = chart.x_labels[::16]
+    graph.x_labels_major = graph.x_labels[::16]
     for legend, points in series.items():
         by_time = {round(at): value for at, value in points}
-        chart.add(legend, [None if by_time.get(round(at)) is None else round(by_time[round(at)], 1)
+        graph.add(legend, [None if by_time.get(round(at)) is None else round(by_time[round(at)], 1)
                            for at in stamps])
-    return chart.render(is_unicode=True, disable_xml_declaration=True)
+    return render(graph)
 
 
 def traffic(model: ServingModel, now: datetime | None = None) -> Traffic:

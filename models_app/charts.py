@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pygal
-from pygal.style import CleanStyle
 
+from config.charts import chart, render
 from models_app.models import InferenceModel
 from scheduler.rightsizing.charts import model_chart
 from scheduler.rightsizing.models import Observation
@@ -19,10 +19,7 @@ def memory_chart(model: InferenceModel) -> str:
         return model_chart(f"{model.namespace}/{model.name}: memory (GiB)", history)
     if model.memory_bytes is None or model.observed_peak_bytes is None:
         return ""
-    chart = pygal.HorizontalBar(
-        title="Memory (GiB): declared vs observed peak", style=CleanStyle, js=[], height=200, width=800,
-        explicit_size=False,
-    )  # fmt: skip
-    chart.add("Declared", [round(model.memory_bytes / GI, 1)])
-    chart.add("Observed peak", [round(model.observed_peak_bytes / GI, 1)])
-    return chart.render(is_unicode=True, disable_xml_declaration=True)
+    graph = chart(pygal.HorizontalBar, title="Memory (GiB): declared vs observed peak", height=200)
+    graph.add("Declared", [round(model.memory_bytes / GI, 1)])
+    graph.add("Observed peak", [round(model.observed_peak_bytes / GI, 1)])
+    return render(graph)

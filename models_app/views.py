@@ -14,7 +14,6 @@ from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.safestring import mark_safe
 
 from accounts.access import VIEW, restrict
 from clusters.forms import crd_enum
@@ -118,8 +117,7 @@ def model_page(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
         run_config=configs_using(obj, request.user).order_by("namespace", "name").first(),
         can_run=request.user.has_perm("runs_app.add_inferencerun"),
         wake_url=wake_url(obj),
-        # pygal escapes every label it draws; the SVG is ours, not user HTML.
-        chart=mark_safe(memory_chart(obj)) if isinstance(obj, InferenceModel) else "",
+        chart=memory_chart(obj) if isinstance(obj, InferenceModel) else "",
         traffic=traffic(obj) if isinstance(obj, ServingModel) else None,
         recommendation=(obj.status or {}).get("recommendation", ""),
         can_apply=isinstance(obj, InferenceModel)

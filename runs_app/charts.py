@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from pygal.style import Style
 
+from config.charts import chart, render
 from runs_app.models import InferenceRun
 
 SERIES = ("Succeeded", "Failed", "Running")
@@ -53,12 +54,12 @@ def duration_chart(runs: Iterable[InferenceRun], title: str = "Run durations") -
         return ""
     longest = max(bar.seconds for bar in bars)
     divisor, unit = next((size, name) for floor, size, name in UNITS if longest >= floor)
-    chart = pygal.Bar(
-        title=f"{title} ({unit})", style=STYLE, js=[], height=320, width=800, explicit_size=False,
-        x_label_rotation=30, legend_at_bottom=True, y_title=unit, truncate_label=24,
+    graph = chart(
+        pygal.Bar, title=f"{title} ({unit})", style=STYLE, height=320, x_label_rotation=30, legend_at_bottom=True,
+        y_title=unit, truncate_label=24,
     )  # fmt: skip
-    chart.x_labels = [bar.name for bar in bars]
+    graph.x_labels = [bar.name for bar in bars]
     for phase in SERIES:
         label = "Running (so far)" if phase == "Running" else phase
-        chart.add(label, [round(bar.seconds / divisor, 2) if bar.phase == phase else None for bar in bars])
-    return chart.render(is_unicode=True, disable_xml_declaration=True)
+        graph.add(label, [round(bar.seconds / divisor, 2) if bar.phase == phase else None for bar in bars])
+    return render(graph)

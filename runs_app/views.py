@@ -11,7 +11,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
 from accounts.access import CHANGE, VIEW, restrict
@@ -36,8 +35,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     runs = restrict(InferenceRun.objects.select_related("cluster"), request.user, VIEW).order_by("-created_at")
     return list_page(
         request, InferenceRunFilterSet, runs, "runs_app/run_list.html",
-        # pygal escapes every label it draws; the SVG is ours, not user HTML.
-        lambda page: {"duration_chart": mark_safe(duration_chart(page.object_list, "Durations of the runs listed"))},
+        lambda page: {"duration_chart": duration_chart(page.object_list, "Durations of the runs listed")},
     )  # fmt: skip
 
 
@@ -131,9 +129,8 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
     siblings = InferenceRun.objects.filter(
         cluster=run.cluster, config_namespace=run.config_namespace, config_name=run.config_name
     ).order_by("-created_at")
-    # pygal escapes every label it draws; the SVG is ours, not user HTML.
-    context["duration_chart"] = mark_safe(
-        duration_chart(restrict(siblings, request.user, VIEW)[:CHART_RUNS], f"Runs of {run.config_name}")
+    context["duration_chart"] = duration_chart(
+        restrict(siblings, request.user, VIEW)[:CHART_RUNS], f"Runs of {run.config_name}"
     )
     return render(request, "runs_app/run.html", context)
 

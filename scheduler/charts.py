@@ -7,6 +7,7 @@ from typing import Any
 import pygal
 from pygal.style import LightSolarizedStyle, Style
 
+from config.charts import chart, render
 from scheduler.accounting import PoolAccount
 
 GI = 1024**3
@@ -14,20 +15,20 @@ GI = 1024**3
 
 def pool_usage_chart(accounts: list[PoolAccount]) -> str:
     """Budget, allocated (running + reserved) and observed peak per pool, in Gi, as inline SVG."""
-    chart = pygal.Bar(
+    graph = chart(
+        pygal.Bar,
         height=320,
         style=LightSolarizedStyle,
         x_label_rotation=20,
         legend_at_bottom=True,
-        disable_xml_declaration=True,
         y_title="GiB",
         title="Pool memory: budget vs allocated vs observed",
     )
-    chart.x_labels = [f"{a.cluster_name}/{a.pool}" for a in accounts]
-    chart.add("budget", [round((a.budget_bytes or 0) / GI, 1) for a in accounts])
-    chart.add("allocated", [round(a.committed_bytes / GI, 1) for a in accounts])
-    chart.add("observed", [round(a.observed_bytes / GI, 1) for a in accounts])
-    return chart.render(is_unicode=True)
+    graph.x_labels = [f"{a.cluster_name}/{a.pool}" for a in accounts]
+    graph.add("budget", [round((a.budget_bytes or 0) / GI, 1) for a in accounts])
+    graph.add("allocated", [round(a.committed_bytes / GI, 1) for a in accounts])
+    graph.add("observed", [round(a.observed_bytes / GI, 1) for a in accounts])
+    return render(graph)
 
 
 PLACEMENT_STYLE = Style(
@@ -55,19 +56,19 @@ def placement_chart(plan: dict[str, Any]) -> str:
             if node.get("gpus") and node.get("gpu_memory_bytes"):
                 rows.append((f"{pool['name']}/{node['name']} GPUs", node, "gpu"))
     rows = rows[:PLACEMENT_NODES]
-    chart = pygal.HorizontalStackedBar(
-        height=max(200, 26 * len(rows) + 120), style=PLACEMENT_STYLE, legend_at_bottom=True,
-        disable_xml_declaration=True, x_title="% of the node's capacity", range=(0, 100),
+    graph = chart(
+        pygal.HorizontalStackedBar, height=max(200, 26 * len(rows) + 120), style=PLACEMENT_STYLE,
+        legend_at_bottom=True, x_title="% of the node's capacity", range=(0, 100),
         title="Placement: memory and GPU memory of each node, by model",
     )  # fmt: skip
-    chart.x_labels = [label for label, _, _ in rows]
+    graph.x_labels = [label for label, _, _ in rows]
     series: dict[str, list[dict[str, Any]]] = {"running": [], "proposed": [], "free": []}
     for _, node, dimension in rows:
         for name, value in zip(series, _shares(node, dimension, proposed), strict=True):
             series[name].append(value)
     for name, values in series.items():
-        chart.add(name, values)
-    return chart.render(is_unicode=True)
+        graph.add(name, values)
+    return render(graph)
 
 
 def _touches(pool: dict[str, Any], proposed: set[str]) -> bool:

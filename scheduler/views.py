@@ -6,7 +6,6 @@ from functools import partial
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.utils.safestring import mark_safe
 from django.views.generic import FormView
 
 from accounts.access import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
@@ -46,8 +45,7 @@ class PlanningView(LoginRequiredMixin, FormView):
             visible_cluster_ids(user),
         )
         context["accounts"] = accounts
-        # pygal escapes every label it draws; the SVG is ours, not user HTML.
-        context["chart"] = mark_safe(pool_usage_chart(accounts)) if accounts else ""
+        context["chart"] = pool_usage_chart(accounts) if accounts else ""
         return context
 
     def form_valid(self, form: PlanForm) -> Any:
@@ -61,6 +59,5 @@ class PlanningView(LoginRequiredMixin, FormView):
         result = plan(data["cluster"], data["proposals"], data["include_running"], repack=data["repack"])
         proposed = {proposal.label for proposal in data["proposals"]}
         shown = redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)
-        # pygal escapes every label it draws (model names included); the SVG is ours.
-        chart = mark_safe(placement_chart(shown))
+        chart = placement_chart(shown)
         return self.render_to_response(self.get_context_data(form=form, plan=shown, placement_chart=chart))

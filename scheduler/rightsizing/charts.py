@@ -7,45 +7,37 @@ peak must look like 94%, not like the peak at the bottom of an axis that starts 
 from __future__ import annotations
 
 import pygal
-from pygal.style import CleanStyle
 
+from config.charts import chart, render
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.report import PoolTotal
 
 GI = 1024**3
 
 
-def _config() -> dict:
-    # js=[]: pygal links its tooltip script from a CDN by default; the portal serves nothing external.
-    return {"style": CleanStyle, "js": [], "height": 320, "width": 800, "explicit_size": False}
-
-
-def _render(chart: pygal.graph.graph.Graph) -> str:
-    return chart.render(is_unicode=True, disable_xml_declaration=True)
-
-
 def pool_chart(totals: list[PoolTotal]) -> str:
     """Per pool: declared vs recommended memory (GiB), with what right-sizing would free."""
-    chart = pygal.Bar(title="Memory per node pool (GiB)", x_label_rotation=20, **_config())
-    chart.x_labels = [total.node_pool for total in totals]
-    chart.add("Declared", [round(total.declared_bytes / GI, 1) for total in totals])
-    chart.add("Recommended", [round(total.recommended_bytes / GI, 1) for total in totals])
-    chart.add("Freed", [round(total.freed_bytes / GI, 1) for total in totals])
-    return _render(chart)
+    graph = chart(pygal.Bar, title="Memory per node pool (GiB)", x_label_rotation=20, height=320)
+    graph.x_labels = [total.node_pool for total in totals]
+    graph.add("Declared", [round(total.declared_bytes / GI, 1) for total in totals])
+    graph.add("Recommended", [round(total.recommended_bytes / GI, 1) for total in totals])
+    graph.add("Freed", [round(total.freed_bytes / GI, 1) for total in totals])
+    return render(graph)
 
 
 def _time_series(title: str, series: dict[str, list[tuple[object, float]]]) -> str:
-    chart = pygal.DateTimeLine(
+    graph = chart(
+        pygal.DateTimeLine,
         title=title,
+        height=320,
         x_value_formatter=lambda value: value.strftime("%m-%d %H:%M"),
         x_label_rotation=20,
         include_x_axis=True,  # the value axis starts at zero
         dots_size=2,
-        **_config(),
     )
     for name, points in series.items():
-        chart.add(name, points)
-    return _render(chart)
+        graph.add(name, points)
+    return render(graph)
 
 
 def model_chart(title: str, history: list[Observation]) -> str:

@@ -300,6 +300,12 @@ def test_no_write_path_answers_5xx_or_stores_what_validation_refuses(make_user) 
         if code.status_code >= 500:
             server_errors.append(f"apply-raw {content_type} {body[:300]!r}")
 
+    # every path stores a valid manifest (so a path that refused everything would fail here); the
+    # fuzzed inputs below are mostly invalid, and which paths they happen to reach shifts with the data
+    for path_name in PATHS:
+        manifest = copy.deepcopy(SAMPLES[SAMPLE_FILES["InferenceModel"]])
+        manifest["metadata"]["name"] = f"valid-{path_name}"
+        codes[path_name, paths.send(path_name, "InferenceModel", manifest, {"metadata": {"labels": {"a": "b"}}})] += 1
     manifests()
     raw_bodies()
     refused = stored_invalid()

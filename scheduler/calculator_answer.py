@@ -8,7 +8,7 @@ from typing import Any
 
 from scheduler.calculator import Estimate, GPUSplit, estimate
 from scheduler.calculator_fit import PoolFit, TypeFit, fit_in_pools, fit_per_gpu_type, pool_gpu_capacity
-from scheduler.calculator_links import create_links
+from scheduler.calculator_links import create_links, what_if_link
 from scheduler.presets import Preset
 
 
@@ -22,6 +22,7 @@ class Row:
     links: dict[str, str] = field(default_factory=dict)
     gpus_free: int | None = None  # pools only
     holds_now: bool | None = None  # pools only
+    what_if: str = ""  # pools only: the planning page with this result proposed there
 
 
 @dataclass
@@ -49,7 +50,11 @@ def _pool_row(result: Estimate, preset: Preset | None, fit: PoolFit) -> Row:
     pool = fit.pool
     links = _links(result, preset, fit.split, node_pool=pool.pool)
     label = f"{pool.cluster}/{pool.pool}"
-    return Row(label, pool.gpu_memory_bytes, fit.split, links, gpus_free=pool.gpus_free, holds_now=fit.holds_now)
+    what_if = what_if_link(result, preset, fit.split, pool.pool, pool.cluster) if fit.split else ""
+    return Row(
+        label, pool.gpu_memory_bytes, fit.split, links, gpus_free=pool.gpus_free, holds_now=fit.holds_now,
+        what_if=what_if,
+    )
 
 
 def answer(estimate_kwargs: dict[str, Any], preset: Preset | None, cluster_ids: set[int] | None) -> Answer:
@@ -77,7 +82,8 @@ def answer_to_dict(result: Answer) -> dict[str, Any]:
             "tensor_parallel": split.tensor_parallel if split else None,
             "pipeline_parallel": split.pipeline_parallel if split else None,
             "per_gpu_bytes": split.per_gpu_bytes if split else None,
-            **({"gpus_free": item.gpus_free, "holds_now": item.holds_now} if item.holds_now is not None else {}),
+            **({"gpus_free": item.gpus_free, "holds_now": item.holds_now, "what_if": item.what_if}
+               if item.holds_now is not None else {}),
             "create_links": item.links,
         }
 

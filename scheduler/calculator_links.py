@@ -14,7 +14,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from clusters.forms import to_yaml
-from scheduler.calculator import Estimate
+from scheduler.calculator import Estimate, GPUSplit
 from scheduler.presets import Preset
 
 # The engine image the ModelService sample uses; the model's own OCI image (spec.model.image) is
@@ -81,3 +81,17 @@ def create_links(
         "KubeAI Model": _url("kubeai-models", kubeai),
         "ModelService": _url("modelservices", model_service),
     }
+
+
+def what_if_link(result: Estimate, preset: Preset | None, split: GPUSplit, pool: str, cluster: str) -> str:
+    """The planning page with this result as an ``estimate`` entry on ``pool`` of ``cluster``: does it
+    fit beside what runs there now, and what would make room."""
+    params = {
+        "cluster": cluster,
+        "estimate_name": object_name(preset) or "estimated-model",
+        "estimate_pool": pool,
+        "estimate_memory": result.suggested_memory,
+        "estimate_gpus": split.gpus,
+        "estimate_gpu_memory": f"{-(-split.per_gpu_bytes * split.gpus // 2**20)}Mi",
+    }
+    return f"{reverse('planning')}?{urlencode(params)}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import yaml
 
 from clusters.models import Cluster
 from models_app.models import InferenceModel, KubeAIModel, ModelService
@@ -119,6 +120,24 @@ def test_pools_that_hold_it_now_count_the_gpus_every_kind_already_holds(api_as):
     assert (pools["gpu/a100"]["gpus_free"], pools["gpu/a100"]["holds_now"]) == (4, True)
     link = pools["gpu/a100"]["create_links"]["InferenceModel"]
     assert "inference-pool: a100" in parse_qs(urlsplit(link).query)["more_spec"][0]
+
+
+def test_what_if_from_a_result_plans_it_on_the_pool(api_as, client, make_user):
+    """Issue 15: what-if takes a calculator result: one click to the planning page with it proposed."""
+    cluster = Cluster.objects.create(name="gpu", auth_method=Cluster.AuthMethod.SNAPSHOT)
+    _pool(cluster, "a100", gpus_per_node=8, nodes=1, gpu_memory=80 * GI)
+    body = api_as().post("/api/planning/calculator/", {"preset": "llama-3.1-70b-instruct", "context_length": 8192},
+                         format="json").json()  # fmt: skip
+    link = body["pools"][0]["what_if"]
+    client.force_login(make_user("planner", staff=True))
+    page = client.get(link)
+    proposed = yaml.safe_load(page.context["form"].initial["models"])
+    estimate = proposed[0]["estimate"]
+    assert (estimate["pool"], estimate["memory"], estimate["gpus"]) == ("a100", "135Gi", 2)
+    planned = client.post("/planning/", {"cluster": "gpu", "models": page.context["form"].initial["models"]})
+    assert planned.status_code == 200 and not planned.context["form"].errors
+    plan = planned.context["plan"]
+    assert plan["models"][0]["origin"] == "estimate" and plan["fits"] is True
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ module reads narrow columns only: no spec, status or annotations are decoded her
 from __future__ import annotations
 
 import gc
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
@@ -187,9 +189,10 @@ def biggest_per_pool(rows: QuerySet, running: Q, count: int) -> Iterable[dict[st
         for cluster_id, pool in pairs
         for state in (running, ~running)
     ]
-    if not parts:
-        return []
-    return parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    if len(parts) <= 1 or not connection.features.supports_slicing_ordering_in_compound:
+        # SQLite (the embedded default) allows no LIMIT inside a UNION: one query per pool and state
+        return itertools.chain.from_iterable(parts)
+    return parts[0].union(*parts[1:], all=True)
 
 
 def recommended_in_status(recommendation: str | None) -> int | None:

@@ -86,19 +86,25 @@ class AdmissionDecision:
 
 
 def _gpu_decision(pool: NodePool | None, demands: list[Demand], others: list[Holding]) -> AdmissionDecision | None:
-    """A refusal when the pool's GPUs (known from its Nodes) cannot hold the demands' GPUs, else None."""
+    """A refusal when the pool's GPUs (known from its Nodes) cannot hold the demands' GPUs, else None.
+
+    Held are the GPUs of running models and those promised to models admitted but not running yet
+    (their reservations), as memory is counted: under the pool's lock, so of two GPU models
+    racing for the last GPUs only one is admitted."""
     wanted = sum(demand.gpus for demand in demands)
     if pool is None or not pool.gpu_count or not wanted:
         return None
     held = sum(holder.gpu_count for holder in others)
-    free = pool.gpu_count - held
+    ignore = {demand.key for demand in demands} | {holder.key for holder in others}
+    reserved = sum(gpus for key, gpus in _reserved_gpus(pool).items() if key not in ignore)
+    free = pool.gpu_count - held - reserved
     if wanted <= free:
         return None
     names = ", ".join(demand.label for demand in demands)
     return AdmissionDecision(
         False, pool.name, 0, None, pool.effective_budget_bytes, others, [],
         f"insufficient GPUs in pool {pool.name} for {names}: requested {wanted}, free {max(free, 0)} of "
-        f"{pool.gpu_count} ({held} held by running models)",
+        f"{pool.gpu_count} ({held} held by running models, {reserved} reserved by models starting)",
         INSUFFICIENT_MEMORY,
     )  # fmt: skip
 
@@ -261,6 +267,15 @@ def _reservations(pool: NodePool) -> dict[ModelKey, int]:
     }
 
 
+def _reserved_gpus(pool: NodePool) -> dict[ModelKey, int]:
+    return {
+        (kind, pool.cluster_id, namespace, name): gpus
+        for kind, namespace, name, gpus in pool.reservations.filter(gpus__gt=0).values_list(
+            "kind", "namespace", "name", "gpus"
+        )
+    }
+
+
 def _reserve(pool: NodePool | None, demand: Demand) -> None:
     """Hold ``demand``'s memory in its pool and drop any reservation it had in another pool."""
     MemoryReservation.objects.filter(
@@ -272,5 +287,5 @@ def _reserve(pool: NodePool | None, demand: Demand) -> None:
             kind=demand.kind,
             namespace=demand.namespace,
             name=demand.name,
-            defaults={"memory_bytes": demand.memory_bytes},
+            defaults={"memory_bytes": demand.memory_bytes, "gpus": demand.gpus},
         )

@@ -97,6 +97,8 @@ class MemoryReservation(models.Model):
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
     memory_bytes = models.BigIntegerField()
+    # GPUs promised with the memory: two GPU models starting together must not both take the last ones
+    gpus = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -9,7 +9,7 @@ import pytest
 
 from clusters.models import SyncState
 from models_app.models import KubeAIModel, ModelService
-from scheduler.admission import Demand, admit
+from scheduler.admission import Demand, admit, release
 from scheduler.holdings import load_holdings
 from scheduler.models import Node, NodePool
 from scheduler.nodes import node_capacity
@@ -126,8 +126,24 @@ def test_model_service_pods_and_gpus_per_role_and_admission_counts_them(cluster)
     assert not gpus.fits
     assert gpus.message == (
         "insufficient GPUs in pool gpu for InferenceModel default/im: requested 5, free 4 of 16 "
-        "(12 held by running models)"
+        "(12 held by running models, 0 reserved by models starting)"
     )
+
+
+def test_gpus_promised_to_a_starting_model_are_not_promised_twice(cluster):
+    make_pool(cluster, "gpu", nodes=["256Gi"], gpus=4)
+    first = admit(Demand(cluster.pk, "gpu", "InferenceModel", "default", "first", 16 * GI, gpus=3), now=NOW)
+    assert first.fits  # admitted: it holds a reservation, its pods are not running yet
+    again = admit(Demand(cluster.pk, "gpu", "InferenceModel", "default", "first", 16 * GI, gpus=3), now=NOW)
+    assert again.fits  # its own reservation never counts against itself
+    second = admit(Demand(cluster.pk, "gpu", "InferenceModel", "default", "second", 16 * GI, gpus=2), now=NOW)
+    assert not second.fits
+    assert second.message == (
+        "insufficient GPUs in pool gpu for InferenceModel default/second: requested 2, free 1 of 4 "
+        "(0 held by running models, 3 reserved by models starting)"
+    )
+    release(cluster.pk, "InferenceModel", "default", "first")
+    assert admit(Demand(cluster.pk, "gpu", "InferenceModel", "default", "second", 16 * GI, gpus=2), now=NOW).fits
 
 
 def test_a_never_requested_model_is_idle_after_its_cooldown_from_creation(cluster, gpu_pool):

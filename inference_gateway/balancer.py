@@ -2,7 +2,9 @@
 
 Each replica counts the requests it is serving now; a request goes to the replica with the
 fewest (ties: the one picked least recently), which follows uneven answer times (long generations)
-better than round robin. A replica whose connection fails is skipped for ``eject_seconds``; when
+better than round robin. A replica whose connection fails, or that answers ``eject_after`` server
+errors (5xx) in a row (an engine out of memory or wedged, as Envoy's outlier detection counts
+consecutive 5xx), is skipped for ``eject_seconds``; when
 every replica is skipped the least recently failed one is tried anyway, so a model whose only
 replica blipped is not refused for the whole period. The replica list of a route is rediscovered
 every ``ttl`` seconds in the background (``inference_gateway.endpoints``); counts and failures of
@@ -30,6 +32,7 @@ class Replica:
     outstanding: int = 0
     failed_until: float = 0.0
     last_pick: int = field(default=0)
+    server_errors: int = 0  # 5xx answers in a row
 
 
 @dataclass
@@ -44,8 +47,14 @@ class NoReplica(Exception):
 
 
 class Balancer:
-    def __init__(self, ttl: float, eject_seconds: float, discoverer: Callable[[Route], list[str]] = discover) -> None:
-        self.ttl, self.eject_seconds, self.discoverer = ttl, eject_seconds, discoverer
+    def __init__(
+        self,
+        ttl: float,
+        eject_seconds: float,
+        discoverer: Callable[[Route], list[str]] = discover,
+        eject_after: int = 3,
+    ) -> None:
+        self.ttl, self.eject_seconds, self.discoverer, self.eject_after = ttl, eject_seconds, discoverer, eject_after
         self.pools: dict[tuple, Pool] = {}
 
     async def _discover(self, route: Route) -> list[str]:
@@ -88,6 +97,13 @@ class Balancer:
     def failed(self, replica: Replica) -> None:
         replica.failed_until = time.monotonic() + self.eject_seconds
 
-    @staticmethod
-    def succeeded(replica: Replica) -> None:
-        replica.failed_until = 0.0
+    def answered(self, replica: Replica, status: int) -> None:
+        """An answer came back: a healthy one clears the replica's record, the ``eject_after``-th
+        server error in a row skips it like a failed connection."""
+        if status < 500:
+            replica.failed_until, replica.server_errors = 0.0, 0
+            return
+        replica.server_errors += 1
+        if replica.server_errors >= self.eject_after:
+            replica.server_errors = 0
+            self.failed(replica)

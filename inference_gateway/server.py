@@ -180,7 +180,7 @@ class Gateway:
                 metrics.UPSTREAM_ERRORS.labels(route.model).inc()
                 reason = f"{replica.url}: {type(error).__name__}: {error}"
                 continue
-            self.balancer.succeeded(replica)
+            self.balancer.answered(replica, upstream.status)
             try:
                 response = await self._relay(request, upstream, route, started)
             except BaseException:

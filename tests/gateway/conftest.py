@@ -57,15 +57,16 @@ def wait_until_serving(url: str, what: str, timeout: float = 15.0) -> None:
 
 @pytest.fixture
 def start_backend():
-    """``start_backend(name, host="127.0.0.1", port=None, chunk_delay=0.0)`` -> a running Backend process."""
+    """``start_backend(name, host="127.0.0.1", port=None, chunk_delay=0.0, fail=0)`` -> a running Backend
+    process (``fail``: every generation answers that HTTP status)."""
     started: list[Backend] = []
 
     def start(name: str = "backend", host: str = "127.0.0.1", port: int | None = None,
-              chunk_delay: float = 0.0) -> Backend:
+              chunk_delay: float = 0.0, fail: int = 0) -> Backend:
         port = port or free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.openai_backend", "--host", host, "--port", str(port),
-             "--name", name, "--chunk-delay", str(chunk_delay)],
+             "--name", name, "--chunk-delay", str(chunk_delay), "--fail", str(fail)],
             cwd=settings.BASE_DIR,
         )
         backend = Backend(name, host, port, process)

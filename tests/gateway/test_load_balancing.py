@@ -109,3 +109,24 @@ def test_a_failing_replica_is_skipped_and_its_requests_go_elsewhere(mirrored, ga
     assert a.stats()["/v1/chat/completions"] == 6
     # b was tried once, then skipped: without the passive check every other pick would try it
     assert sample_value(metrics_text(gateway), "gateway_upstream_errors_total", model="llama-2-7b") == 1
+
+
+def test_a_replica_answering_server_errors_is_skipped_after_three_in_a_row(mirrored, gateway, start_backend) -> None:
+    kube, key = mirrored
+    host = host_address()
+    a = start_backend("a", host=host)
+    b = start_backend("b", host=host, fail=503)
+    publish_replicas(kube, "llama", [a, b])
+    serve_through_service(kube, "llama")
+    client = gateway.client(key).with_options(max_retries=0)
+
+    answers = []
+    for _ in range(12):
+        try:
+            answers.append(chat(client).system_fingerprint)
+        except openai.InternalServerError as error:
+            assert error.status_code == 503  # the replica's own answer, passed through
+            answers.append("503")
+
+    assert answers.count("503") == 3 and answers[-6:] == ["a"] * 6
+    assert b.stats()["/v1/chat/completions"] == 3  # skipped after its third server error in a row

@@ -24,6 +24,7 @@ STATS = web.AppKey("stats", dict)
 NAME = web.AppKey("name", str)
 DELAY = web.AppKey("delay", float)
 THINK = web.AppKey("think", float)
+FAIL = web.AppKey("fail", int)
 
 
 def _words(body: dict[str, Any]) -> list[str]:
@@ -47,6 +48,9 @@ async def generate(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     stats, name = request.app[STATS], request.app[NAME]
     stats[request.path] = stats.get(request.path, 0) + 1
+    if request.app[FAIL]:  # a broken or overloaded engine: it answers, with an error
+        error = {"message": f"{name} is failing", "type": "server_error", "code": None, "param": None}
+        return web.json_response({"error": error}, status=request.app[FAIL], headers={"X-Backend": name})
     words = _words(body)
     if request.app[THINK]:
         await asyncio.sleep(request.app[THINK])
@@ -117,9 +121,9 @@ async def stats_view(request: web.Request) -> web.Response:
     return web.json_response(request.app[STATS])
 
 
-def make_app(name: str, chunk_delay: float, think: float = 0.0) -> web.Application:
+def make_app(name: str, chunk_delay: float, think: float = 0.0, fail: int = 0) -> web.Application:
     app = web.Application()
-    app[STATS], app[NAME], app[DELAY], app[THINK] = {}, name, chunk_delay, think
+    app[STATS], app[NAME], app[DELAY], app[THINK], app[FAIL] = {}, name, chunk_delay, think, fail
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", generate)
     app.router.add_post("/v1/completions", generate)
@@ -135,9 +139,10 @@ def main() -> None:
     parser.add_argument("--name", default="backend")
     parser.add_argument("--chunk-delay", type=float, default=0.0)
     parser.add_argument("--think", type=float, default=0.0, help="seconds before the first token (a model's prefill)")
+    parser.add_argument("--fail", type=int, default=0, help="answer every generation with this HTTP status")
     args = parser.parse_args()
-    web.run_app(make_app(args.name, args.chunk_delay, args.think), host=args.host, port=args.port, print=None,
-                access_log=None)
+    app = make_app(args.name, args.chunk_delay, args.think, args.fail)
+    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
 
 
 if __name__ == "__main__":

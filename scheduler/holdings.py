@@ -16,14 +16,17 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from itertools import chain
 from typing import Any
 
+from django.db import connections
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Length
 
 from clusters.kinds import all_models
 from clusters.models import Cluster, KubeObject, SyncState
+from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from clusters.quantities import quantity_to_int
 from scheduler.consumption import PodShape, shapes_from_text
 from scheduler.idle import idle_since
@@ -178,18 +181,35 @@ def collector_paused() -> Iterator[None]:
 
 def biggest_per_pool(rows: QuerySet, running: Q, count: int) -> Iterable[dict[str, Any]]:
     """The ``count`` biggest running and stopped rows of each pool, as one UNION ALL of per-pool
-    ``ORDER BY memory_bytes DESC LIMIT count`` queries: each walks the memory index backwards and
-    stops early, where ranking every row with a window function sorted all 100,000 of them."""
+    ``ORDER BY memory_bytes DESC LIMIT count`` queries: each walks the pool's (cluster, pool,
+    memory) index backwards and stops early, where ranking every row with a window function
+    sorted all 100,000 of them."""
     pairs = rows.order_by().values_list("cluster_id", "node_pool").distinct()
     ordered = rows.order_by("-memory_bytes", "namespace", "name")
     parts = [
-        ordered.filter(state, cluster_id=cluster_id, node_pool=pool)[:count]
+        in_pool(ordered, cluster_id, pool).filter(state)[:count]
         for cluster_id, pool in pairs
         for state in (running, ~running)
     ]
-    if not parts:
-        return []
-    return parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    if len(parts) < 2:
+        return parts[0] if parts else []
+    if not connections[rows.db].features.supports_slicing_ordering_in_compound:
+        return chain.from_iterable(parts)  # SQLite (``make run``): a LIMIT per part cannot be UNIONed
+    return parts[0].union(*parts[1:], all=True)
+
+
+def in_pool(rows: QuerySet, cluster_id: int, pool: str) -> QuerySet:
+    """``rows`` of one pool, spelled so PostgreSQL can use the (cluster, pool, memory) index.
+
+    That B-tree is partial (``node_pool`` may be longer than a B-tree entry allows; see
+    :func:`clusters.postgres_only.pool_memory_index`) and PostgreSQL uses a partial index only when
+    the query repeats its predicate: for a pool name within the bound, saying so changes no
+    result. A longer name is found through the column's hash index instead.
+    """
+    rows = rows.filter(cluster_id=cluster_id, node_pool=pool)
+    if len(pool) <= LONGEST_INDEXED_TEXT:
+        rows = rows.alias(pool_length=Length("node_pool")).filter(pool_length__lte=LONGEST_INDEXED_TEXT)
+    return rows
 
 
 def recommended_in_status(recommendation: str | None) -> int | None:

@@ -131,6 +131,7 @@ def load_holdings(
     running_only: bool = False,
     restrict: Restrict | None = None,
     per_pool: int | None = None,
+    pools_of_kind: dict[str, set[tuple[int, str]]] | None = None,
 ) -> list[Holding]:
     """Serving models with declared memory, optionally of one cluster, some pools, visible rows only.
 
@@ -139,7 +140,9 @@ def load_holdings(
     ModelService: every role's replicas), so a running model holds exactly that. Visibility and
     "running" are filtered in SQL, and only the columns a Holding needs are read. ``per_pool``
     keeps the biggest that many per pool and state (running, stopped), ranked in SQL, for pages
-    that list holders but must not read 100,000 rows to show ten.
+    that list holders but must not read 100,000 rows to show ten; ``pools_of_kind`` (kind ->
+    its (cluster id, pool) pairs among those rows), when the caller knows them, spares the scan
+    that would find them.
     """
     holdings: list[Holding] = []
     for model in serving_models():
@@ -153,7 +156,8 @@ def load_holdings(
         fields = [*_READ, *(["observed_peak_bytes"] if "observed_peak_bytes" in names else [])]
         found = rows.values(*fields, **extra)
         if per_pool is not None:
-            found = biggest_per_pool(found, running, per_pool)
+            pairs = pools_of_kind.get(model.kube.kind, set()) if pools_of_kind is not None else None
+            found = biggest_per_pool(found, running, per_pool, pairs)
         with collector_paused():
             for values in found:
                 holding = holding_from_values(model.kube.kind, values, values["cluster_id"] in portal_controlled)
@@ -179,12 +183,16 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def biggest_per_pool(rows: QuerySet, running: Q, count: int) -> Iterable[dict[str, Any]]:
+def biggest_per_pool(
+    rows: QuerySet, running: Q, count: int, pairs: Iterable[tuple[int, str]] | None = None
+) -> Iterable[dict[str, Any]]:
     """The ``count`` biggest running and stopped rows of each pool, as one UNION ALL of per-pool
     ``ORDER BY memory_bytes DESC LIMIT count`` queries: each walks the pool's (cluster, pool,
     memory) index backwards and stops early, where ranking every row with a window function
-    sorted all 100,000 of them."""
-    pairs = rows.order_by().values_list("cluster_id", "node_pool").distinct()
+    sorted all 100,000 of them. ``pairs`` are the (cluster id, pool) pairs of ``rows``, found
+    here (a scan of the table) unless given."""
+    if pairs is None:
+        pairs = rows.order_by().values_list("cluster_id", "node_pool").distinct()
     ordered = rows.order_by("-memory_bytes", "namespace", "name")
     parts = [
         in_pool(ordered, cluster_id, pool).filter(state)[:count]

@@ -121,3 +121,14 @@ def test_biggest_holders_per_pool_whatever_the_pool_name_length(cluster, gpu_poo
         assert [h.memory_bytes // GI for h in shown[pool].stopped] == [48, 12]
         assert shown[pool].holders == whole[pool].holders[:2]
         assert (shown[pool].holders_total, shown[pool].allocated_bytes) == (4, (8 + 40 + 16 + 24) * GI)
+
+
+def test_a_pool_of_stopped_models_only_lists_them_when_holders_are_capped(cluster, gpu_pool):
+    make_model(cluster, "running", "8Gi", replicas=1)
+    make_model(cluster, "parked", "16Gi", pool="parking", replicas=0)
+
+    accounts = {a.pool: a for a in pool_accounts(cluster.pk, per_pool=5)}
+
+    assert [h.name for h in accounts["parking"].stopped] == ["parked"]
+    assert (accounts["parking"].allocated_bytes, accounts["parking"].holders) == (0, [])
+    assert [h.name for h in accounts["gpu"].holders] == ["running"]

@@ -9,6 +9,7 @@ may add or change; this says *where*.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -94,9 +95,14 @@ def namespace_predicate(user: Any, action: str = VIEW) -> Callable[[int, str], b
     if is_unrestricted(user):
         return lambda cluster_id, namespace: True
     scopes = grants_of(user, action)
-    return lambda cluster_id, namespace: any(
-        granted in (None, cluster_id) and scope_ns in (ALL_NAMESPACES, namespace) for granted, scope_ns in scopes
-    )
+
+    @cache  # a page asks about thousands of records in a few namespaces: each is answered once
+    def visible(cluster_id: int, namespace: str) -> bool:
+        return any(
+            granted in (None, cluster_id) and scope_ns in (ALL_NAMESPACES, namespace) for granted, scope_ns in scopes
+        )
+
+    return visible
 
 
 def unreadable_references(user: Any, cluster_id: int, model: Any, manifest: dict[str, Any]) -> dict[str, list[str]]:

@@ -69,3 +69,24 @@ def distinct_choice_indexes(table: str, column: str, longest: int = LONGEST_INDE
         ],
         reverse_sql=[f"DROP INDEX {long}", f"DROP INDEX {short}"],
     )
+
+
+def pool_memory_index(table: str, longest: int = LONGEST_INDEXED_TEXT) -> PostgreSQLOnly:
+    """A B-tree over (cluster_id, node_pool, memory_bytes): a pool's biggest models, read in order.
+
+    Planning lists the biggest holders of every pool (``scheduler.holdings.biggest_per_pool``):
+    with this index each pool's ``ORDER BY memory_bytes DESC LIMIT n`` stops after n rows instead
+    of filtering the whole table. Partial like :func:`distinct_choice_indexes` (a B-tree entry
+    cannot hold a longer pool name); queries repeat ``length(node_pool) <= longest`` to use it.
+    Statistics on that expression tell the planner that nearly every row passes it: without
+    them it guessed a third, and preferred scanning a whole pool of every cluster.
+    """
+    index, statistics = f"{table}_pool_memory", f"{table}_pool_length"
+    return PostgreSQLOnly(
+        sql=[
+            f"CREATE INDEX {index} ON {table} (cluster_id, node_pool, memory_bytes)"
+            f" WHERE length(node_pool) <= {longest}",
+            f"CREATE STATISTICS {statistics} ON (length(node_pool)) FROM {table}",
+        ],
+        reverse_sql=[f"DROP STATISTICS {statistics}", f"DROP INDEX {index}"],
+    )

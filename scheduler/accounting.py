@@ -117,8 +117,9 @@ def pool_accounts(
             accounts[pool_key] = PoolAccount(pool_key[0], names.get(pool_key[0], "?"), pool_key[1], None)
         return accounts[pool_key]
 
-    totals, figures = _pool_figures(cluster_id, restrict, recommender, visible)
-    for holding in load_holdings(cluster_id, restrict=restrict, per_pool=per_pool):
+    totals, figures, pools_of_kind = _pool_figures(cluster_id, restrict, recommender, visible)
+    known = pools_of_kind if restrict is None or visible is not None else None
+    for holding in load_holdings(cluster_id, restrict=restrict, per_pool=per_pool, pools_of_kind=known):
         account_entry = entry((holding.cluster_id, holding.pool))
         (account_entry.holders if holding.running else account_entry.stopped).append(holding)
     for pool_key, (_, gpus, count) in totals.items():
@@ -160,36 +161,49 @@ def _pool_figures(
     restrict: Restrict | None,
     recommender: Recommender | None,
     visible: Callable[[int, str], bool] | None,
-) -> tuple[dict[tuple[int, str], tuple[int, int, int]], dict[tuple[int, str], tuple[int, int, int]]]:
+) -> tuple[
+    dict[tuple[int, str], tuple[int, int, int]],
+    dict[tuple[int, str], tuple[int, int, int]],
+    dict[str, set[tuple[int, str]]],
+]:
     """Per pool: (memory, GPUs, models) of every running model, and (models, observed peaks,
-    right-sizing savings) of the visible ones.
+    right-sizing savings) of the visible ones; per kind, the pools its models (running or not)
+    that ``restrict`` leaves name (valid when ``visible`` is given with ``restrict``).
 
-    One scan per kind, grouped by pool and namespace, sums memory, GPUs and peaks. Savings come
-    from right-sizing's one definition only: rows whose status carries its recommendation (or every
-    row with a peak when a ``recommender`` is plugged in) are read as five narrow columns (visible
-    ones only) and priced in Python; a model right-sizing has not judged saves nothing.
+    One scan per kind, grouped by pool and namespace, sums memory, GPUs and peaks of the running
+    rows; stopped ones only name their pool, so listing holders needs no scan of its own. Savings
+    come from right-sizing's one definition only: rows whose status carries its recommendation (or
+    every row with a peak when a ``recommender`` is plugged in) are read as five narrow columns
+    (visible ones only) and priced in Python; a model right-sizing has not judged saves nothing.
     """
     totals: dict[tuple[int, str], list[int]] = {}
     mine: dict[tuple[int, str], list[int]] = {}
+    pools_of_kind: dict[str, set[tuple[int, str]]] = {}
     for model in serving_models():
-        rows = holding_rows(model, cluster_id, None, None).filter(
-            running_condition(portal_controlled_clusters(model.kube.kind))
-        )
+        every = holding_rows(model, cluster_id, None, None)
+        running = running_condition(portal_controlled_clusters(model.kube.kind))
+        rows = every.filter(running)
         has_peak = "observed_peak_bytes" in {f.name for f in model._meta.get_fields()}
         advised = Q(status__has_key="recommendation")
         sums = {
-            "memory": Sum("memory_bytes"), "gpus": Sum("gpu_count"), "count": Count("id"),
-            "advised": Count("id", filter=advised),
-            "peak": Sum("observed_peak_bytes") if has_peak else Value(0),
+            "memory": Sum("memory_bytes", filter=running), "gpus": Sum("gpu_count", filter=running),
+            "count": Count("id", filter=running), "advised": Count("id", filter=advised & running),
+            "peak": Sum("observed_peak_bytes", filter=running) if has_peak else Value(0),
         }  # fmt: skip
         priced_in_python = False
-        for row in rows.values("cluster_id", "node_pool", "namespace").order_by().annotate(**sums):
+        pools = pools_of_kind.setdefault(model.kube.kind, set())
+        for row in every.values("cluster_id", "node_pool", "namespace").order_by().annotate(**sums):
             pool_key = (row["cluster_id"], row["node_pool"])
+            in_scope = visible is None or visible(row["cluster_id"], row["namespace"])
+            if in_scope or restrict is None:
+                pools.add(pool_key)  # a pool of the rows ``restrict`` leaves
+            if not row["count"]:
+                continue  # stopped models only
             total = totals.setdefault(pool_key, [0, 0, 0])
             total[0] += row["memory"] or 0
             total[1] += row["gpus"] or 0
             total[2] += row["count"]
-            if visible is None or visible(row["cluster_id"], row["namespace"]):
+            if in_scope:
                 figures = mine.setdefault(pool_key, [0, 0, 0])
                 figures[0] += row["count"]
                 figures[1] += row["peak"] or 0
@@ -203,6 +217,7 @@ def _pool_figures(
     return (
         {key: (memory, gpus, count) for key, (memory, gpus, count) in totals.items()},
         {key: (count, peak, saved) for key, (count, peak, saved) in mine.items()},
+        pools_of_kind,
     )
 
 

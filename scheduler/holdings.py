@@ -11,21 +11,22 @@ module reads narrow columns only: no spec, status or annotations are decoded her
 from __future__ import annotations
 
 import gc
-import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from itertools import chain
 from typing import Any
 
-from django.db import connection
+from django.db import connections
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Length
 
 from clusters.kinds import all_models
 from clusters.models import Cluster, KubeObject, SyncState
+from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from clusters.quantities import quantity_to_int
 from scheduler.consumption import PodShape, shapes_from_text
 from scheduler.idle import idle_since
@@ -130,6 +131,7 @@ def load_holdings(
     running_only: bool = False,
     restrict: Restrict | None = None,
     per_pool: int | None = None,
+    pools_of_kind: dict[str, set[tuple[int, str]]] | None = None,
 ) -> list[Holding]:
     """Serving models with declared memory, optionally of one cluster, some pools, visible rows only.
 
@@ -138,7 +140,9 @@ def load_holdings(
     ModelService: every role's replicas), so a running model holds exactly that. Visibility and
     "running" are filtered in SQL, and only the columns a Holding needs are read. ``per_pool``
     keeps the biggest that many per pool and state (running, stopped), ranked in SQL, for pages
-    that list holders but must not read 100,000 rows to show ten.
+    that list holders but must not read 100,000 rows to show ten; ``pools_of_kind`` (kind ->
+    its (cluster id, pool) pairs among those rows), when the caller knows them, spares the scan
+    that would find them.
     """
     holdings: list[Holding] = []
     for model in serving_models():
@@ -152,7 +156,8 @@ def load_holdings(
         fields = [*_READ, *(["observed_peak_bytes"] if "observed_peak_bytes" in names else [])]
         found = rows.values(*fields, **extra)
         if per_pool is not None:
-            found = biggest_per_pool(found, running, per_pool)
+            pairs = pools_of_kind.get(model.kube.kind, set()) if pools_of_kind is not None else None
+            found = biggest_per_pool(found, running, per_pool, pairs)
         with collector_paused():
             for values in found:
                 holding = holding_from_values(model.kube.kind, values, values["cluster_id"] in portal_controlled)
@@ -178,21 +183,41 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def biggest_per_pool(rows: QuerySet, running: Q, count: int) -> Iterable[dict[str, Any]]:
+def biggest_per_pool(
+    rows: QuerySet, running: Q, count: int, pairs: Iterable[tuple[int, str]] | None = None
+) -> Iterable[dict[str, Any]]:
     """The ``count`` biggest running and stopped rows of each pool, as one UNION ALL of per-pool
-    ``ORDER BY memory_bytes DESC LIMIT count`` queries: each walks the memory index backwards and
-    stops early, where ranking every row with a window function sorted all 100,000 of them."""
-    pairs = rows.order_by().values_list("cluster_id", "node_pool").distinct()
+    ``ORDER BY memory_bytes DESC LIMIT count`` queries: each walks the pool's (cluster, pool,
+    memory) index backwards and stops early, where ranking every row with a window function
+    sorted all 100,000 of them. ``pairs`` are the (cluster id, pool) pairs of ``rows``, found
+    here (a scan of the table) unless given."""
+    if pairs is None:
+        pairs = rows.order_by().values_list("cluster_id", "node_pool").distinct()
     ordered = rows.order_by("-memory_bytes", "namespace", "name")
     parts = [
-        ordered.filter(state, cluster_id=cluster_id, node_pool=pool)[:count]
+        in_pool(ordered, cluster_id, pool).filter(state)[:count]
         for cluster_id, pool in pairs
         for state in (running, ~running)
     ]
-    if len(parts) <= 1 or not connection.features.supports_slicing_ordering_in_compound:
-        # SQLite (the embedded default) allows no LIMIT inside a UNION: one query per pool and state
-        return itertools.chain.from_iterable(parts)
+    if len(parts) < 2:
+        return parts[0] if parts else []
+    if not connections[rows.db].features.supports_slicing_ordering_in_compound:
+        return chain.from_iterable(parts)  # SQLite (``make run``): a LIMIT per part cannot be UNIONed
     return parts[0].union(*parts[1:], all=True)
+
+
+def in_pool(rows: QuerySet, cluster_id: int, pool: str) -> QuerySet:
+    """``rows`` of one pool, spelled so PostgreSQL can use the (cluster, pool, memory) index.
+
+    That B-tree is partial (``node_pool`` may be longer than a B-tree entry allows; see
+    :func:`clusters.postgres_only.pool_memory_index`) and PostgreSQL uses a partial index only when
+    the query repeats its predicate: for a pool name within the bound, saying so changes no
+    result. A longer name is found through the column's hash index instead.
+    """
+    rows = rows.filter(cluster_id=cluster_id, node_pool=pool)
+    if len(pool) <= LONGEST_INDEXED_TEXT:
+        rows = rows.alias(pool_length=Length("node_pool")).filter(pool_length__lte=LONGEST_INDEXED_TEXT)
+    return rows
 
 
 def recommended_in_status(recommendation: str | None) -> int | None:

@@ -18,6 +18,7 @@ and the numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 NO_POOL = "no such pool"
 OVER_BUDGET = "over budget"
@@ -261,6 +262,7 @@ def place(pools: list[PoolSpace], items: list[Item], fixed: list[Item] = ()) -> 
     trees = {pool.name: FirstFit(pool.nodes) for pool in pools}
     budget_left = {pool.name: pool.budget_bytes for pool in pools}
     placement = Placement(results)
+    reasons: dict[str, dict[tuple[Any, ...], Unplaced]] = {pool.name: {} for pool in pools}
     for item in [*fixed, *biggest_first(items)]:
         result = results.get(item.pool)
         if result is None:
@@ -270,7 +272,7 @@ def place(pools: list[PoolSpace], items: list[Item], fixed: list[Item] = ()) -> 
         left = budget_left[item.pool]
         if left is not None and item.memory_bytes > left:
             # A pod no node could ever hold is told so first: freeing budget would not help it.
-            miss = _why_not(result.nodes, item)
+            miss = _remembered_why_not(reasons[item.pool], result.nodes, item)
             if miss.reason not in (TOO_BIG, NO_SUCH_GPU):
                 detail = f"memory: needs {_fmt(item.memory_bytes)}, the pool's budget has {_fmt(left)} left"
                 miss = Unplaced(item, OVER_BUDGET, detail)
@@ -279,13 +281,27 @@ def place(pools: list[PoolSpace], items: list[Item], fixed: list[Item] = ()) -> 
         tree = trees[item.pool]
         node = tree.first(item)
         if node is None:
-            result.unplaced.append(_why_not(result.nodes, item))
+            result.unplaced.append(_remembered_why_not(reasons[item.pool], result.nodes, item))
             continue
         tree.take(node, item)
+        reasons[item.pool].clear()  # the pool's free space changed
         result.placed_bytes += item.memory_bytes
         if left is not None:
             budget_left[item.pool] = left - item.memory_bytes
     return placement
+
+
+def _remembered_why_not(known: dict[tuple[Any, ...], Unplaced], nodes: list[NodeSpace], item: Item) -> Unplaced:
+    """:func:`_why_not`, worked out once per pod shape while the pool's nodes stay as they are.
+
+    Once a pool is full, thousands of pods of a few shapes miss it in a row; the reason depends
+    only on the shape and the nodes' free space (``place`` forgets the reasons when a pod lands).
+    """
+    shape = (item.memory_bytes, item.gpus, item.cpu_millis, item.gpu_memory_bytes, item.accelerator, item.gpu_product)
+    if shape not in known:
+        known[shape] = _why_not(nodes, item)
+    miss = known[shape]
+    return miss if miss.item is item else Unplaced(item, miss.reason, miss.detail)
 
 
 def _why_not(nodes: list[NodeSpace], item: Item) -> Unplaced:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from models_app.models import InferenceModel
 from scheduler.accounting import pool_accounts
 from scheduler.holdings import Holding
@@ -100,3 +101,34 @@ def test_default_savings_in_sql_match_the_python_policy(cluster, gpu_pool):
     in_sql = pool_accounts(cluster.pk)[0].rightsizing_savings_bytes
     in_python = pool_accounts(cluster.pk, recommender=default_recommended_bytes)[0].rightsizing_savings_bytes
     assert in_sql == in_python > 0
+
+
+def test_biggest_holders_per_pool_whatever_the_pool_name_length(cluster, gpu_pool):
+    """``per_pool`` keeps each pool's biggest running and stopped models; a pool name longer than
+    the (cluster, pool, memory) index covers is found without it, with the same answer."""
+    long_pool = "p" * (LONGEST_INDEXED_TEXT + 100)
+    for pool in ("gpu", long_pool):
+        for size in (8, 40, 16, 24):
+            make_model(cluster, f"run-{size}-{len(pool)}", f"{size}Gi", pool=pool, replicas=1)
+        for size in (4, 48, 12):
+            make_model(cluster, f"stop-{size}-{len(pool)}", f"{size}Gi", pool=pool, replicas=0)
+
+    shown = {a.pool: a for a in pool_accounts(cluster.pk, per_pool=2)}
+    whole = {a.pool: a for a in pool_accounts(cluster.pk)}
+
+    for pool in ("gpu", long_pool):
+        assert [h.memory_bytes // GI for h in shown[pool].holders] == [40, 24]
+        assert [h.memory_bytes // GI for h in shown[pool].stopped] == [48, 12]
+        assert shown[pool].holders == whole[pool].holders[:2]
+        assert (shown[pool].holders_total, shown[pool].allocated_bytes) == (4, (8 + 40 + 16 + 24) * GI)
+
+
+def test_a_pool_of_stopped_models_only_lists_them_when_holders_are_capped(cluster, gpu_pool):
+    make_model(cluster, "running", "8Gi", replicas=1)
+    make_model(cluster, "parked", "16Gi", pool="parking", replicas=0)
+
+    accounts = {a.pool: a for a in pool_accounts(cluster.pk, per_pool=5)}
+
+    assert [h.name for h in accounts["parking"].stopped] == ["parked"]
+    assert (accounts["parking"].allocated_bytes, accounts["parking"].holders) == (0, [])
+    assert [h.name for h in accounts["gpu"].holders] == ["running"]

@@ -59,3 +59,13 @@ def test_a_model_bigger_than_every_node_is_not_fragmentation():
     result = place([pool("p", 40, 40)], [Item("huge", "p", 50 * GI)])
     assert [(m.item.label, m.reason) for m in result.pools["p"].unplaced] == [("huge", TOO_BIG)]
     assert not result.pools["p"].fragmented
+
+
+def test_each_miss_has_its_own_model_and_the_reason_of_the_nodes_as_they_are_then():
+    """Reasons are worked out once per pod shape, and again once a pod lands in the pool."""
+    fixed = [Item("a", "p", 6 * GI), Item("b", "p", 6 * GI), Item("c", "p", 8 * GI), Item("d", "p", 8 * GI),
+             Item("e", "p", 4 * GI)]  # fmt: skip
+    result = place([pool("p", 10, 10)], [Item("f", "p", 8 * GI)], fixed)
+    misses = [(m.item.label, m.reason) for m in result.pools["p"].unplaced]
+    # c and d: 8Gi free in total, 4Gi per node; once e took 4Gi, f finds 4Gi in all
+    assert misses == [("c", FRAGMENTED), ("d", FRAGMENTED), ("f", NO_ROOM)]

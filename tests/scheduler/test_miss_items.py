@@ -22,3 +22,12 @@ def test_each_miss_is_one_escaped_item_and_a_hidden_detail_leaves_no_colon():
         "{% if miss.detail %}: {{ miss.detail }}{% endif %}</li>{% endfor %}"
     ).render(Context({"misses": misses}))
     assert html == written_out
+
+
+def test_the_proposal_is_always_listed_and_running_misses_are_capped_with_a_count():
+    running = [{"model": f"m{index}", "origin": "running", "reason": "no room", "detail": None} for index in range(60)]
+    proposal = {"model": "mine", "origin": "new", "reason": "no room", "detail": "memory"}
+    html = str(miss_items([*running, proposal]))
+    assert html.startswith("<li>mine — no room: memory</li><li>m0 — no room</li>")
+    assert html.count("<li>") == 1 + 50 + 1 and "m49 —" in html and "m50 —" not in html
+    assert html.endswith("<li>… and 10 more running models that find no node (the plan API lists all)</li>")

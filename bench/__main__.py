@@ -19,6 +19,7 @@ import django
 
 django.setup()
 
+from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import setup_test_environment, teardown_test_environment  # noqa: E402
 
@@ -37,6 +38,9 @@ def main(argv: list[str]) -> int:
     results: dict[str, float] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     try:
         for name in modules:
+            # each benchmark starts from an empty database (sequences reset): one module's rows
+            # must neither collide with the next one's nor weigh on its figures
+            call_command("flush", interactive=False, verbosity=0)
             figures = importlib.import_module(f"bench.{name}").run()
             for key, value in figures.items():
                 print(f"{key:<45} {value:>14,.2f}")

@@ -12,10 +12,8 @@ Callers use these on PostgreSQL only (``connection.vendor == "postgresql"``).
 
 from __future__ import annotations
 
-import gc
 import operator
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -23,18 +21,7 @@ import orjson
 from django.db import connection, models
 from django.utils import timezone
 
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Decoding or building many containers with the collector on measured 5x slower: every few
-    hundred allocations it walks all live objects, which here are mostly the ones just made."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+from config.gc_tuning import collector_paused
 
 
 def _quote(name: str) -> str:
@@ -129,7 +116,7 @@ def _copy_into(model, table: str, rows: Iterable[models.Model], with_pk: bool = 
         connection.wrap_database_errors,
         connection.cursor() as cursor,
         cursor.cursor.copy(f"COPY {_quote(table)} ({_quoted_columns(fields)}) FROM STDIN") as stream,
-        gc_paused(),
+        collector_paused(),
     ):
         for values in _row_values(fields, rows):
             stream.write_row(values)

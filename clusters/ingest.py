@@ -26,6 +26,7 @@ from clusters import bulk
 from clusters.audit import Actor, json_diff
 from clusters.inbound import PORTAL_AHEAD, take_cluster_bookkeeping, upsert_from_cluster
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
+from config.gc_tuning import collector_paused
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -106,7 +107,7 @@ def _stored(
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [listed_at, *map(list, columns), cluster.pk])
-        with bulk.gc_paused():
+        with collector_paused():
             return {
                 (ns, name): _Stored(
                     state, newer, unchanged,

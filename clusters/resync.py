@@ -16,12 +16,12 @@ from django.utils import timezone
 
 from clusters import sync_stats
 from clusters.audit import Actor
-from clusters.bulk import gc_paused
 from clusters.gateway import ClusterGateway, GatewayError, GoneError, ListPage, NotFoundError
 from clusters.inbound import mark_deleted_in_cluster
 from clusters.ingest import ingest_items, object_key
 from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
+from config.gc_tuning import collector_paused
 
 PAGE_SIZE = 500
 MAX_LIST_RESTARTS = 3
@@ -49,7 +49,7 @@ def list_pages(
         began = timezone.now()
         try:
             while True:
-                with gc_paused():  # decoding a page builds thousands of containers, all kept
+                with collector_paused():  # decoding a page builds thousands of containers, all kept
                     page = gateway.list_page(model.kube, namespace, page_size, token)
                 yield began, page
                 if not page.continue_token:

@@ -24,6 +24,8 @@ sub-millisecond collections.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def load_application_code() -> None:
@@ -43,3 +45,18 @@ def tune_after_startup() -> None:
     """For web entry points: load the application's code, then tune the collector."""
     load_application_code()
     tune_collector()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic collector while thousands of containers are built and kept (a page of
+    decoded objects, 100,000 planning rows): every few hundred allocations it would walk all live
+    objects, mostly the ones just made, which measured 5x slower. They hold no cycles, so nothing
+    is left for it to find; it resumes (and runs as usual) afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -10,10 +10,8 @@ module reads narrow columns only: no spec, status or annotations are decoded her
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from itertools import chain
@@ -28,6 +26,7 @@ from clusters.kinds import all_models
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from clusters.quantities import quantity_to_int
+from config.gc_tuning import collector_paused
 from scheduler.consumption import PodShape, shapes_from_text
 from scheduler.idle import idle_since
 
@@ -165,22 +164,6 @@ def load_holdings(
                     holdings.append(holding)
     return holdings
 
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while thousands of rows become records we keep.
-
-    Every allocation counts towards a collection, and each collection walks every object kept so
-    far: reading 100,000 rows ran several times slower with it on. The records hold no cycles, so
-    nothing is left for it to find; it resumes (and runs as usual) afterwards.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def biggest_per_pool(

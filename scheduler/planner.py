@@ -24,8 +24,9 @@ from django.utils import timezone
 from clusters.models import Cluster
 from clusters.quantities import format_bytes
 from clusters.validation import FieldError, ManifestInvalid
+from config.gc_tuning import collector_paused
 from scheduler.consumption import PodShape
-from scheduler.holdings import Holding, ModelKey, collector_paused, dependencies_of, load_holdings
+from scheduler.holdings import Holding, ModelKey, dependencies_of, load_holdings
 from scheduler.models import Node, NodePool
 from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, biggest_first, place
 from scheduler.proposals import Proposal
@@ -232,7 +233,7 @@ def plan(
     Running models keep their place (they are placed first, in their own biggest-first order)
     unless ``repack``: then everything is placed together, biggest first.
 
-    The collector is paused meanwhile (:func:`scheduler.holdings.collector_paused`): placing
+    The collector is paused meanwhile (:func:`config.gc_tuning.collector_paused`): placing
     10,000 models allocates as many items and misses while the page's rows stay alive, and each
     full collection walked them all (about a third of ``plan()``'s time).
     """

@@ -204,6 +204,13 @@ def test_estimates_from_the_calculator_are_validated_field_by_field(client, clus
     assert "must be one of nvidia, amd, intel-gaudi, google" in str(body["models[0].estimate.accelerator"])
 
 
+def test_the_planning_page_lists_each_error_once(admin_client, cluster, gpu_pool):
+    models = "- estimate: {name: x, pool: gpu, memory: 16GB}"
+    page = admin_client.post("/planning/", {"cluster": cluster.name, "models": models})
+    assert page.status_code == 200
+    assert page.content.decode().count("16GB&quot; must be a non-negative quantity") == 1
+
+
 def test_repack_is_asked_for_and_the_pools_gpu_product_limits_an_estimate(client, cluster):
     pool = make_pool(cluster, "gpu", nodes=["40Gi", "40Gi"], gpus=1)
     Node.objects.filter(pool=pool).update(gpu_memory_bytes=24 * GI, gpu_product="NVIDIA-L4", accelerator="nvidia")

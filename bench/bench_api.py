@@ -25,9 +25,10 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from bench.web_worker import collector_as_in_web_workers
 from clusters.manifests import resolve_kind, validate_manifest
 from clusters.models import Cluster, SyncState
-from config.gc_tuning import load_application_code, tune_collector
+from config.gc_tuning import load_application_code
 from models_app.models import InferenceModel
 
 ROWS = 2_000
@@ -114,17 +115,12 @@ def run() -> dict[str, float]:
     client = APIClient()
     client.force_authenticate(User.objects.create_user("bench", is_staff=True))  # staff: sees every row
     client.get("/api/inferencemodels/?limit=50")  # warm-up: first-request imports are not latency
-    defaults = gc.get_threshold()
     load_application_code()  # as config/wsgi.py does before tuning
     untuned_full_ms = _full_collection_ms()
     untuned = _list_latencies(client, REQUESTS)
-    tune_collector()
-    try:
+    with collector_as_in_web_workers():
         tuned_full_ms = _full_collection_ms()
         tuned = _list_latencies(client, REQUESTS)
-    finally:
-        gc.unfreeze()  # leave the process as it was for the next benchmark module
-        gc.set_threshold(*defaults)
     InferenceModel.objects.all().delete()
     cluster.delete()
     return {

@@ -3,7 +3,8 @@
 Figures (median of 3, staff, who sees every row): ``pages.planning_get_ms_100k`` (accounts of
 every pool, chart), ``pages.planning_post_ms_100k`` (a what-if on one cluster of 10,000 models,
 with the placement chart), ``api.planning_plan_ms_100k`` and ``api.planning_pools_ms_100k``;
-``pages.planning_ms_100k`` is the slowest of the four. Target: under 0.5 s.
+``pages.planning_ms_100k`` is the slowest of the four. Target: under 0.5 s. Measured in a process
+whose collector is set up as the web workers' is (:mod:`bench.web_worker`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.db import connection
 from django.test import Client
 
 from bench.planner_data import add_models, make_cluster
+from bench.web_worker import collector_as_in_web_workers
 
 CLUSTERS, PER_CLUSTER, POOLS, NODES = 10, 10_000, 5, 4
 RUNS = 3
@@ -44,7 +46,14 @@ def run() -> dict[str, float]:
         cursor.execute("ANALYZE")  # as autovacuum would after a load: plans see these rows, not the last module's
     client = Client()
     client.force_login(User.objects.create_user("bench-staff", is_staff=True, is_superuser=True))
-    figures = {
+    with collector_as_in_web_workers():
+        figures = measure_routes(client)
+    figures["pages.planning_ms_100k"] = max(figures.values())
+    return figures
+
+
+def measure_routes(client: Client) -> dict[str, float]:
+    return {
         "pages.planning_get_ms_100k": median_ms(lambda: client.get("/planning/")),
         "pages.planning_post_ms_100k": median_ms(lambda: client.post(
             "/planning/", {"cluster": "scale-0", "models": FORM_MODELS, "include_running": "on"})),
@@ -53,5 +62,3 @@ def run() -> dict[str, float]:
             content_type="application/json")),
         "api.planning_pools_ms_100k": median_ms(lambda: client.get("/api/planning/pools/")),
     }  # fmt: skip
-    figures["pages.planning_ms_100k"] = max(figures.values())
-    return figures

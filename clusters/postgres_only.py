@@ -71,6 +71,27 @@ def distinct_choice_indexes(table: str, column: str, longest: int = LONGEST_INDE
     )
 
 
+def _pool_memory_index_sql(table: str, memory_order: str, longest: int) -> str:
+    return (
+        f"CREATE INDEX {table}_pool_memory ON {table} (cluster_id, node_pool, memory_bytes{memory_order})"
+        f" WHERE length(node_pool) <= {longest}"
+    )
+
+
+def pool_memory_index_undeclared_last(table: str, longest: int = LONGEST_INDEXED_TEXT) -> PostgreSQLOnly:
+    """Rebuild :func:`pool_memory_index` ordered ``memory_bytes DESC NULLS LAST``.
+
+    Models that declare no memory (NULL) hold budget too, for their GPUs; listed biggest first
+    they come last, so ``ORDER BY memory_bytes DESC NULLS LAST`` reads this index forwards. (The
+    ascending index read backwards gives NULLS FIRST, which would rank them as the biggest.)
+    """
+    drop = f"DROP INDEX {table}_pool_memory"
+    return PostgreSQLOnly(
+        sql=[drop, _pool_memory_index_sql(table, " DESC NULLS LAST", longest)],
+        reverse_sql=[drop, _pool_memory_index_sql(table, "", longest)],
+    )
+
+
 def pool_memory_index(table: str, longest: int = LONGEST_INDEXED_TEXT) -> PostgreSQLOnly:
     """A B-tree over (cluster_id, node_pool, memory_bytes): a pool's biggest models, read in order.
 
@@ -84,8 +105,7 @@ def pool_memory_index(table: str, longest: int = LONGEST_INDEXED_TEXT) -> Postgr
     index, statistics = f"{table}_pool_memory", f"{table}_pool_length"
     return PostgreSQLOnly(
         sql=[
-            f"CREATE INDEX {index} ON {table} (cluster_id, node_pool, memory_bytes)"
-            f" WHERE length(node_pool) <= {longest}",
+            _pool_memory_index_sql(table, "", longest),
             f"CREATE STATISTICS {statistics} ON (length(node_pool)) FROM {table}",
         ],
         reverse_sql=[f"DROP STATISTICS {statistics}", f"DROP INDEX {index}"],

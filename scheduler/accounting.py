@@ -229,7 +229,7 @@ def _python_savings(
     for values in rows.values(*columns, *peak, advice=KeyTextTransform("recommendation", "status")):
         holding = Holding(
             kind, 0, values["cluster_id"], values["namespace"], values["name"], values["node_pool"],
-            values["memory_bytes"], 1, observed_peak_bytes=values.get("observed_peak_bytes"),
+            values["memory_bytes"] or 0, 1, observed_peak_bytes=values.get("observed_peak_bytes"),
             status_recommended_bytes=recommended_in_status(values["advice"]),
         )  # fmt: skip
         yield (values["cluster_id"], values["node_pool"]), saving_bytes(holding, recommender)

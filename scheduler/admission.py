@@ -133,7 +133,7 @@ def _pool_decision(
     holder_text = (
         ", ".join(
             [
-                *(f"{h.namespace}/{h.name} ({format_bytes(h.memory_bytes)})" for h in others),
+                *(f"{h.namespace}/{h.name} ({format_bytes(h.memory_bytes)})" for h in others if h.memory_bytes),
                 *(f"{ns}/{name} ({format_bytes(amount)}, starting)" for ns, name, amount in starting),
             ]
         )
@@ -153,7 +153,11 @@ def _pool_decision(
             f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}",
         )  # fmt: skip
     shortfall = requested - available
-    idle = sorted((h for h in others if h.idle_since(now) is not None), key=lambda h: (h.idle_since(now), h.label))
+    # A model that declares no memory frees none: offering it would scale it down for nothing.
+    idle = sorted(
+        (h for h in others if h.memory_bytes and h.idle_since(now) is not None),
+        key=lambda h: (h.idle_since(now), h.label),
+    )
     candidates, freed = [], 0
     for holder in idle:
         if freed >= shortfall:

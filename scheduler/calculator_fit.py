@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Max, Sum
+from django.db.models import Max
 
-from clusters.kinds import all_models
 from scheduler.calculator import Estimate, GPUSplit, gpus_needed, usable_bytes
 from scheduler.models import NodePool
+from scheduler.usage import gpus_held
 
 MI = 1024**2
 
@@ -72,11 +72,6 @@ class PoolFit:
         return self.split is not None and self.split.gpus <= self.pool.gpus_free
 
 
-def _holds_gpus(model: type) -> bool:
-    """A serving kind: it projects the GPUs it holds and the pool it runs in."""
-    return {"gpu_count", "node_pool"} <= {field.name for field in model._meta.fields}
-
-
 def fit_per_gpu_type(result: Estimate, attention_heads: int = 0) -> list[TypeFit]:
     usable = {gpu: usable_bytes(gpu.memory_bytes, result.gpu_utilization) for gpu in GPU_TYPES}
     return [TypeFit(gpu, gpus_needed(result, usable[gpu], attention_heads)) for gpu in GPU_TYPES]
@@ -85,18 +80,14 @@ def fit_per_gpu_type(result: Estimate, attention_heads: int = 0) -> list[TypeFit
 def pool_gpu_capacity(cluster_ids: set[int] | None = None) -> list[PoolGPUs]:
     """Pools with GPUs of known memory, with the GPUs every serving kind already holds there.
 
-    A constant number of queries: one for the pools, one grouped sum per serving kind.
+    Held is what the planner and admission count (:func:`scheduler.usage.gpus_held`): the GPUs of
+    running models, whether or not they declare memory. A constant number of queries.
     """
     pools = NodePool.objects.filter(gpu_count__gt=0, gpu_memory_bytes__gt=0).select_related("cluster")
     if cluster_ids is not None:
         pools = pools.filter(cluster_id__in=cluster_ids)
     pools = pools.annotate(per_node=Max("nodes__gpu_count")).order_by("cluster__name", "name")
-    held: dict[tuple[int, str], int] = {}
-    for model in filter(_holds_gpus, all_models()):
-        rows = model.objects.filter(gpu_count__gt=0).values("cluster_id", "node_pool").annotate(gpus=Sum("gpu_count"))
-        for row in rows.order_by():
-            key = (row["cluster_id"], row["node_pool"])
-            held[key] = held.get(key, 0) + row["gpus"]
+    held = gpus_held(cluster_ids)
     return [
         PoolGPUs(
             cluster=pool.cluster.name,

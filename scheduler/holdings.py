@@ -6,6 +6,11 @@
 :class:`scheduler.consumption.PodShape`), when it is idle (``last_active_at`` plus
 ``cooldown_seconds``) and how many replicas its cluster reports (``running_replicas``), so this
 module reads narrow columns only: no spec, status or annotations are decoded here.
+
+What a model holds has one rule, :func:`holding_rows` with :func:`running_condition`, read by
+planning, admission, the usage totals and the calculator alike: its declared memory (0 when its
+kind declares none, as a ModelService whose pods ask GPUs only, or a KubeAI resource profile
+without memory) and its GPUs, which count whether or not memory is declared.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from itertools import chain
 from typing import Any
 
 from django.db import connections
-from django.db.models import Expression, Q, QuerySet, TextField
+from django.db.models import Expression, F, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Length
@@ -112,8 +117,11 @@ def running_condition(portal_controlled: set[int]) -> Q:
 
 def holding_rows(model: type[KubeObject], cluster_id: int | None, pools: list[str] | None,
                  restrict: Restrict | None) -> QuerySet:  # fmt: skip
-    """The kind's rows that hold or could hold budget (declared memory, not deleted), narrowed."""
-    rows = model.objects.exclude(sync_state=SyncState.DELETED_IN_CLUSTER).filter(memory_bytes__isnull=False)
+    """The kind's rows that hold or could hold budget (all but those deleted in the cluster), narrowed.
+
+    Declared memory is not required: a model that declares none still holds its GPUs and CPU.
+    """
+    rows = model.objects.exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
     if cluster_id is not None:
         rows = rows.filter(cluster_id=cluster_id)
     if pools is not None:
@@ -133,11 +141,12 @@ def load_holdings(
     per_pool: int | None = None,
     pools_of_kind: dict[str, set[tuple[int, str]]] | None = None,
 ) -> list[Holding]:
-    """Serving models with declared memory, optionally of one cluster, some pools, visible rows only.
+    """Serving models, optionally of one cluster, some pools, visible rows only.
 
     Rows deleted in the cluster hold nothing. ``memory_bytes`` is the model's whole declared
     footprint as its kind projects it (InferenceModel: one replica, at most one by the CRD;
-    ModelService: every role's replicas), so a running model holds exactly that. Visibility and
+    ModelService: every role's replicas; 0 when it declares none), so a running model holds
+    exactly that, and its ``gpu_count`` GPUs whatever its memory. Visibility and
     "running" are filtered in SQL, and only the columns a Holding needs are read. ``per_pool``
     keeps the biggest that many per pool and state (running, stopped), ranked in SQL, for pages
     that list holders but must not read 100,000 rows to show ten; ``pools_of_kind`` (kind ->
@@ -166,15 +175,14 @@ def load_holdings(
     return holdings
 
 
-
 def biggest_per_pool(
     rows: QuerySet, running: Q, count: int, pairs: Iterable[tuple[int, str]] | None = None
 ) -> Iterable[dict[str, Any]]:
     """The ``count`` biggest running and stopped rows of each pool, each pool's list read by an
-    ``ORDER BY memory_bytes DESC LIMIT count`` that walks its (cluster, pool, memory) index
-    backwards and stops early, where ranking every row with a window function sorted all 100,000
-    of them. ``pairs`` are the (cluster id, pool) pairs of ``rows``, found here (a scan of the
-    table) unless given.
+    ``ORDER BY memory_bytes DESC NULLS LAST LIMIT count`` that walks its (cluster, pool, memory)
+    index and stops early, where ranking every row with a window function sorted all 100,000 of
+    them. Models that declare no memory come last, as the smallest. ``pairs`` are the (cluster
+    id, pool) pairs of ``rows``, found here (a scan of the table) unless given.
 
     On PostgreSQL the pools are one array parameter joined ``LATERAL`` to that one per-pool query
     (:func:`_lateral_per_pool`): a UNION of one query per pool made Django build and PostgreSQL
@@ -183,7 +191,7 @@ def biggest_per_pool(
     """
     if pairs is None:
         pairs = rows.order_by().values_list("cluster_id", "node_pool").distinct()
-    ordered = rows.order_by("-memory_bytes", "namespace", "name")
+    ordered = rows.order_by(F("memory_bytes").desc(nulls_last=True), "namespace", "name")
     if connections[rows.db].vendor == "postgresql":
         return _lateral_per_pool(ordered, running, count, list(pairs))
     return chain.from_iterable(
@@ -258,7 +266,7 @@ def holding_from_values(kind: str, values: dict[str, Any], portal_controlled: bo
         namespace=values["namespace"],
         name=values["name"],
         pool=values["node_pool"],
-        memory_bytes=values["memory_bytes"],
+        memory_bytes=values["memory_bytes"] or 0,
         replicas=running,
         gpu_count=values["gpu_count"] or 0,
         observed_peak_bytes=values.get("observed_peak_bytes"),

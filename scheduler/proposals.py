@@ -44,8 +44,10 @@ def _prefixed(errors: list[FieldError], prefix: str) -> list[FieldError]:
 
 def _from_row(model: type[KubeObject], row: KubeObject, origin: str, path: str) -> Proposal:
     row.project()
-    if row.memory_bytes is None:
-        rule = "declares no memory; only models with declared memory can be planned"
+    pods = shapes_from_json(row.pods)
+    if row.memory_bytes is None and not any(pod.gpus for pod in pods):
+        # Memory or GPUs is what a model holds (scheduler.holdings); with neither there is nothing to place.
+        rule = "declares neither memory nor GPUs; only models that declare one can be planned"
         raise ManifestInvalid([FieldError(path, f"{model.kube.kind} {row.namespace}/{row.name}", rule)])
     spec = row.spec or {}
     dependencies = spec.get("dependencies") if isinstance(spec.get("dependencies"), list) else []
@@ -55,12 +57,12 @@ def _from_row(model: type[KubeObject], row: KubeObject, origin: str, path: str) 
         namespace=row.namespace,
         name=row.name,
         pool=row.node_pool,
-        memory_bytes=row.memory_bytes,
+        memory_bytes=row.memory_bytes or 0,
         gpus=row.gpu_count or 0,
         dependencies=[name for name in dependencies if isinstance(name, str)],
         origin=origin,
         path=path,
-        pods=shapes_from_json(row.pods),
+        pods=pods,
     )
 
 
@@ -137,7 +139,7 @@ def proposal_from_request(
             raise ManifestInvalid(_prefixed(invalid.errors, f"{path}.manifest")) from None
         if model not in serving_models():
             raise ManifestInvalid([FieldError(f"{path}.manifest.kind", manifest.get("kind"),
-                                              "is not a serving kind with declared memory")])  # fmt: skip
+                                              "is not a serving kind")])  # fmt: skip
         row = _validated_row(model, manifest, cluster, f"{path}.manifest")
         if visible is not None and not visible(cluster.pk, row.namespace):
             # Planning there would tell whether a model of that name exists (and what it declares).

@@ -4,10 +4,11 @@
 A page that only shows totals (the dashboard) needs none of that: SQL aggregates answer in one
 query per serving kind, whatever the row count, with the planner's own rules (a test checks both
 agree):
-- rows deleted in the cluster and rows without declared memory hold nothing;
+- rows deleted in the cluster hold nothing;
 - a model runs by :func:`scheduler.holdings.running_condition` (the replicas its cluster reports,
   else the desired ones where the portal is not its controller);
-- allocated is the declared memory of running models, observed their observed peaks;
+- allocated is the declared memory of running models (none declared: none counted), GPUs used
+  their GPUs (counted whether or not they declare memory), observed their observed peaks;
 - a reservation counts for what it adds beyond the same model's declared memory when running in
   the pool.
 """
@@ -32,12 +33,29 @@ def running_rows(model: type[KubeObject], controlled_clusters: set[int]) -> Quer
     return holding_rows(model, None, None, None).order_by().filter(running_condition(controlled_clusters))
 
 
+def gpus_held(cluster_ids: set[int] | None = None) -> dict[PoolKey, int]:
+    """GPUs running models hold per (cluster id, pool), by the planner's rule: one query for the
+    clusters the portal controls and one grouped sum per serving kind, whatever the row count."""
+    clusters = Cluster.objects.order_by().only("id", "managed_kinds")
+    if cluster_ids is not None:
+        clusters = clusters.filter(pk__in=cluster_ids)
+    cluster_rows = list(clusters)
+    held: dict[PoolKey, int] = defaultdict(int)
+    for model in serving_models():
+        controlled = {cluster.pk for cluster in cluster_rows if cluster.manages(model.kube.kind)}
+        rows = running_rows(model, controlled).filter(cluster_id__in=[cluster.pk for cluster in cluster_rows])
+        for total in rows.filter(gpu_count__gt=0).values("cluster_id", "node_pool").annotate(gpus=Sum("gpu_count")):
+            held[(total["cluster_id"], total["node_pool"])] += total["gpus"]
+    return dict(held)
+
+
 def _has_field(model: type[KubeObject], name: str) -> bool:
     return any(field.name == name for field in model._meta.get_fields())
 
 
 def pool_usage(cluster_ids: set[int] | None = None) -> list[PoolAccount]:
-    """Totals of every pool of the ``cluster_ids`` (None: all), sorted by cluster name and pool.
+    """Totals of every pool of the ``cluster_ids`` (None: all), sorted by cluster name and pool:
+    memory allocated, reserved and observed, and GPUs used.
 
     The accounts carry no holders and no right-sizing savings: only what SQL totals answer.
     """
@@ -59,12 +77,15 @@ def pool_usage(cluster_ids: set[int] | None = None) -> list[PoolAccount]:
         controlled = {cluster.pk for cluster in cluster_rows if cluster.manages(model.kube.kind)}
         rows = running_rows(model, controlled).filter(cluster_id__in=names)
         observed = Sum("observed_peak_bytes") if _has_field(model, "observed_peak_bytes") else Value(0)
-        totals = rows.values("cluster_id", "node_pool").annotate(allocated=Sum("memory_bytes"), observed=observed)
+        totals = rows.values("cluster_id", "node_pool").annotate(
+            allocated=Sum("memory_bytes"), gpus=Sum("gpu_count"), observed=observed
+        )
         for total in totals:
             key = (total["cluster_id"], total["node_pool"])
             if key not in accounts:
                 accounts[key] = PoolAccount(key[0], names[key[0]], key[1], None)
             accounts[key].allocated_bytes += total["allocated"] or 0
+            accounts[key].gpus_used += total["gpus"] or 0
             accounts[key].observed_bytes += total["observed"] or 0
         _add_reservations(accounts, rows, reservations.get(model.kube.kind, []))
     return sorted(accounts.values(), key=lambda entry: (entry.cluster_name, entry.pool))

@@ -14,7 +14,7 @@ from tests.scheduler.conftest import GI, make_model, make_pool
 
 def _totals(accounts) -> list[tuple]:
     return [
-        (a.cluster_name, a.pool, a.budget_bytes, a.allocated_bytes, a.reserved_bytes, a.observed_bytes)
+        (a.cluster_name, a.pool, a.budget_bytes, a.allocated_bytes, a.reserved_bytes, a.observed_bytes, a.gpus_used)
         for a in accounts
     ]
 
@@ -55,6 +55,7 @@ def test_sql_totals_match_the_books(mixed):
     # running 40 + unknown 4 (desired 1) + float 6 + flag 7 + text 9 + the service's 2 x 8Gi
     assert gpu.allocated_bytes == (40 + 4 + 6 + 7 + 9 + 16) * GI
     assert gpu.reserved_bytes == (50 - 40 + 20) * GI
+    assert gpu.gpus_used == 2  # the service's two pods, one nvidia GPU each
 
 
 def test_only_the_given_clusters(mixed):

@@ -225,7 +225,7 @@ def _observations(
             refresh = refreshes[(cluster_id, latest)]
             yield Observation(
                 pk=pk, refresh=refresh, cluster_id=cluster_id, kind="InferenceModel", object_id=model_id,
-                model_id=model_id, namespace=namespace, name=name, model_name=model_name, node_pool=pool,
+                namespace=namespace, name=name, model_name=model_name, node_pool=pool,
                 observed_at=refresh.started_at, is_latest=latest, samples=288, declared_bytes=declared,
                 peak_bytes=peak or None, ratio=verdict and verdict.ratio,
                 utilization_percent=verdict and verdict.utilization_percent,

@@ -14,7 +14,7 @@ GI = 1024**3
 
 def memory_chart(model: InferenceModel) -> str:
     """Declared vs observed memory (GiB) as inline SVG; empty when nothing is known to compare."""
-    history = list(Observation.objects.filter(model=model).order_by("observed_at"))
+    history = list(Observation.objects.filter(kind=model.kube.kind, object_id=model.pk).order_by("observed_at"))
     if history:
         return model_chart(f"{model.namespace}/{model.name}: memory (GiB)", history)
     if model.memory_bytes is None or model.observed_peak_bytes is None:

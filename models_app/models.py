@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -75,6 +76,10 @@ class ServingModel(KubeObject):
 
     # The kube_pod_labels label naming the object on its pods (right-sizing, see clusters/serving.py).
     pod_label: ClassVar[str]
+    # Where one pod's memory is declared in the spec, which right-sizing's apply sets (None: outside
+    # the spec, so right-sizing only recommends); whether the CRD's status carries right-sizing fields.
+    pod_memory_path: ClassVar[str | None] = None
+    rightsizing_status: ClassVar[bool] = False
 
     @classmethod
     def projected_fields(cls) -> list[str]:
@@ -102,6 +107,10 @@ class ServingModel(KubeObject):
     def served_model(self) -> str:
         """The served model's Hugging Face id where the spec names one, to look its weights up."""
         return self.model_name
+
+    def spec_with_pod_memory(self, memory: str) -> dict[str, Any]:
+        """The spec with one pod's memory set to ``memory`` (at ``pod_memory_path``)."""
+        raise NotImplementedError(f"{self.kube.kind} declares its pods' memory outside its spec")
 
     def pod_resources(self) -> PodResources:
         """What one pod requests, read from the pod shapes the kind projected (one parse of the spec
@@ -172,8 +181,14 @@ class InferenceModel(ServingModel):
         cooldown = parse_duration(str(spec.get("cooldownPeriod", "10m")))
         self.cooldown_seconds = int(cooldown.total_seconds()) if cooldown is not None else None
 
-    # -- right-sizing: the controller labels pods inference.eh-ops.io/model=<modelName>
+    # -- right-sizing: the controller labels pods inference.eh-ops.io/model=<modelName>; spec.memory is
+    # the one pod's memory; the CRD's status carries observedPeakMemory, recommendation and the rest.
     pod_label = "label_inference_eh_ops_io_model"
+    pod_memory_path = "spec.memory"
+    rightsizing_status = True
+
+    def spec_with_pod_memory(self, memory: str) -> dict[str, Any]:
+        return {**(self.spec or {}), "memory": memory}
 
     def pod_label_value(self) -> str:
         return self.model_name
@@ -308,8 +323,22 @@ class ModelService(ServingModel):
         self.phase = status.get("phase", "")
         self.ready = self.phase == "Ready"
 
-    # -- right-sizing: llm-d labels decode and prefill pods llm-d.ai/model=<metadata.name>
+    # -- right-sizing: llm-d labels decode and prefill pods llm-d.ai/model=<metadata.name>; a pod's
+    # memory is its role's request (a limit, when set, must not be below it).
     pod_label = "label_llm_d_ai_model"
+    pod_memory_path = "spec.decode.resources.requests.memory"
+
+    def spec_with_pod_memory(self, memory: str) -> dict[str, Any]:
+        """Every role's memory request (and limit, where one is set) becomes ``memory``: the
+        observation judged the largest pod of either role, so both roles get its answer."""
+        spec = copy.deepcopy(self.spec or {})
+        for role in ("decode", "prefill"):
+            if isinstance(spec.get(role), dict):
+                resources = spec[role].setdefault("resources", {})
+                resources.setdefault("requests", {})["memory"] = memory
+                if "memory" in (resources.get("limits") or {}):
+                    resources["limits"]["memory"] = memory
+        return spec
 
 def _role_memory(role: dict[str, Any]) -> int | None:
     return quantity_to_int(_dig(role, "resources", "requests", "memory")) or quantity_to_int(

@@ -1,36 +1,43 @@
-"""Applying a recommendation: the spec's memory becomes the recommended value, saved as a portal
-edit (audited, then synced to the cluster like any other edit), and the newest observation is
-re-judged against the new declaration so the report shows it as done at once."""
+"""Applying a recommendation: the pods' memory in the spec becomes the recommended value, saved as
+a portal edit (audited, then synced to the cluster like any other edit), and the newest observation
+is re-judged against the new declaration so the report shows it as done at once.
+
+Any serving kind whose pods' memory is in its spec (``pod_memory_path``, ``spec_with_pod_memory()``;
+see scheduler/rightsizing/kinds.py) can be applied to; the others are refused, naming why.
+"""
 
 from __future__ import annotations
 
 from clusters.audit import Actor
+from clusters.models import KubeObject
 from clusters.quantities import format_bytes
 from clusters.services import save_portal_edit
 from clusters.validation import FieldError, ManifestInvalid
-from models_app.models import InferenceModel
+from scheduler.rightsizing.kinds import applicable
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.policy import Policy, evaluate
 
 
-def apply_recommendation(model: InferenceModel, policy: Policy, actor: Actor) -> InferenceModel:
-    """Set ``spec.memory`` to the recommendation for the newest observation; refuse when there is none."""
-    observation = Observation.objects.filter(model=model, is_latest=True).first()
+def apply_recommendation(obj: KubeObject, policy: Policy, actor: Actor) -> KubeObject:
+    """Set the pods' memory to the recommendation for the newest observation; refuse when there is none."""
+    if not applicable(type(obj)):
+        rule = "declares its pods' memory outside its spec: right-sizing can recommend, not apply"
+        raise ManifestInvalid([FieldError("kind", obj.kube.kind, rule)])
+    path, declared = obj.pod_memory_path, obj.pod_resources().memory_bytes
+    shown = format_bytes(declared) if declared else None
+    observation = Observation.objects.filter(kind=obj.kube.kind, object_id=obj.pk, is_latest=True).first()
     if observation is None:
-        raise ManifestInvalid([FieldError("spec.memory", model.spec.get("memory"), "has no observation to apply")])
-    if observation.peak_bytes is None or not model.memory_bytes:
-        reason = f"has no change to apply ({observation.recommendation})"
-        raise ManifestInvalid([FieldError("spec.memory", model.spec.get("memory"), reason)])
-    verdict = evaluate(model.memory_bytes, observation.peak_bytes, policy, oom_killed=observation.oom_killed)
+        raise ManifestInvalid([FieldError(path, shown, "has no observation to apply")])
+    if observation.peak_bytes is None or not declared:
+        raise ManifestInvalid([FieldError(path, shown, f"has no change to apply ({observation.recommendation})")])
+    verdict = evaluate(declared, observation.peak_bytes, policy, oom_killed=observation.oom_killed)
     if not verdict.changes:
-        raise ManifestInvalid(
-            [FieldError("spec.memory", model.spec.get("memory"), f"has no change to apply ({verdict.recommendation})")]
-        )
-    made_from = model.edit_version()  # the row the recommendation was read with: refused if it changed since
-    model.spec = {**model.spec, "memory": format_bytes(verdict.recommended_bytes)}
-    model.clean()  # the CRD schema and rules, like every other edit
-    saved = save_portal_edit(model, actor, made_from=made_from)
-    rejudge(observation, saved.memory_bytes, policy)
+        raise ManifestInvalid([FieldError(path, shown, f"has no change to apply ({verdict.recommendation})")])
+    made_from = obj.edit_version()  # the row the recommendation was read with: refused if it changed since
+    obj.spec = obj.spec_with_pod_memory(format_bytes(verdict.recommended_bytes))
+    obj.clean()  # the CRD schema and rules, like every other edit
+    saved = save_portal_edit(obj, actor, made_from=made_from)
+    rejudge(observation, saved.pod_resources().memory_bytes, policy)
     return saved
 
 

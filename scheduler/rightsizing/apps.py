@@ -8,3 +8,8 @@ class RightsizingConfig(AppConfig):
     name = "scheduler.rightsizing"
     label = "rightsizing"
     verbose_name = "Right-sizing"
+
+    def ready(self) -> None:
+        from scheduler.rightsizing.kinds import connect_history_deletion
+
+        connect_history_deletion()

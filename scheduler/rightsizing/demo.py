@@ -2,7 +2,7 @@
 
 Each day of the file becomes a Refresh and one Observation per object, built by
 :func:`scheduler.rightsizing.refresh.observe` from the figures Prometheus would have returned, and
-the newest one is written into the InferenceModels' status the way a refresh writes it. So the
+the newest one is written into the status (of the kinds that carry it) the way a refresh writes it. So the
 demo has one saving per model, the same on every page. Idempotent: the demo cluster's earlier
 history is replaced.
 """
@@ -23,7 +23,7 @@ from clusters.models import Cluster
 from clusters.quantities import quantity_to_int
 from scheduler.rightsizing.conf import default_policy
 from scheduler.rightsizing.models import Observation, Refresh
-from scheduler.rightsizing.refresh import Figures, observe, store_status
+from scheduler.rightsizing.refresh import Figures, observe, store_status, with_status
 
 SAMPLES_PER_DAY = 1440  # one-minute scrapes
 
@@ -74,5 +74,5 @@ def load_demo_observations(cluster: Cluster, now: datetime | None = None) -> int
                 observations.append(observation)
             Observation.objects.bulk_create(observations)
             made += len(observations)
-        store_status([(o.model, o) for o in observations if o.model is not None])
+        store_status(with_status(list(objects.values()), observations))
     return made

@@ -7,7 +7,6 @@ from typing import Any
 from django.db import models
 
 from clusters.models import Cluster
-from models_app.models import InferenceModel
 
 
 class Refresh(models.Model):
@@ -35,8 +34,9 @@ class Observation(models.Model):
     """What one refresh saw for one serving object (any kind), and what the policy made of it.
 
     The object is named by ``kind`` and ``object_id`` (plus a copy of cluster, namespace and name,
-    so the report filters, sorts and pages in SQL without joining three kinds' tables); ``model``
-    is also set for InferenceModels, whose history the portal has linked to since the start.
+    so the report filters, sorts and pages in SQL without joining three kinds' tables), whatever
+    app declares the kind: right-sizing finds kinds through the registry and imports none. Deleting
+    the object deletes its history (scheduler/rightsizing/kinds.py connects that for every kind).
 
     ``peak_bytes`` is None when there was not enough data (fewer samples than the policy's
     minimum): then there is no utilization and no recommendation, never a made-up number.
@@ -53,9 +53,6 @@ class Observation(models.Model):
     namespace = models.CharField(max_length=63, blank=True)
     name = models.CharField(max_length=253, blank=True)
     model_name = models.TextField(blank=True)  # a copy of the object's served model name
-    model = models.ForeignKey(
-        InferenceModel, on_delete=models.CASCADE, related_name="rightsizing_observations", null=True, blank=True
-    )
     observed_at = models.DateTimeField(db_index=True)
     is_latest = models.BooleanField(default=True, db_index=True)
     node_pool = models.TextField(blank=True)  # a copy of the object's node_pool
@@ -84,7 +81,6 @@ class Observation(models.Model):
     class Meta:
         ordering = ["-observed_at", "-id"]
         indexes = [
-            models.Index(fields=["model", "observed_at"]),
             models.Index(fields=["kind", "object_id", "observed_at"], name="rs_obs_object_time"),
             models.Index(fields=["is_latest", "freed_bytes"], name="rs_obs_latest_freed"),
         ]
@@ -107,6 +103,5 @@ class Observation(models.Model):
             "name": obj.name,
             "model_name": obj.model_name,
             "node_pool": obj.node_pool,
-            "model": obj if isinstance(obj, InferenceModel) else None,
         }
         return cls(**identity, **fields)

@@ -4,10 +4,11 @@ Every serving kind (those declaring ``pod_label`` and ``pod_resources()``, clust
 judged in the same pass. A constant number of Prometheus requests per cluster whatever the number
 of models (memory peak, sample count, GPU framebuffer, GPU size, KV cache, OOM kills, CPU p95) and
 a constant number of SQL statements: one SELECT per kind, one UPDATE retiring the previous
-observations, one COPY of the new ones (clusters.bulk), one UPDATE of every InferenceModel's status
-from a JSON document, and no per-row lookups (SQLite, the embedded default, uses the ORM's bulk
-statements instead, a few per 500 rows). When Prometheus cannot answer, the refresh is recorded
-as failed with the reason and nothing else changes: the last report stays as it was.
+observations, one COPY of the new ones (clusters.bulk), one UPDATE per kind whose status carries
+right-sizing fields (InferenceModel's CRD) from a JSON document, and no per-row lookups (SQLite,
+the embedded default, uses the ORM's bulk statements instead, a few per 500 rows). When Prometheus
+cannot answer, the refresh is recorded as failed with the reason and nothing else changes: the last
+report stays as it was.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from scheduler.rightsizing.writeback import RIGHTSIZING_STATUS_FIELDS, status_fi
 
 logger = logging.getLogger(__name__)
 MIB = 1024**2
-STATUS_KIND = "InferenceModel"  # the one kind whose CRD carries right-sizing status fields
 
 
 @dataclass
@@ -189,7 +189,7 @@ def refresh_cluster(
         for observation in observations:
             observation.refresh = refresh
         bulk.insert(Observation, observations)
-        statused = [(o.model, o) for o in observations if o.model is not None]
+        statused = with_status(objects, observations)
         store_status(statused)
     errors = _write_back_all(cluster, statused)
     if errors:
@@ -198,11 +198,26 @@ def refresh_cluster(
     return refresh
 
 
+def with_status(objects: list[KubeObject], observations: list[Observation]) -> list[tuple[KubeObject, Observation]]:
+    """The (object, observation) pairs whose kind's CRD carries right-sizing status fields."""
+    return [
+        (obj, observation)
+        for obj, observation in zip(objects, observations, strict=True)
+        if getattr(obj, "rightsizing_status", False)
+    ]
+
+
 def store_status(pairs: list[tuple[KubeObject, Observation]]) -> None:
-    """Every InferenceModel's right-sizing status and projected columns in one UPDATE (a JSON document
+    """Each kind's right-sizing status and projected columns in one UPDATE per kind (a JSON document
     joined by id): linear in rows, unlike ``bulk_update``'s CASE per row, and one parameter."""
-    if not pairs:
-        return
+    by_kind: dict[type[KubeObject], list[tuple[KubeObject, Observation]]] = {}
+    for obj, observation in pairs:
+        by_kind.setdefault(type(obj), []).append((obj, observation))
+    for kind_pairs in by_kind.values():
+        _store_kind_status(kind_pairs)
+
+
+def _store_kind_status(pairs: list[tuple[KubeObject, Observation]]) -> None:
     rows = []
     for obj, observation in pairs:
         kept = {k: v for k, v in (obj.status or {}).items() if k not in RIGHTSIZING_STATUS_FIELDS}
@@ -230,7 +245,8 @@ def store_status(pairs: list[tuple[KubeObject, Observation]]) -> None:
 def _write_back_all(cluster: Cluster, pairs: list[tuple[KubeObject, Observation]]) -> list[str]:
     """Write status to the cluster where the portal is the controller; one failure does not stop the rest."""
     errors: list[str] = []
-    if not pairs or not cluster.manages(STATUS_KIND):
+    pairs = [(obj, observation) for obj, observation in pairs if cluster.manages(obj.kube.kind)]
+    if not pairs:
         return errors
     gateway = ClusterGateway(cluster)  # one client for the cluster's whole refresh
     try:

@@ -40,8 +40,6 @@ _STATE_FILTERS = {
     "gpu": ~Q(gpu_recommendation=""),
 }
 _SORT_COLUMNS = {"cluster": "cluster__name"}
-# URL slugs of the serving kinds (the portal's own, models/<slug>/) by Kubernetes kind.
-KIND_SLUGS = {"inferencemodels": "InferenceModel", "kubeai-models": "Model", "modelservices": "ModelService"}
 
 
 @dataclass

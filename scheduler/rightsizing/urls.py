@@ -12,4 +12,5 @@ urlpatterns = [
     path("rightsizing/models/<int:pk>/", views.model_page, name="rightsizing-model"),
     path("rightsizing/<slug:kind>/<int:pk>/", views.model_page, name="rightsizing-object"),
     path("rightsizing/models/<int:pk>/apply/", views.apply, name="rightsizing-apply"),
+    path("rightsizing/<slug:kind>/<int:pk>/apply/", views.apply, name="rightsizing-object-apply"),
 ]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
@@ -17,26 +18,33 @@ from django.views.decorators.http import require_POST
 from accounts.access import CHANGE, VIEW, restrict, visible_cluster_ids
 from clusters.audit import Actor
 from clusters.models import Cluster
+from clusters.quantities import format_bytes
 from clusters.validation import ManifestInvalid
-from models_app.models import InferenceModel
 from scheduler.rightsizing.apply import apply_recommendation
 from scheduler.rightsizing.charts import gpu_chart, model_chart, pool_chart
 from scheduler.rightsizing.conf import default_policy
 from scheduler.rightsizing.filters import report_filters
+from scheduler.rightsizing.kinds import (
+    DEFAULT_SLUG,
+    applicable,
+    apply_kinds,
+    change_permission,
+    kind_for_slug,
+    refresh_permissions,
+)
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.refresh import refresh_clusters
-from scheduler.rightsizing.report import KIND_SLUGS, ReportRow, build_report, last_refreshes, pool_totals, row_for
+from scheduler.rightsizing.report import ReportRow, build_report, last_refreshes, pool_totals, row_for
 
-CHANGE_PERMISSION = "models_app.change_inferencemodel"
 CSV_COLUMNS = [name for name in ReportRow.__dataclass_fields__]
 
 
 PAGE_SIZE = 50
 
 
-def _visible(request: HttpRequest, action: str = VIEW) -> QuerySet:
-    """The InferenceModels in the user's teams' namespaces (every one for staff)."""
-    return restrict(InferenceModel.objects.select_related("cluster"), request.user, action)
+def _visible(request: HttpRequest, slug: str, action: str = VIEW) -> QuerySet:
+    """The objects of the URL's kind in the user's teams' namespaces (every one for staff)."""
+    return restrict(kind_for_slug(slug).objects.select_related("cluster"), request.user, action)
 
 
 def _observations(request: HttpRequest) -> QuerySet:
@@ -77,23 +85,23 @@ def report_page(request: HttpRequest) -> HttpResponse:
             "clusters": Cluster.objects.values_list("name", flat=True),
             "query_without_ordering": query.urlencode(),
             "export_query": request.GET.urlencode(),
-            "can_change": request.user.has_perm(CHANGE_PERMISSION),
+            "can_change": request.user.has_perms(refresh_permissions()),
+            "apply_kinds": apply_kinds(request.user),
         },
     )
 
 
 @login_required
-def model_page(request: HttpRequest, pk: int, kind: str = "inferencemodels") -> HttpResponse:
+def model_page(request: HttpRequest, pk: int, kind: str = DEFAULT_SLUG) -> HttpResponse:
     """One object's history: memory, GPU memory and CPU over time, and every observation."""
-    if kind not in KIND_SLUGS:
-        raise Http404(f"no kind {kind!r}; one of {', '.join(KIND_SLUGS)}")
+    serving_kind = kind_for_slug(kind)
     history = list(
         _observations(request)
-        .filter(kind=KIND_SLUGS[kind], object_id=pk)
+        .filter(kind=serving_kind.kube.kind, object_id=pk)
         .select_related("cluster")
         .order_by("observed_at")
     )
-    model = _visible(request).filter(pk=pk).first() if kind == "inferencemodels" else None
+    model = _visible(request, kind).filter(pk=pk).first()
     if not history and model is None:
         raise Http404("no observation of this object that you may see")
     latest = history[-1] if history else None
@@ -109,7 +117,10 @@ def model_page(request: HttpRequest, pk: int, kind: str = "inferencemodels") -> 
             "history": list(reversed(history)),
             "chart": model_chart(f"{title}: memory (GiB)", history) if history else "",
             "gpu_chart": gpu_chart(f"{title}: GPU memory (GiB)", history),
-            "can_change": model is not None and request.user.has_perm(CHANGE_PERMISSION),
+            "slug": kind,
+            "can_change": model is not None
+            and applicable(serving_kind)
+            and request.user.has_perm(change_permission(serving_kind)),
         },
     )
 
@@ -140,8 +151,9 @@ def export(request: HttpRequest, fmt: str) -> HttpResponse:
 
 @require_POST
 @login_required
-@permission_required(CHANGE_PERMISSION, raise_exception=True)
 def refresh(request: HttpRequest) -> HttpResponse:
+    if not request.user.has_perms(refresh_permissions()):
+        raise PermissionDenied("refreshing writes right-sizing status: it needs the right to change those objects")
     for done in refresh_clusters(request.POST.get("cluster") or None, visible_cluster_ids(request.user, CHANGE)):
         if done.ok:
             messages.success(
@@ -154,15 +166,17 @@ def refresh(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
-@permission_required(CHANGE_PERMISSION, raise_exception=True)
-def apply(request: HttpRequest, pk: int) -> HttpResponse:
-    model = get_object_or_404(_visible(request, CHANGE), pk=pk)
+def apply(request: HttpRequest, pk: int, kind: str = DEFAULT_SLUG) -> HttpResponse:
+    if not request.user.has_perm(change_permission(kind_for_slug(kind))):
+        raise PermissionDenied("applying a recommendation edits the object: it needs the right to change it")
+    model = get_object_or_404(_visible(request, kind, CHANGE), pk=pk)
     try:
         applied = apply_recommendation(model, default_policy(), Actor.from_request(request, "portal"))
     except ManifestInvalid as error:
         messages.error(request, "; ".join(e.message for e in error.errors))
     else:
-        messages.success(request, f"{applied}: spec.memory set to {applied.spec['memory']}; it syncs to the cluster")
+        memory = format_bytes(applied.pod_resources().memory_bytes)
+        messages.success(request, f"{applied}: {applied.pod_memory_path} set to {memory}; it syncs to the cluster")
     target = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         target = "rightsizing-report"

@@ -1,4 +1,5 @@
-"""Writing right-sizing fields to an InferenceModel's status in the cluster, through ``/status`` only.
+"""Writing right-sizing fields to a serving object's status in the cluster, through ``/status`` only
+(kinds whose CRD carries them: ``rightsizing_status``, see scheduler/rightsizing/kinds.py).
 
 Status belongs to the cluster except the fields the portal computes as controller (DESIGN.md,
 "Sync"), so only the four right-sizing fields are changed, by a merge patch: everything else in the
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.gateway import ClusterGateway
-from models_app.models import InferenceModel
+from clusters.models import KubeObject
 from scheduler.rightsizing.models import Observation
 
 RIGHTSIZING_STATUS_FIELDS = ("observedPeakMemory", "utilizationPercent", "recommendation", "lastObservation")
@@ -32,7 +33,7 @@ def status_fields(observation: Observation) -> dict[str, Any]:
     return fields
 
 
-def write_back(gateway: ClusterGateway, obj: InferenceModel, observation: Observation) -> dict[str, Any]:
+def write_back(gateway: ClusterGateway, obj: KubeObject, observation: Observation) -> dict[str, Any]:
     """Merge-patch the right-sizing fields into the object's status through /status.
 
     The other status fields are not sent, so whatever the cluster holds there stays; a right-sizing

@@ -26,7 +26,7 @@ def refreshed(prometheus, end):
     cluster = make_cluster(prometheus.url)
     models = reference_models(cluster)
     refresh = refresh_cluster(cluster, at=end)
-    latest = {f"{o.model.namespace}/{o.model.name}": o for o in Observation.objects.filter(is_latest=True)}
+    latest = {f"{o.namespace}/{o.name}": o for o in Observation.objects.filter(is_latest=True, kind="InferenceModel")}
     return cluster, models, refresh, latest
 
 
@@ -132,7 +132,7 @@ def test_prometheus_down_is_a_clear_error_and_keeps_the_last_report(prometheus, 
         failed.error
         == f"Prometheus at {cluster.prometheus_url} is unreachable (ConnectionError); the last report is kept"
     )
-    latest = Observation.objects.get(model=models["default/llama-2-70b"], is_latest=True)
+    latest = Observation.objects.get(object_id=models["default/llama-2-70b"].pk, kind="InferenceModel", is_latest=True)
     assert latest.refresh.ok and latest.utilization_percent == 93
     assert Observation.objects.count() == len(models)
     assert Refresh.objects.filter(cluster=cluster).count() == 2
@@ -154,7 +154,7 @@ def test_history_is_kept_and_only_the_newest_is_latest(prometheus, end):
     model = make_model(cluster, "llama-2-70b", "80Gi")
     refresh_cluster(cluster, at=end - timedelta(days=1))
     refresh_cluster(cluster, at=end)
-    history = list(Observation.objects.filter(model=model).order_by("observed_at"))
+    history = list(Observation.objects.filter(kind="InferenceModel", object_id=model.pk).order_by("observed_at"))
     assert len(history) == 2
     assert [o.is_latest for o in history] == [False, True]
     assert history[1].peak_bytes == 75 * GI
@@ -177,8 +177,8 @@ def test_one_query_per_model_agrees_with_the_batched_queries(prometheus, end):
     cluster = make_cluster(prometheus.url)
     models = reference_models(cluster)
     batched = refresh_cluster(cluster, at=end)
-    first = {o.model_id: (o.peak_bytes, o.samples, o.gpu_memory_peak_bytes) for o in batched.observations.all()}
+    first = {o.object_id: (o.peak_bytes, o.samples, o.gpu_memory_peak_bytes) for o in batched.observations.all()}
     per_model = refresh_cluster(cluster, at=end, batched=False)
-    second = {o.model_id: (o.peak_bytes, o.samples, o.gpu_memory_peak_bytes) for o in per_model.observations.all()}
+    second = {o.object_id: (o.peak_bytes, o.samples, o.gpu_memory_peak_bytes) for o in per_model.observations.all()}
     assert first == second
     assert per_model.queries == 7 * len(models)  # 8 models, 8 distinct (namespace, modelName) pairs

@@ -8,10 +8,6 @@ from pathlib import Path
 
 from django.conf import settings
 
-# scheduler/rightsizing/ still reads InferenceModel directly; its move to the registry is the
-# right-sizing work of issue 14 item 4 (another branch), which drops this exclusion.
-NOT_YET = ("rightsizing",)
-
 
 def imported_modules(path: Path) -> set[str]:
     names: set[str] = set()
@@ -28,6 +24,5 @@ def test_scheduler_never_imports_the_serving_kinds():
     offenders = {
         str(path.relative_to(root)): sorted(name for name in imported_modules(path) if name.startswith("models_app"))
         for path in root.rglob("*.py")
-        if path.relative_to(root).parts[0] not in (*NOT_YET, "migrations")
     }
     assert {path: names for path, names in offenders.items() if names} == {}

@@ -147,6 +147,8 @@ class ObservationSerializer(serializers.ModelSerializer):
         model = Observation
         fields = [
             "id",
+            "kind",
+            "object_id",
             "observed_at",
             "node_pool",
             "samples",

@@ -10,4 +10,8 @@ urlpatterns = [
     path("rightsizing/refresh/", views.RefreshView.as_view(), name="rightsizing-api-refresh"),
     path("rightsizing/models/<int:pk>/history/", views.HistoryView.as_view(), name="rightsizing-api-history"),
     path("rightsizing/models/<int:pk>/apply/", views.ApplyView.as_view(), name="rightsizing-api-apply"),
+    path(
+        "rightsizing/<slug:kind>/<int:pk>/history/", views.HistoryView.as_view(), name="rightsizing-api-object-history"
+    ),
+    path("rightsizing/<slug:kind>/<int:pk>/apply/", views.ApplyView.as_view(), name="rightsizing-api-object-apply"),
 ]

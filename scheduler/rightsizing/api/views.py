@@ -11,10 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.access import CHANGE, VIEW, restrict, visible_cluster_ids
+from clusters.api.serializers import KubeObjectSerializer, manifest_serializer_for
 from clusters.audit import Actor
 from clusters.quantities import format_bytes
-from models_app.api.serializers import InferenceModelSerializer
-from models_app.models import InferenceModel
 from scheduler.rightsizing.api.serializers import (
     ObservationSerializer,
     PreviewResultSerializer,
@@ -27,19 +26,27 @@ from scheduler.rightsizing.api.serializers import (
 from scheduler.rightsizing.apply import apply_recommendation
 from scheduler.rightsizing.conf import default_policy
 from scheduler.rightsizing.filters import report_filters
+from scheduler.rightsizing.kinds import DEFAULT_SLUG, change_permission, kind_for_slug, refresh_permissions
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.policy import evaluate
 from scheduler.rightsizing.refresh import refresh_clusters
 from scheduler.rightsizing.report import build_report, last_refreshes, pool_totals, row_for
 
-CHANGE_PERMISSION = "models_app.change_inferencemodel"
 
-
-class CanChangeInferenceModels(BasePermission):
-    """Refreshing and applying change InferenceModels: the same right as editing one."""
+class CanWriteRightsizingStatus(BasePermission):
+    """Refreshing writes the status of the kinds that carry right-sizing fields: the right to change them."""
 
     def has_permission(self, request, view) -> bool:
-        return bool(request.user and request.user.is_authenticated and request.user.has_perm(CHANGE_PERMISSION))
+        user = request.user
+        return bool(user and user.is_authenticated and user.has_perms(refresh_permissions()))
+
+
+class CanChangeTheKind(BasePermission):
+    """Applying edits the object: the same right as editing one of its kind."""
+
+    def has_permission(self, request, view) -> bool:
+        model = kind_for_slug(view.kwargs.get("kind", DEFAULT_SLUG))
+        return bool(request.user and request.user.is_authenticated and request.user.has_perm(change_permission(model)))
 
 
 class PreviewView(APIView):
@@ -84,14 +91,16 @@ class HistoryView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(responses=ObservationSerializer(many=True), tags=["rightsizing"])
-    def get(self, request: Request, pk: int) -> Response:
-        """Every observation of one InferenceModel, newest first."""
-        model = get_object_or_404(restrict(InferenceModel.objects.all(), request.user, VIEW), pk=pk)
-        return Response(ObservationSerializer(Observation.objects.filter(model=model), many=True).data)
+    def get(self, request: Request, pk: int, kind: str = DEFAULT_SLUG) -> Response:
+        """Every observation of one serving object (an InferenceModel under models/), newest first."""
+        model = kind_for_slug(kind)
+        obj = get_object_or_404(restrict(model.objects.all(), request.user, VIEW), pk=pk)
+        history = Observation.objects.filter(kind=model.kube.kind, object_id=obj.pk)
+        return Response(ObservationSerializer(history, many=True).data)
 
 
 class RefreshView(APIView):
-    permission_classes = [CanChangeInferenceModels]
+    permission_classes = [CanWriteRightsizingStatus]
 
     @extend_schema(request=RefreshRequestSerializer, responses=RefreshSerializer(many=True), tags=["rightsizing"])
     def post(self, request: Request) -> Response:
@@ -105,12 +114,12 @@ class RefreshView(APIView):
 
 
 class ApplyView(APIView):
-    permission_classes = [CanChangeInferenceModels]
+    permission_classes = [CanChangeTheKind]
 
-    @extend_schema(request=None, responses={status.HTTP_200_OK: InferenceModelSerializer}, tags=["rightsizing"])
-    def post(self, request: Request, pk: int) -> Response:
-        """Set the model's spec.memory to the current recommendation (audited, then synced)."""
-        models = restrict(InferenceModel.objects.select_related("cluster"), request.user, CHANGE)
-        model = get_object_or_404(models, pk=pk)
-        applied = apply_recommendation(model, default_policy(), Actor.from_request(request, "api"))
-        return Response(InferenceModelSerializer(applied).data)
+    @extend_schema(request=None, responses={status.HTTP_200_OK: KubeObjectSerializer}, tags=["rightsizing"])
+    def post(self, request: Request, pk: int, kind: str = DEFAULT_SLUG) -> Response:
+        """Set the object's pods' memory to the current recommendation (audited, then synced)."""
+        model = kind_for_slug(kind)
+        obj = get_object_or_404(restrict(model.objects.select_related("cluster"), request.user, CHANGE), pk=pk)
+        applied = apply_recommendation(obj, default_policy(), Actor.from_request(request, "api"))
+        return Response(manifest_serializer_for(model)(applied).data)

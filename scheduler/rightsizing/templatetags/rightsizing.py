@@ -5,8 +5,9 @@ from __future__ import annotations
 from django import template
 from django.urls import reverse
 
+from scheduler.rightsizing.kinds import slug_of
 from scheduler.rightsizing.policy import format_memory
-from scheduler.rightsizing.report import KIND_SLUGS, ReportRow
+from scheduler.rightsizing.report import ReportRow
 
 register = template.Library()
 
@@ -22,5 +23,10 @@ def memory(amount: int | None) -> str:
 @register.filter
 def history_url(row: ReportRow) -> str:
     """The history page of a report row's object, whatever its kind."""
-    slug = next(slug for slug, kind in KIND_SLUGS.items() if kind == row.kind)
-    return reverse("rightsizing-object", args=[slug, row.model_id])
+    return reverse("rightsizing-object", args=[slug_of(row.kind), row.model_id])
+
+
+@register.filter
+def apply_url(row: ReportRow) -> str:
+    """Where to apply a report row's recommendation (the page offers it for ``apply_kinds`` only)."""
+    return reverse("rightsizing-object-apply", args=[slug_of(row.kind), row.model_id])

@@ -1,0 +1,70 @@
+"""The serving kinds as right-sizing's pages and API reach them: by URL slug, through the registry.
+
+Right-sizing imports no serving app. A kind is judged when it declares ``pod_label`` and
+``pod_resources()`` (clusters/serving.py); its recommendation can be applied when it names
+``pod_memory_path`` and implements ``spec_with_pod_memory()``; a refresh writes its status when
+``rightsizing_status`` is set (its CRD's status has the fields of writeback.py and it projects
+``observed_peak_bytes`` and ``utilization_percent``). Rights are the kind's own change permission.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_permission_codename
+from django.db.models.signals import post_delete
+from django.http import Http404
+
+from clusters.models import KubeObject
+from scheduler.rightsizing.conf import serving_kinds
+
+# URL slugs of the serving kinds (the portal's own, models/<slug>/) by Kubernetes kind.
+KIND_SLUGS = {"inferencemodels": "InferenceModel", "kubeai-models": "Model", "modelservices": "ModelService"}
+DEFAULT_SLUG = "inferencemodels"  # the kind of the first URLs, rightsizing/models/<pk>/...
+
+
+def kind_for_slug(slug: str) -> type[KubeObject]:
+    """The serving kind a URL names; 404 naming the known slugs otherwise."""
+    kind = KIND_SLUGS.get(slug)
+    model = next((model for model in serving_kinds() if model.kube.kind == kind), None)
+    if model is None:
+        raise Http404(f"no kind {slug!r}; one of {', '.join(KIND_SLUGS)}")
+    return model
+
+
+def slug_of(kind: str) -> str:
+    return next(slug for slug, name in KIND_SLUGS.items() if name == kind)
+
+
+def change_permission(model: type[KubeObject]) -> str:
+    """``app.change_model``: applying to an object is editing it."""
+    return f"{model._meta.app_label}.{get_permission_codename('change', model._meta)}"
+
+
+def refresh_permissions() -> list[str]:
+    """A refresh writes the status of the kinds that carry right-sizing fields: their change rights."""
+    return [change_permission(model) for model in serving_kinds() if getattr(model, "rightsizing_status", False)]
+
+
+def applicable(model: type[KubeObject]) -> bool:
+    """The kind declares its pods' memory in its spec, where apply can set it."""
+    return getattr(model, "pod_memory_path", None) is not None
+
+
+def apply_kinds(user: Any) -> set[str]:
+    """The kinds whose recommendations ``user`` may apply (applicable, and the right to change them)."""
+    kinds = filter(applicable, serving_kinds())
+    return {model.kube.kind for model in kinds if user.has_perm(change_permission(model))}
+
+
+def _forget_history(sender: type[KubeObject], instance: KubeObject, **_: Any) -> None:
+    from scheduler.rightsizing.models import Observation
+
+    Observation.objects.filter(kind=sender.kube.kind, object_id=instance.pk).delete()
+
+
+def connect_history_deletion() -> None:
+    """An object's observations go with it, for every serving kind (what a foreign key's CASCADE
+    did for InferenceModel alone)."""
+    for model in serving_kinds():
+        post_delete.connect(_forget_history, sender=model, dispatch_uid=f"rightsizing-history-{model.kube.kind}")

@@ -30,6 +30,7 @@ from clusters.owned import NotOwnedError, ensure, label_value
 from clusters.quantities import quantity_to_int
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.admission import Demand, admit, release
+from scheduler.consumption import shapes_from_json
 from scheduler.durations import parse_duration
 from scheduler.holdings import Holding, ModelKey
 from scheduler.idle import idle_since
@@ -137,6 +138,12 @@ def release_departed(cluster: Cluster) -> int:
     return released
 
 
+
+def desired_gpus(row: InferenceModel) -> int:
+    """The GPUs the model asks for when it runs: its desired pods', not ``gpu_count`` (the GPUs of
+    the replicas the cluster reports), which is 0 once a refused model was kept at zero."""
+    return sum(shape.gpus * shape.count for shape in shapes_from_json(row.pods))
+
 def _plan(
     gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], deployment: dict[str, Any] | None, now: datetime
 ) -> Plan:
@@ -168,7 +175,7 @@ def _plan(
         row.namespace,
         row.name,
         quantity_to_int(spec["memory"]) or 0,
-        gpus=row.gpu_count,
+        gpus=desired_gpus(row),
     )
     decision = admit(demand, now)
     if not decision.fits and decision.frees_enough:

@@ -59,7 +59,9 @@ class PoolAccountsView(APIView):
                     "free_bytes": a.free_bytes,
                     "rightsizing_savings_bytes": a.rightsizing_savings_bytes,
                     "gpus_used": a.gpus_used,
-                    "holders": [{"model": h.label, "memory_bytes": h.memory_bytes} for h in a.holders],
+                    "holders": [
+                        {"model": h.label, "memory_bytes": h.memory_bytes, "gpus": h.gpu_count} for h in a.holders
+                    ],
                     "holders_total": a.holders_total,
                 }
                 for a in team_accounts(

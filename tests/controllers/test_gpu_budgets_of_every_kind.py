@@ -114,8 +114,13 @@ def test_planning_and_pool_figures_count_the_gpus_of_every_kind(held, api_as):
     assert (account.gpus_used, account.allocated_bytes) == (7, (160 + 64 + 32) * GI)
     (pool,) = [p for p in pool_gpu_capacity({cluster.pk}) if p.pool == POOL]
     assert (pool.gpus_held, pool.gpus_free) == (7, 1)
-    pools = api_as().get("/api/planning/pools/").json()
-    assert [(p["pool"], p["gpus_used"]) for p in pools if p["pool"] == POOL] == [(POOL, 7)]
+    (api,) = [p for p in api_as(staff=True).get("/api/planning/pools/").json() if p["pool"] == POOL]
+    assert api["gpus_used"] == 7
+    namespace = cluster.namespaces[0]
+    assert api["holders"] == [
+        {"model": f"Model {namespace}/qwen", "memory_bytes": 160 * GI, "gpus": 4},
+        {"model": f"ModelService {namespace}/llama-pd", "memory_bytes": 96 * GI, "gpus": 3},
+    ]
 
     def proposal(gpus: int) -> dict:
         estimate = Proposal("Estimate", cluster.pk, "default", f"new-{gpus}", POOL, 16 * GI, gpus, origin="estimate")

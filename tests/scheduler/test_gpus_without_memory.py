@@ -120,11 +120,13 @@ def test_planning_places_the_gpu_pods_of_models_without_declared_memory(gpu_only
     assert plan_to_dict(plan(gpu_only, [narrow], now=NOW))["fits"] is True
 
 
-def test_the_dashboard_shows_the_gpus_used(admin_client, gpu_only):
+def test_the_dashboard_and_the_planning_page_show_the_gpus_used(admin_client, gpu_only):
     page = admin_client.get("/")
     (account,) = page.context["accounts"]
     assert account.gpus_used == 5
     assert "<th>GPUs used</th>" in page.content.decode() and "<td>5</td>" in page.content.decode()
+    planning = admin_client.get("/planning/").content.decode()
+    assert "default/plain (10.0 GiB), default/kai (0.0 GiB, 3 GPUs), default/svc (0.0 GiB, 2 GPUs)" in planning
 
 
 def test_a_stopped_model_without_declared_memory_is_planned_by_its_gpus(gpu_only):

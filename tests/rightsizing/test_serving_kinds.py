@@ -11,7 +11,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from clusters.audit import Actor
 from clusters.models import AuditEntry
+from clusters.services import request_delete
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.refresh import refresh_cluster
@@ -157,11 +159,16 @@ def test_the_api_applies_and_lists_history_for_every_kind(judged, api_as):
     assert old_url.status_code == 200 and old_url.json()[0]["kind"] == "InferenceModel"
 
 
-def test_deleting_an_object_of_any_kind_deletes_its_history(judged):
-    _, models, kubeai, service = judged
+def test_removing_an_object_of_any_kind_removes_its_history(judged, make_user):
+    cluster, models, kubeai, service = judged
     llama = models["default/llama-2-70b"]
+    user = make_user("remover")
+    actor = Actor(user.username, "portal", user)
     for obj in (kubeai, service, llama):
-        assert Observation.objects.filter(kind=obj.kube.kind, object_id=obj.pk).exists()
-        obj.delete()
-        assert not Observation.objects.filter(kind=obj.kube.kind, object_id=obj.pk).exists()
+        key = {"kind": obj.kube.kind, "object_id": obj.pk}
+        assert Observation.objects.filter(**key).exists()
+        assert request_delete(obj, actor)  # a snapshot cluster's row: removed at once
+        assert not Observation.objects.filter(**key).exists()
     assert Observation.objects.filter(kind="InferenceModel").exists()  # the others' stays
+    cluster.delete()
+    assert not Observation.objects.exists()

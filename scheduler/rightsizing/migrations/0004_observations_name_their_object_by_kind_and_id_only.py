@@ -1,6 +1,6 @@
 """Observations name their object by (kind, object_id) only: the foreign key to InferenceModel goes,
-so right-sizing depends on no serving app (the history of a deleted object is removed by a
-post_delete handler for every serving kind, scheduler/rightsizing/kinds.py)."""
+so right-sizing depends on no serving app (the history of an object removed in the portal is
+deleted through clusters.services.object_removed, scheduler/rightsizing/kinds.py)."""
 
 from django.db import migrations
 

@@ -74,6 +74,8 @@ class ServingModel(KubeObject):
     class Meta(KubeObject.Meta):
         abstract = True
 
+    # The kind's pages are models/<url_slug>/ (and rightsizing/<url_slug>/).
+    url_slug: ClassVar[str]
     # The kube_pod_labels label naming the object on its pods (right-sizing, see clusters/serving.py).
     pod_label: ClassVar[str]
     # Where one pod's memory is declared in the spec, which right-sizing's apply sets (None: outside
@@ -131,6 +133,7 @@ class InferenceModel(ServingModel):
     """eh-ops ``InferenceModel``: one served model with a memory budget in a node pool."""
 
     kube = KindInfo("inference.eh-ops.io", "v1alpha1", "InferenceModel", "inferencemodels")
+    url_slug = "inferencemodels"
 
     observed_peak_bytes = models.BigIntegerField(null=True, blank=True, editable=False)
     utilization_percent = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
@@ -199,6 +202,7 @@ class KubeAIModel(ServingModel):
     """KubeAI ``Model`` (kind ``Model``, named KubeAIModel here to avoid clashing with Django's Model)."""
 
     kube = KindInfo("kubeai.org", "v1", "Model", "models")
+    url_slug = "kubeai-models"
 
     url = models.TextField(blank=True, editable=False)
     features = models.TextField(
@@ -275,6 +279,7 @@ class ModelService(ServingModel):
     """OtterScale / llm-d ``ModelService``: decode (and optional prefill) roles behind an endpoint picker."""
 
     kube = KindInfo("model.otterscale.io", "v1alpha1", "ModelService", "modelservices")
+    url_slug = "modelservices"
 
     @classmethod
     def extra_rules(cls, manifest: dict[str, Any]) -> list[FieldError]:

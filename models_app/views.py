@@ -36,11 +36,7 @@ from models_app.forms import FORMS
 from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
 from runs_app.models import InferenceConfig, InferenceRun
 
-KINDS: dict[str, type[KubeObject]] = {
-    "inferencemodels": InferenceModel,
-    "kubeai-models": KubeAIModel,
-    "modelservices": ModelService,
-}
+KINDS: dict[str, type[KubeObject]] = {model.url_slug: model for model in (InferenceModel, KubeAIModel, ModelService)}
 PAGE_SIZE = 25
 
 

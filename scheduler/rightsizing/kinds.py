@@ -1,10 +1,11 @@
 """The serving kinds as right-sizing's pages and API reach them: by URL slug, through the registry.
 
 Right-sizing imports no serving app. A kind is judged when it declares ``pod_label`` and
-``pod_resources()`` (clusters/serving.py); its recommendation can be applied when it names
-``pod_memory_path`` and implements ``spec_with_pod_memory()``; a refresh writes its status when
-``rightsizing_status`` is set (its CRD's status has the fields of writeback.py and it projects
-``observed_peak_bytes`` and ``utilization_percent``). Rights are the kind's own change permission.
+``pod_resources()`` (clusters/serving.py) and is reached at ``rightsizing/<url_slug>/`` (else its
+plural); its recommendation can be applied when it names ``pod_memory_path`` and implements
+``spec_with_pod_memory()``; a refresh writes its status when ``rightsizing_status`` is set (its
+CRD's status has the fields of writeback.py and it projects ``observed_peak_bytes`` and
+``utilization_percent``). Rights are the kind's own change permission.
 """
 
 from __future__ import annotations
@@ -18,22 +19,21 @@ from clusters.models import KubeObject
 from clusters.services import object_removed
 from scheduler.rightsizing.conf import serving_kinds
 
-# URL slugs of the serving kinds (the portal's own, models/<slug>/) by Kubernetes kind.
-KIND_SLUGS = {"inferencemodels": "InferenceModel", "kubeai-models": "Model", "modelservices": "ModelService"}
 DEFAULT_SLUG = "inferencemodels"  # the kind of the first URLs, rightsizing/models/<pk>/...
 
 
 def kind_for_slug(slug: str) -> type[KubeObject]:
-    """The serving kind a URL names; 404 naming the known slugs otherwise."""
-    kind = KIND_SLUGS.get(slug)
-    model = next((model for model in serving_kinds() if model.kube.kind == kind), None)
-    if model is None:
-        raise Http404(f"no kind {slug!r}; one of {', '.join(KIND_SLUGS)}")
-    return model
+    """The serving kind a URL names (its ``url_slug``, as on its own pages); 404 naming the known ones."""
+    kinds = {getattr(model, "url_slug", model.kube.plural): model for model in serving_kinds()}
+    if slug not in kinds:
+        raise Http404(f"no kind {slug!r}; one of {', '.join(kinds)}")
+    return kinds[slug]
 
 
 def slug_of(kind: str) -> str:
-    return next(slug for slug, name in KIND_SLUGS.items() if name == kind)
+    return next(
+        getattr(model, "url_slug", model.kube.plural) for model in serving_kinds() if model.kube.kind == kind
+    )
 
 
 def change_permission(model: type[KubeObject]) -> str:

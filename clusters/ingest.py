@@ -102,8 +102,10 @@ def _stored(
         f"CASE WHEN {changed} THEN t.spec::text END, CASE WHEN {changed} THEN t.labels::text END, "
         f"CASE WHEN {changed} THEN t.annotations::text END "
         f"FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS k(ns, name, uid, rv) "
-        f"JOIN {connection.ops.quote_name(model._meta.db_table)} t "
-        f"ON t.cluster_id = %s AND t.namespace = k.ns AND t.name = k.name"
+        # one lookup in the unique index per object (LIMIT 1 keeps the planner from joining instead:
+        # it hashed every row of the cluster for each page, a relist quadratic in the objects)
+        f"CROSS JOIN LATERAL (SELECT * FROM {connection.ops.quote_name(model._meta.db_table)} t "
+        f"WHERE t.cluster_id = %s AND t.namespace = k.ns AND t.name = k.name LIMIT 1) t"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [listed_at, *map(list, columns), cluster.pk])

@@ -12,8 +12,9 @@ Callers use these on PostgreSQL only (``connection.vendor == "postgresql"``).
 
 from __future__ import annotations
 
+import hashlib
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -48,13 +49,13 @@ def copy_new(model: type[models.Model], rows: Iterable[models.Model], count: int
             row.pk = pk
             yield row
 
-    _copy_into(model, model._meta.db_table, numbered(), with_pk=True)
+    _copy_into(model._meta.db_table, [model._meta.pk, *_fields(model)], numbered())
     return pks
 
 
 def insert(model: type[models.Model], rows: Iterable[models.Model]) -> None:
     """Plain bulk insert (no conflicts possible), e.g. audit entries."""
-    _copy_into(model, model._meta.db_table, rows)
+    _copy_into(model._meta.db_table, _fields(model), rows)
 
 
 _staging_tables: WeakKeyDictionary[Any, set[str]] = WeakKeyDictionary()  # per database session
@@ -67,18 +68,26 @@ def staged_update(
     update: Sequence[str],
     only_if: str = "",
     only_if_params: Sequence[Any] = (),
+    derived: Mapping[str, str] | None = None,
 ) -> dict[tuple, int]:
     """Update existing rows keyed by ``unique`` from rows COPied into a staging table, with one
     ``UPDATE ... FROM``. A row is updated only when ``only_if`` (SQL about the stored row, named
     ``t``) holds: PostgreSQL checks it again on the newest version of a row it had to wait for,
-    so a row changed meanwhile by someone else is left alone. Returns {unique values: pk} of
-    the rows updated."""
+    so a row changed meanwhile by someone else is left alone. ``derived`` maps fields of
+    ``update`` to SQL about the staged row (``s``) they are set from, so that a value two columns
+    share crosses to the server and is parsed once. Returns {unique values: pk} of the rows
+    updated."""
+    derived = derived or {}
+    staged = [model._meta.get_field(name) for name in dict.fromkeys([*unique, *update]) if name not in derived]
     table = _quote(model._meta.db_table)
-    staging_name = f"bulk_staging_{model._meta.db_table}"
+    staging_name = f"bulk_staging_{model._meta.db_table}_{_digest([field.column for field in staged])}"
     staging = _quote(staging_name)
     key_columns = _columns(model, unique)
     joined = " AND ".join(f"t.{c} = s.{c}" for c in key_columns)
-    assignments = ", ".join(f"{c} = s.{c}" for c in _columns(model, update))
+    assignments = ", ".join(
+        f"{_quote(model._meta.get_field(name).column)} = {derived.get(name) or f's.{_columns(model, [name])[0]}'}"
+        for name in update
+    )
     if not connection.in_atomic_block:
         raise RuntimeError("staged_update needs a transaction: its staging table empties at commit")
     with connection.cursor() as cursor:
@@ -88,16 +97,36 @@ def staged_update(
             # two round trips of creating and truncating it).
             cursor.execute(
                 f"CREATE TEMP TABLE IF NOT EXISTS {staging} ON COMMIT DELETE ROWS AS "
-                f"SELECT {_quoted_columns(_fields(model))} FROM {table} WITH NO DATA"
+                f"SELECT {_quoted_columns(staged)} FROM {table} WITH NO DATA"
             )
+            _compress_fast(cursor, staging, staged)
             created.add(staging_name)
-        _copy_into(model, staging_name, rows)
+        _copy_into(staging_name, staged, rows)
         cursor.execute(
             f"UPDATE {table} t SET {assignments} FROM {staging} s WHERE {joined}"
             f"{f' AND {only_if}' if only_if else ''} RETURNING t.id, {', '.join(f't.{c}' for c in key_columns)}",
             list(only_if_params),
         )
         return {tuple(found): pk for pk, *found in cursor.fetchall()}
+
+
+def _digest(columns: Sequence[str]) -> str:
+    """Names a staging table by its columns (two callers staging different columns get two tables)."""
+    return hashlib.sha256(",".join(columns).encode()).hexdigest()[:8]
+
+
+def _compress_fast(cursor: Any, staging: str, fields: Sequence[models.Field]) -> None:
+    """Large staged values (JSON, text) are compressed with lz4 where the server has it: the staging
+    table is read once, right away, so pglz's slow compression there (the default) only cost time;
+    the target table keeps its own setting."""
+    cursor.execute("SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'")
+    (available,) = cursor.fetchone()
+    toastable = [field for field in fields if isinstance(field, models.JSONField | models.TextField)]
+    if available and toastable:
+        cursor.execute(
+            f"ALTER TABLE {staging} "
+            + ", ".join(f"ALTER COLUMN {_quote(field.column)} SET COMPRESSION lz4" for field in toastable)
+        )
 
 
 def _fields(model: type[models.Model]) -> list[models.Field]:
@@ -108,10 +137,9 @@ def _quoted_columns(fields: Sequence[models.Field]) -> str:
     return ", ".join(_quote(field.column) for field in fields)
 
 
-def _copy_into(model, table: str, rows: Iterable[models.Model], with_pk: bool = False) -> None:
-    """COPY rows into ``table``. psycopg's own errors become Django's (``DatabaseError``...), as
-    for every other query."""
-    fields = [model._meta.pk, *_fields(model)] if with_pk else _fields(model)
+def _copy_into(table: str, fields: Sequence[models.Field], rows: Iterable[models.Model]) -> None:
+    """COPY the ``fields`` of rows into ``table``. psycopg's own errors become Django's
+    (``DatabaseError``...), as for every other query."""
     with (
         connection.wrap_database_errors,
         connection.cursor() as cursor,

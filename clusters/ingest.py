@@ -102,8 +102,10 @@ def _stored(
         f"CASE WHEN {changed} THEN t.spec::text END, CASE WHEN {changed} THEN t.labels::text END, "
         f"CASE WHEN {changed} THEN t.annotations::text END "
         f"FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS k(ns, name, uid, rv) "
-        f"JOIN {connection.ops.quote_name(model._meta.db_table)} t "
-        f"ON t.cluster_id = %s AND t.namespace = k.ns AND t.name = k.name"
+        # one lookup in the unique index per object (LIMIT 1 keeps the planner from joining instead:
+        # it hashed every row of the cluster for each page, a relist quadratic in the objects)
+        f"CROSS JOIN LATERAL (SELECT * FROM {connection.ops.quote_name(model._meta.db_table)} t "
+        f"WHERE t.cluster_id = %s AND t.namespace = k.ns AND t.name = k.name LIMIT 1) t"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [listed_at, *map(list, columns), cluster.pk])
@@ -183,6 +185,14 @@ def _bulk_upsert(
     return pks
 
 
+# A synced row's merge base is what it mirrors (_rows: set_base of the same document as set_desired,
+# in KubeObject.set_base's shape): set from the staged spec, labels and annotations, not sent twice.
+_BASE_FROM_DESIRED = {
+    "last_synced_spec": "s.spec",
+    "last_synced_metadata": "jsonb_build_object('labels', s.labels, 'annotations', s.annotations)",
+}
+
+
 def _write_rows(model, cluster, items, stored, listed_at: datetime | None) -> dict[Key, int]:
     """COPY the new rows, update the existing ones from a staging table (clusters/bulk.py)."""
     new = [item for item in items if object_key(item) not in stored]
@@ -205,6 +215,7 @@ def _write_rows(model, cluster, items, stored, listed_at: datetime | None) -> di
         update=[*_SYNCED_FIELDS, *model.projected_fields()],
         only_if=only_if,
         only_if_params=params,
+        derived=_BASE_FROM_DESIRED,
     )
     return written | {key[1:]: pk for key, pk in updated.items()}
 

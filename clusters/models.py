@@ -186,7 +186,11 @@ class KubeObject(models.Model):
 
     kube: ClassVar[KindInfo]
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the unique (cluster, namespace, name) index leads with it and serves every
+    # lookup by cluster. A second one only cost writes, and for a cluster newer than the table's
+    # statistics the planner took it to find objects by name, walking the cluster's rows once per
+    # object (a first resync of 10,000 objects beside 100,000 others: 0.7 s per page of 500).
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+", db_index=False)
     namespace = models.CharField(max_length=63, default="default")
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True, editable=False)

@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 import aiohttp
+import orjson
 from aiohttp import web
 from django.conf import settings
 
@@ -51,6 +52,7 @@ HOP_HEADERS = frozenset(
 )
 FIRST_BYTE = web.RequestKey("first_byte", float)  # seconds from the request to the answer's first byte
 NO_MODEL = "-"  # the metrics label of requests that named no model the caller may use
+_DECODER = json.JSONDecoder()
 
 
 def usage_in(data: bytes) -> Any:
@@ -61,7 +63,7 @@ def usage_in(data: bytes) -> Any:
         return None
     colon = data.find(b":", index)
     try:
-        value, _ = json.JSONDecoder().raw_decode(data[colon + 1:].decode("utf-8", "replace").lstrip())
+        value, _ = _DECODER.raw_decode(data[colon + 1:].decode("utf-8", "replace").lstrip())
     except ValueError:
         return None
     return value
@@ -80,8 +82,10 @@ class Gateway:
         self.session: aiohttp.ClientSession | None = None
 
     async def start(self, _app: web.Application) -> None:
+        # No cookie jar: one shared by every caller would hand one caller's cookies to the next.
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=10),
+            cookie_jar=aiohttp.DummyCookieJar(),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.config.upstream_timeout),
             skip_auto_headers=("Accept-Encoding",),
             auto_decompress=False,
@@ -124,7 +128,7 @@ class Gateway:
             return NO_MODEL, error_response(401, str(error), "invalid_api_key")
         body = await request.read()
         try:
-            name = json.loads(body).get("model")
+            name = orjson.loads(body).get("model")  # parsed only for this: passed on as received
         except (ValueError, AttributeError):
             return NO_MODEL, error_response(400, "the request body must be a JSON object", "invalid_json")
         if not isinstance(name, str) or not name:
@@ -195,7 +199,8 @@ class Gateway:
         headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
         if "Accept" in request.headers:
             headers["Accept"] = request.headers["Accept"]
-        return await self.session.post(replica.url + request.path, data=body, headers=headers)
+        # a redirect is the client's to follow (or not), like any other answer
+        return await self.session.post(replica.url + request.path, data=body, headers=headers, allow_redirects=False)
 
     async def _relay(
         self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, started: float

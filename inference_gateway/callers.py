@@ -30,7 +30,7 @@ from knox.auth import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.access import VIEW, namespace_predicate
-from inference_gateway.db_thread import in_thread
+from inference_gateway.db_thread import read
 
 PREFIXES = ("Bearer ", "Token ")
 MAX_REMEMBERED = 10_000  # tokens; past it, expired entries are dropped before adding one
@@ -101,7 +101,7 @@ class Callers:
 
     async def _verify(self, digest: str, key: str) -> Caller:
         try:
-            caller, expires = await in_thread(lambda: verify(key))
+            caller, expires = await read(lambda: verify(key))
         except NotAuthenticated:
             self._known.pop(digest, None)
             raise

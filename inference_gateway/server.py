@@ -35,6 +35,7 @@ from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.callers import Caller, Callers, NotAuthenticated
 from inference_gateway.catalog import Catalog
 from inference_gateway.conf import GatewaySettings
+from inference_gateway.db_thread import close_reads
 from inference_gateway.errors import error_response, model_not_found
 from inference_gateway.last_request import LastRequests
 from inference_gateway.routes import Route
@@ -95,6 +96,7 @@ class Gateway:
         await self.last_requests.drain()
         if self.session is not None:
             await self.session.close()
+        await close_reads()
 
     # -- handlers ----------------------------------------------------------------------------------
     async def list_models(self, request: web.Request) -> web.Response:

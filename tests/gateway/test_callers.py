@@ -15,6 +15,15 @@ from accounts.models import ApiToken
 from accounts.tokens import issue_token
 from inference_gateway import callers as callers_module
 from inference_gateway.callers import Callers, NotAuthenticated
+from inference_gateway.db_thread import close_reads
+
+
+@pytest.fixture(autouse=True)
+def closed_reads():
+    """The reads' thread keeps its connection, as in the gateway; closed after each test as the
+    gateway closes it when it stops."""
+    yield
+    asyncio.run(close_reads())
 
 
 @pytest.fixture

@@ -8,8 +8,10 @@ connection (to the backend, or to the gateway, which keeps its own to the backen
 seeded random time between requests, the same pauses in both arms: without them the 64 clients
 move in lockstep and meet the backend as one burst it serves serially, which the gateway, slower
 per request, smoothed out, so the direct arm looked slower than the gateway (see
-bench/load_generator.py). Direct and gateway rounds alternate (``ROUNDS`` each, the order flipped
-every round) so a change in the machine's load hits both alike; each figure pools the samples.
+bench/load_generator.py). The two arms take turns in one load-generator run, in slices of
+``SLICE_SECONDS`` (direct, gateway, gateway, direct, ...), ``SECONDS`` in all per load, so a load
+that comes and goes on the machine falls on both alike (whole 5 s runs one after the other gave
+figures that moved by several milliseconds with the machine's load).
 
 Two loads, because latency under a saturated closed loop is the length of a queue (Little's law:
 64 clients over the throughput), not what the gateway adds to a request:
@@ -50,8 +52,8 @@ from models_app.models import InferenceModel
 from tests.support.control_plane import free_port
 
 CLIENTS = 64
-SECONDS = 5.0
-ROUNDS = 3
+SECONDS = 16.0  # per load, both arms' slices together
+SLICE_SECONDS = 1.0
 THINK_SECONDS = 0.02
 PACED_PAUSE_MS = 40.0
 SATURATED_PAUSE_MS = 2.0
@@ -84,30 +86,21 @@ def _start(args: list[str], health: str, env: dict[str, str] | None = None) -> s
     raise RuntimeError(f"{args} did not serve {health}")
 
 
-def _load(url: str, key: str, pause_ms: float, seed: int, stream: bool = False) -> dict:
+def _compare(backend_url: str, gateway_url: str, key: str, pause_ms: float, stream: bool = False) -> tuple[dict, dict]:
+    """Both arms in one load-generator run, taking turns in slices of ``SLICE_SECONDS``: the
+    direct arm's and the gateway's results (``rps``, ``latencies_ms``)."""
+    path = "/v1/chat/completions"
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        args = [sys.executable, "-m", "bench.load_generator", url, key, str(SECONDS), str(CLIENTS), out.name,
-                "--pause-ms", str(pause_ms), "--seed", str(seed)]
+        args = [sys.executable, "-m", "bench.load_generator", key, str(SECONDS), str(CLIENTS), out.name,
+                "--url", f"{backend_url}{path}", "--url", f"{gateway_url}{path}", "--pause-ms", str(pause_ms),
+                "--slice-seconds", str(SLICE_SECONDS)]
         subprocess.run([*args, "--stream"] if stream else args, cwd=ROOT, check=True)
-        return json.loads(Path(out.name).read_text())
+        direct, through = json.loads(Path(out.name).read_text())
+    return direct, through
 
 
-def _compare(backend_url: str, gateway_url: str, key: str, pause_ms: float, rounds: int,
-             stream: bool = False) -> tuple[dict, dict]:
-    """``rounds`` runs of each arm, alternating (the order flipped every round), the same client
-    pauses in both arms of a round; pooled latencies and the runs' requests per second."""
-    arms = {"direct": {"rps": [], "ms": []}, "gateway": {"rps": [], "ms": []}}
-    bases = {"direct": backend_url, "gateway": gateway_url}
-    for number in range(rounds):
-        for arm in ("direct", "gateway") if number % 2 == 0 else ("gateway", "direct"):
-            result = _load(f"{bases[arm]}/v1/chat/completions", key, pause_ms, seed=number, stream=stream)
-            arms[arm]["rps"].append(result["rps"])
-            arms[arm]["ms"] += result["latencies_ms"]
-    return arms["direct"], arms["gateway"]
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
+def _overhead(direct: dict, through: dict, fraction: float) -> float:
+    return _percentile(through["latencies_ms"], fraction) - _percentile(direct["latencies_ms"], fraction)
 
 
 def run() -> dict[str, float]:
@@ -126,21 +119,20 @@ def run() -> dict[str, float]:
                f"{gateway_url}/healthz", env),
     ]
     try:
-        paced_direct, paced_gateway = _compare(backend_url, gateway_url, key, PACED_PAUSE_MS, ROUNDS)
-        stream_direct, stream_gateway = _compare(backend_url, gateway_url, key, PACED_PAUSE_MS, 1, stream=True)
-        full_direct, full_gateway = _compare(backend_url, gateway_url, key, SATURATED_PAUSE_MS, ROUNDS)
+        paced_direct, paced_gateway = _compare(backend_url, gateway_url, key, PACED_PAUSE_MS)
+        stream_direct, stream_gateway = _compare(backend_url, gateway_url, key, PACED_PAUSE_MS, stream=True)
+        full_direct, full_gateway = _compare(backend_url, gateway_url, key, SATURATED_PAUSE_MS)
         load = os.getloadavg()[0]
     finally:
         for process in processes:
             process.terminate()
             process.wait(timeout=10)
     return {
-        "gateway.overhead_p50_ms": _percentile(paced_gateway["ms"], 0.5) - _percentile(paced_direct["ms"], 0.5),
-        "gateway.overhead_p99_ms": _percentile(paced_gateway["ms"], 0.99) - _percentile(paced_direct["ms"], 0.99),
-        "gateway.stream_first_chunk_overhead_ms":
-            _percentile(stream_gateway["ms"], 0.5) - _percentile(stream_direct["ms"], 0.5),
-        "gateway.paced_rps": _mean(paced_direct["rps"]),
-        "gateway.rps_ratio": _mean(full_gateway["rps"]) / _mean(full_direct["rps"]),
-        "gateway.direct_rps": _mean(full_direct["rps"]),
+        "gateway.overhead_p50_ms": _overhead(paced_direct, paced_gateway, 0.5),
+        "gateway.overhead_p99_ms": _overhead(paced_direct, paced_gateway, 0.99),
+        "gateway.stream_first_chunk_overhead_ms": _overhead(stream_direct, stream_gateway, 0.5),
+        "gateway.paced_rps": paced_direct["rps"],
+        "gateway.rps_ratio": full_gateway["rps"] / full_direct["rps"],
+        "gateway.direct_rps": full_direct["rps"],
         "gateway.machine_load_1m": load,
     }

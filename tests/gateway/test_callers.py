@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -18,12 +21,19 @@ from inference_gateway.callers import Callers, NotAuthenticated
 from inference_gateway.db_thread import close_reads
 
 
+def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
+    """``scenario()`` on an event loop of its own, in a thread of its own: the suite's browser tests
+    (Playwright's sync API) keep an event loop running in the main thread."""
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(lambda: asyncio.run(scenario())).result()
+
+
 @pytest.fixture(autouse=True)
 def closed_reads():
     """The reads' thread keeps its connection, as in the gateway; closed after each test as the
     gateway closes it when it stops."""
     yield
-    asyncio.run(close_reads())
+    run(close_reads)
 
 
 @pytest.fixture
@@ -50,7 +60,7 @@ def test_concurrent_requests_with_an_unknown_token_share_one_check(key, checks):
         callers = Callers(ttl=10)
         return await asyncio.gather(*(callers.caller(f"Bearer {key}") for _ in range(50)))
 
-    found = asyncio.run(scenario())
+    found = run(scenario)
     assert {caller.username for caller in found} == {"alice"}
     assert checks == [key]
 
@@ -71,7 +81,7 @@ def test_a_caller_past_half_its_time_is_served_at_once_and_checked_again_in_the_
         again = await callers.caller(f"Bearer {key}")
         return served, waited, again
 
-    served, waited, again = asyncio.run(scenario())
+    served, waited, again = run(scenario)
     assert {caller.username for caller in served} == {"alice"} and again.username == "alice"
     assert len(checks) == 2, "the re-check renewed the caller: no request waited for a third check"
     assert waited < 0.05
@@ -89,7 +99,7 @@ def test_a_token_revoked_meanwhile_is_refused_once_the_background_check_saw_it(k
         with pytest.raises(NotAuthenticated, match="invalid API key"):
             await callers.caller(f"Bearer {key}")
 
-    asyncio.run(scenario())
+    run(scenario)
     assert checks == [key, key, key]
 
 
@@ -99,6 +109,6 @@ def test_a_refused_token_answers_every_waiting_request_with_the_reason(transacti
         return await asyncio.gather(*(callers.caller("Bearer not-a-token") for _ in range(10)),
                                     return_exceptions=True)
 
-    outcomes = asyncio.run(scenario())
+    outcomes = run(scenario)
     assert all(isinstance(outcome, NotAuthenticated) for outcome in outcomes)
     assert len(checks) == 1

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from clusters.models import SyncState
-from inference_gateway.db_thread import in_thread
+from inference_gateway.db_thread import read
 from inference_gateway.routes import ROUTE_BUILDERS, Route, route_for
 
 GONE = (SyncState.DELETING, SyncState.DELETED_IN_CLUSTER)
@@ -57,7 +57,7 @@ class Catalog:
 
     async def _load(self) -> None:
         started = time.monotonic()
-        self.table = await in_thread(self.loader)
+        self.table = await read(self.loader)
         self.loaded_at = started
 
     async def find(self, model: str, visible: Callable[[int, str], bool]) -> Route | None:

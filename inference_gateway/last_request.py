@@ -25,9 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 
-from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from kubernetes import client
 
@@ -80,14 +79,14 @@ class LastRequests:
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self.next_write: dict[tuple, float] = {}
-        self.pending: dict[tuple, datetime] = {}
+        self.pending: dict[tuple, float] = {}  # Unix time, made a datetime only when written
         self.scheduled: set[tuple] = set()
         self.tasks: set[asyncio.Task] = set()
 
     def seen(self, route: Route) -> None:
         if route.kind != InferenceModel.kube.kind:
             return
-        self.pending[route.key] = timezone.now()
+        self.pending[route.key] = time.time()
         if route.key in self.scheduled:
             return
         now = time.monotonic()
@@ -102,9 +101,10 @@ class LastRequests:
         if delay:
             await asyncio.sleep(delay)
         self.scheduled.discard(route.key)
-        at = self.pending.pop(route.key, None)
-        if at is None:
+        seen_at = self.pending.pop(route.key, None)
+        if seen_at is None:
             return
+        at = datetime.fromtimestamp(seen_at, tz=UTC)
         try:
             outcome = await in_thread(lambda: stamp(route, at), CLUSTER_CALLS)
         except GatewayError as error:

@@ -5,9 +5,15 @@ Series are labelled by the served model name (what clients send as ``model``), t
 page queries Prometheus with (``inference_gateway.charts``). Latency is the whole request as the
 client sees it, wake included; time to first token is when the first byte of the answer (the
 first SSE chunk of a stream) left for the client.
+
+Each series' child (``labels(...)``) is resolved once and kept: ``labels()`` takes a lock and
+checks its arguments on every call, three times a request. The label values are bounded: model
+names come from the catalog (any other name is counted as ``-``), statuses are HTTP codes.
 """
 
 from __future__ import annotations
+
+from functools import cache
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -38,11 +44,31 @@ UPSTREAM_ERRORS = Counter(
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
+@cache
+def _requests(model: str, status: int) -> Counter:
+    return REQUESTS.labels(model, str(status))
+
+
+@cache
+def _latency(model: str) -> Histogram:
+    return LATENCY.labels(model)
+
+
+@cache
+def _first_token(model: str) -> Histogram:
+    return FIRST_TOKEN.labels(model)
+
+
+@cache
+def _tokens(model: str, kind: str) -> Counter:
+    return TOKENS.labels(model, kind)
+
+
 def observe(model: str, status: int, seconds: float, first_byte: float | None) -> None:
-    REQUESTS.labels(model, str(status)).inc()
-    LATENCY.labels(model).observe(seconds)
+    _requests(model, status).inc()
+    _latency(model).observe(seconds)
     if first_byte is not None:
-        FIRST_TOKEN.labels(model).observe(first_byte)
+        _first_token(model).observe(first_byte)
 
 
 def count_usage(model: str, usage: object) -> None:
@@ -52,7 +78,7 @@ def count_usage(model: str, usage: object) -> None:
     for kind in ("prompt", "completion"):
         value = usage.get(f"{kind}_tokens")
         if isinstance(value, int) and value > 0:
-            TOKENS.labels(model, kind).inc(value)
+            _tokens(model, kind).inc(value)
 
 
 def exposition() -> bytes:

@@ -57,16 +57,17 @@ def wait_until_serving(url: str, what: str, timeout: float = 15.0) -> None:
 
 @pytest.fixture
 def start_backend():
-    """``start_backend(name, host="127.0.0.1", port=None, chunk_delay=0.0, fail=0)`` -> a running Backend
-    process (``fail``: every generation answers that HTTP status)."""
+    """``start_backend(name, host="127.0.0.1", port=None, chunk_delay=0.0, fail=0, redirect="")`` -> a
+    running Backend process (``fail``: every generation answers that HTTP status; ``redirect``: a 307
+    to that URL)."""
     started: list[Backend] = []
 
     def start(name: str = "backend", host: str = "127.0.0.1", port: int | None = None,
-              chunk_delay: float = 0.0, fail: int = 0) -> Backend:
+              chunk_delay: float = 0.0, fail: int = 0, redirect: str = "") -> Backend:
         port = port or free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.openai_backend", "--host", host, "--port", str(port),
-             "--name", name, "--chunk-delay", str(chunk_delay), "--fail", str(fail)],
+             "--name", name, "--chunk-delay", str(chunk_delay), "--fail", str(fail), "--redirect", redirect],
             cwd=settings.BASE_DIR,
         )
         backend = Backend(name, host, port, process)

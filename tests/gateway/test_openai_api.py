@@ -120,6 +120,31 @@ def test_backend_down_is_a_502_with_the_reason(cluster, gateway, api_key) -> Non
     assert "the backend of model down is unreachable: http://127.0.0.1:9: ClientConnectorError" in caught.value.message
 
 
+def test_a_cookie_set_by_a_backend_never_rides_on_a_later_request(cluster, gateway, api_key, start_backend) -> None:
+    """The gateway's connections to a backend carry every caller's requests: a cookie one answer
+    set must not go back with the next request (someone else's, maybe)."""
+    backend = start_backend("sticky")
+    serve_model(cluster, "sticky", f"http://localhost:{backend.port}")  # cookies of IP hosts are never kept anyway
+    client = gateway.client(api_key)
+    for _ in range(3):
+        chat(client, "sticky")
+    stats = backend.stats()
+    assert stats["/v1/chat/completions"] == 3
+    assert stats.get("with_cookie", 0) == 0
+
+
+def test_a_redirect_goes_back_to_the_client_unfollowed(cluster, gateway, api_key, start_backend) -> None:
+    elsewhere = start_backend("elsewhere")
+    moved = start_backend("moved", redirect=elsewhere.url)
+    serve_model(cluster, "moved", moved.url)
+    answer = requests.post(f"{gateway.url}/v1/chat/completions", headers={"Authorization": f"Bearer {api_key}"},
+                           json={"model": "moved", "messages": [{"role": "user", "content": "hi"}]},
+                           allow_redirects=False, timeout=5)
+    assert answer.status_code == 307
+    assert answer.headers["Location"] == f"{elsewhere.url}/v1/chat/completions"
+    assert "/v1/chat/completions" not in elsewhere.stats()
+
+
 def test_requests_need_a_valid_portal_token(cluster, gateway, api_key) -> None:
     serve_model(cluster, "ours", "http://127.0.0.1:9")
     with pytest.raises(openai.AuthenticationError) as caught:

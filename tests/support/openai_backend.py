@@ -6,8 +6,10 @@ token per word, ``max_tokens`` of them at most), streamed as Server-Sent Events 
 (``--chunk-delay`` seconds apart, so a test can disconnect mid-stream), after ``--think`` seconds
 (the time a model takes before its first token); an embedding is a vector
 derived from the input's bytes. Every answer names the replica (``system_fingerprint`` and the
-``X-Backend`` header), so a test sees which one served it. ``GET /stats`` reports how many requests
-each route saw and how many streams ended because the client went away (``cancelled``).
+``X-Backend`` header), so a test sees which one served it, and sets a cookie (as a replica behind
+a sticky load balancer would). ``GET /stats`` reports how many requests each route saw, how many
+came with a cookie (``with_cookie``) and how many streams ended because the client went away
+(``cancelled``). ``--redirect URL`` answers every generation with a 307 to ``URL`` + its path.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ NAME = web.AppKey("name", str)
 DELAY = web.AppKey("delay", float)
 THINK = web.AppKey("think", float)
 FAIL = web.AppKey("fail", int)
+REDIRECT = web.AppKey("redirect", str)
 
 
 def _words(body: dict[str, Any]) -> list[str]:
@@ -48,6 +51,10 @@ async def generate(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     stats, name = request.app[STATS], request.app[NAME]
     stats[request.path] = stats.get(request.path, 0) + 1
+    if "Cookie" in request.headers:
+        stats["with_cookie"] = stats.get("with_cookie", 0) + 1
+    if request.app[REDIRECT]:
+        raise web.HTTPTemporaryRedirect(request.app[REDIRECT] + request.path)
     if request.app[FAIL]:  # a broken or overloaded engine: it answers, with an error
         error = {"message": f"{name} is failing", "type": "server_error", "code": None, "param": None}
         return web.json_response({"error": error}, status=request.app[FAIL], headers={"X-Backend": name})
@@ -55,7 +62,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
     if request.app[THINK]:
         await asyncio.sleep(request.app[THINK])
     created, ident = int(time.time()), f"cmpl-{name}-{stats[request.path]}"
-    headers = {"X-Backend": name}
+    headers = {"X-Backend": name, "Set-Cookie": f"replica={name}; Path=/"}
     if not body.get("stream"):
         text = " ".join(words)
         choice = {"index": 0, "finish_reason": "stop", "logprobs": None}
@@ -121,9 +128,10 @@ async def stats_view(request: web.Request) -> web.Response:
     return web.json_response(request.app[STATS])
 
 
-def make_app(name: str, chunk_delay: float, think: float = 0.0, fail: int = 0) -> web.Application:
+def make_app(name: str, chunk_delay: float, think: float = 0.0, fail: int = 0, redirect: str = "") -> web.Application:
     app = web.Application()
     app[STATS], app[NAME], app[DELAY], app[THINK], app[FAIL] = {}, name, chunk_delay, think, fail
+    app[REDIRECT] = redirect
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", generate)
     app.router.add_post("/v1/completions", generate)
@@ -140,8 +148,9 @@ def main() -> None:
     parser.add_argument("--chunk-delay", type=float, default=0.0)
     parser.add_argument("--think", type=float, default=0.0, help="seconds before the first token (a model's prefill)")
     parser.add_argument("--fail", type=int, default=0, help="answer every generation with this HTTP status")
+    parser.add_argument("--redirect", default="", help="answer every generation with a 307 to this URL + its path")
     args = parser.parse_args()
-    app = make_app(args.name, args.chunk_delay, args.think, args.fail)
+    app = make_app(args.name, args.chunk_delay, args.think, args.fail, args.redirect)
     web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
 
 

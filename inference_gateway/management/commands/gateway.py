@@ -5,6 +5,7 @@ more cores."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 
 import uvloop
@@ -28,4 +29,14 @@ class Command(BaseCommand):
                 loop.add_signal_handler(signum, stop.set)
             await run(host, port, stop=stop)
 
+        freeze_startup_objects()
         uvloop.run(main())
+
+
+def freeze_startup_objects() -> None:
+    """Move every object alive after startup (Django, its apps, the gateway's modules: hundreds of
+    thousands) to the collector's permanent generation. They live as long as the process, yet each
+    full collection walked all of them: 100-175 ms measured, with the event loop stopped and every
+    request in flight waiting. Frozen, a full collection walks only what was allocated since."""
+    gc.collect()
+    gc.freeze()

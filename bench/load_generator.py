@@ -9,15 +9,15 @@ falls on both alike, which whole runs one after the other (5 s each) did not ach
 to ``OUT``: per URL, the requests per second over its slices and every latency in milliseconds
 (for ``--stream``, the time to the first SSE chunk).
 
-**Each client pauses between its requests**, a random time (exponential, mean ``--pause-ms``,
-from a generator seeded by ``--seed``, the pair of slices and the client's number: the two URLs
-of a pair draw the same pauses). Without a pause the clients move in lockstep: they start
-together, the backend takes the same time for each, so all of them answer in the same instant and
-send again in the same instant, and every component handles them as one burst, serially, the
-last one waiting for the other 63 (about 6 ms at the test backend's 0.1 ms of CPU per request). A component in the middle that is slower per request (the
-gateway) spreads each burst out, so the backend behind it sees a smooth stream and no burst: that
-made the gateway look faster than the backend called directly. Random pauses break the lockstep
-for every URL alike; even a mean of 1-2 ms is enough.
+**Each client pauses between its requests**, a random time (exponential, mean ``--pause-ms``, from a
+generator seeded by ``--seed``, the pair of slices and the client's number: the two URLs of a pair
+draw the same pauses). Without a pause the clients move in lockstep: they start together, the
+backend takes the same time for each, so all of them answer in the same instant and send again in
+the same instant, and every component handles them as one burst, serially, the last one waiting for
+the other 63 (about 6 ms at the test backend's 0.1 ms of CPU per request). A component in the middle
+that is slower per request (the gateway) spreads each burst out, so the backend behind it sees a
+smooth stream and no burst: that made the gateway look faster than the backend called directly.
+Random pauses break the lockstep for every URL alike; even a mean of 1-2 ms is enough.
 """
 
 from __future__ import annotations

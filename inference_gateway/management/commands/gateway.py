@@ -5,12 +5,12 @@ more cores."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import signal
 
 import uvloop
 from django.core.management.base import BaseCommand
 
+from config.gc_tuning import tune_collector
 from inference_gateway.server import run
 
 
@@ -29,14 +29,9 @@ class Command(BaseCommand):
                 loop.add_signal_handler(signum, stop.set)
             await run(host, port, stop=stop)
 
-        freeze_startup_objects()
+        # Startup objects (Django, the gateway's modules) frozen out of the collector, as the web
+        # workers do (config.gc_tuning): full collections walking them took 100-175 ms, every
+        # request in flight waiting.
+        tune_collector()
         uvloop.run(main())
 
-
-def freeze_startup_objects() -> None:
-    """Move every object alive after startup (Django, its apps, the gateway's modules: hundreds of
-    thousands) to the collector's permanent generation. They live as long as the process, yet each
-    full collection walked all of them: 100-175 ms measured, with the event loop stopped and every
-    request in flight waiting. Frozen, a full collection walks only what was allocated since."""
-    gc.collect()
-    gc.freeze()

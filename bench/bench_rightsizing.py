@@ -102,7 +102,7 @@ def run() -> dict[str, float]:
         per_model = refresh_cluster(cluster, at=at, batched=False)
         per_model_s = time.perf_counter() - started
         assert per_model.ok and per_model.models_with_data == MODELS, per_model.error
-        Observation.objects.filter(model__cluster=cluster).delete()
+        Observation.objects.filter(cluster=cluster).delete()
         Refresh.objects.filter(cluster=cluster).delete()
         InferenceModel.objects.filter(cluster=cluster).delete()
         cluster.delete()

@@ -13,6 +13,7 @@ every transaction with ``BEGIN IMMEDIATE``, which serializes writers the same wa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -85,12 +86,40 @@ class AdmissionDecision:
     """Scaling ``idle_candidates`` to zero would make room (the controller may do it at once)."""
 
 
-def _gpu_decision(pool: NodePool | None, demands: list[Demand], others: list[Holding]) -> AdmissionDecision | None:
+def _idle_to_scale(
+    others: list[Holding], held: Callable[[Holding], int], shortfall: int, now: datetime, shown: Callable[[int], str]
+) -> tuple[list[Holding], int, str]:
+    """The idle models (oldest idle first, by :mod:`scheduler.idle`) whose scale-to-zero frees
+    ``shortfall`` of what ``held`` measures (memory or GPUs), what they free, and the refusal's
+    words about them (amounts written by ``shown``). A model that holds none of it is never
+    offered: it would stop for nothing."""
+    idle = sorted(
+        (h for h in others if held(h) and h.idle_since(now) is not None),
+        key=lambda h: (h.idle_since(now), h.label),
+    )
+    candidates, freed = [], 0
+    for holder in idle:
+        if freed >= shortfall:
+            break
+        candidates.append(holder)
+        freed += held(holder)
+    if candidates and freed >= shortfall:
+        idle_names = ", ".join(f"{h.namespace}/{h.name}" for h in candidates)
+        return candidates, freed, f"; scaling idle {idle_names} to zero would make room"
+    if candidates:
+        return candidates, freed, f"; even scaling every idle model to zero frees only {shown(freed)}"
+    return candidates, freed, "; no idle model to scale to zero"
+
+
+def _gpu_decision(
+    pool: NodePool | None, demands: list[Demand], others: list[Holding], now: datetime
+) -> AdmissionDecision | None:
     """A refusal when the pool's GPUs (known from its Nodes) cannot hold the demands' GPUs, else None.
 
     Held are the GPUs of running models and those promised to models admitted but not running yet
     (their reservations), as memory is counted: under the pool's lock, so of two GPU models
-    racing for the last GPUs only one is admitted."""
+    racing for the last GPUs only one is admitted. Idle models holding GPUs are offered to scale
+    to zero, as for memory, so the controller can make room in the same pass."""
     wanted = sum(demand.gpus for demand in demands)
     if pool is None or not pool.gpu_count or not wanted:
         return None
@@ -101,11 +130,13 @@ def _gpu_decision(pool: NodePool | None, demands: list[Demand], others: list[Hol
     if wanted <= free:
         return None
     names = ", ".join(demand.label for demand in demands)
+    candidates, freed, idle_text = _idle_to_scale(others, lambda h: h.gpu_count, wanted - free, now, "{} GPUs".format)
     return AdmissionDecision(
-        False, pool.name, 0, None, pool.effective_budget_bytes, others, [],
+        False, pool.name, 0, None, pool.effective_budget_bytes, others, candidates,
         f"insufficient GPUs in pool {pool.name} for {names}: requested {wanted}, free {max(free, 0)} of "
-        f"{pool.gpu_count} ({held} held by running models, {reserved} reserved by models starting)",
-        INSUFFICIENT_MEMORY,
+        f"{pool.gpu_count} ({held} held by running models, {reserved} reserved by models starting)"
+        f"{idle_text}",
+        INSUFFICIENT_MEMORY, frees_enough=bool(candidates) and freed >= wanted - free,
     )  # fmt: skip
 
 
@@ -153,28 +184,12 @@ def _pool_decision(
             f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}",
         )  # fmt: skip
     shortfall = requested - available
-    # A model that declares no memory frees none: offering it would scale it down for nothing.
-    idle = sorted(
-        (h for h in others if h.memory_bytes and h.idle_since(now) is not None),
-        key=lambda h: (h.idle_since(now), h.label),
-    )
-    candidates, freed = [], 0
-    for holder in idle:
-        if freed >= shortfall:
-            break
-        candidates.append(holder)
-        freed += holder.memory_bytes
-    if candidates and freed >= shortfall:
-        idle_names = ", ".join(f"{h.namespace}/{h.name}" for h in candidates)
-        idle_text = f"; scaling idle {idle_names} to zero would make room"
-    elif candidates:
-        idle_text = f"; even scaling every idle model to zero frees only {format_bytes(freed)}"
-    else:
-        idle_text = "; no idle model to scale to zero"
+    candidates, freed, idle_text = _idle_to_scale(others, lambda h: h.memory_bytes, shortfall, now, format_bytes)
     return AdmissionDecision(
         False, pool_name, requested, available, budget, others, candidates,
         f"insufficient memory in pool {pool_name} for {names}: requested {format_bytes(requested)}, "
-        f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}; held by {holder_text}{idle_text}",
+        f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}; held by {holder_text}"
+        f"{idle_text}",
         INSUFFICIENT_MEMORY, frees_enough=bool(candidates) and freed >= shortfall,
     )  # fmt: skip
 
@@ -230,7 +245,7 @@ def admit(demand: Demand, now: datetime | None = None, stopping: set[ModelKey] =
             keys = {item.key for item in items}
             others = [holder for holder in holders if holder.key not in keys]
             decisions.append(
-                _gpu_decision(pool, items, others)
+                _gpu_decision(pool, items, others, now)
                 or _pool_decision(pool_name, budget, items, holders, reservations, now)
             )
         failed = next((d for d in decisions if not d.fits), None)

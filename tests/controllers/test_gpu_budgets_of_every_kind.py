@@ -93,7 +93,7 @@ def test_admission_refuses_a_managed_model_the_other_kinds_gpus_leave_no_room_fo
     assert denied["reason"] == "InsufficientMemory"
     assert denied["message"] == (
         f"insufficient GPUs in pool {POOL} for InferenceModel {kube.namespace}/llama-2-7b: requested 2, "
-        "free 1 of 8 (7 held by running models, 0 reserved by models starting)"
+        "free 1 of 8 (7 held by running models, 0 reserved by models starting); no idle model to scale to zero"
     )
     assert kube.get("apps/v1", "Deployment", "llama-2-7b")["spec"]["replicas"] == 0
     assert not MemoryReservation.objects.filter(name="llama-2-7b").exists()

@@ -126,7 +126,7 @@ def test_model_service_pods_and_gpus_per_role_and_admission_counts_them(cluster)
     assert not gpus.fits
     assert gpus.message == (
         "insufficient GPUs in pool gpu for InferenceModel default/im: requested 5, free 4 of 16 "
-        "(12 held by running models, 0 reserved by models starting)"
+        "(12 held by running models, 0 reserved by models starting); no idle model to scale to zero"
     )
 
 
@@ -140,7 +140,7 @@ def test_gpus_promised_to_a_starting_model_are_not_promised_twice(cluster):
     assert not second.fits
     assert second.message == (
         "insufficient GPUs in pool gpu for InferenceModel default/second: requested 2, free 1 of 4 "
-        "(0 held by running models, 3 reserved by models starting)"
+        "(0 held by running models, 3 reserved by models starting); no idle model to scale to zero"
     )
     release(cluster.pk, "InferenceModel", "default", "first")
     assert admit(Demand(cluster.pk, "gpu", "InferenceModel", "default", "second", 16 * GI, gpus=2), now=NOW).fits
@@ -224,3 +224,30 @@ def test_repack_is_asked_for_and_the_pools_gpu_product_limits_an_estimate(client
     (miss,) = gpu_heavy["pools"][0]["unplaced"]
     assert miss["detail"].startswith("GPU memory: weights and KV cache need 30.0Gi; 1 GPU(s) of at most 24.0Gi")
     assert NodePool.objects.get(pk=pool.pk).gpu_count == 2
+
+
+def test_a_gpu_refusal_offers_the_idle_models_holding_gpus_oldest_idle_first(cluster):
+    """Short of GPUs, admission names the idle models whose scale-to-zero frees enough of them, as
+    it does for memory, so the controller can make room in the same pass; a model holding no GPU
+    is never offered, however long idle."""
+    make_pool(cluster, "gpu", nodes=["512Gi"], gpus=8)
+    make_model(cluster, "busy", "10Gi", gpu="4", last_request=NOW - timedelta(minutes=1))
+    make_model(cluster, "idle-recent", "10Gi", gpu="2", last_request=NOW - timedelta(minutes=30))
+    make_model(cluster, "idle-oldest", "10Gi", gpu="1", last_request=NOW - timedelta(hours=5))
+    make_model(cluster, "idle-no-gpu", "10Gi", last_request=NOW - timedelta(hours=9))
+
+    refused = admit(Demand(cluster.pk, "gpu", "InferenceModel", "default", "new", GI, gpus=3), now=NOW)
+
+    assert not refused.fits and refused.frees_enough
+    assert [h.name for h in refused.idle_candidates] == ["idle-oldest", "idle-recent"]  # 3 GPUs, 2 short
+    assert refused.message == (
+        "insufficient GPUs in pool gpu for InferenceModel default/new: requested 3, free 1 of 8 "
+        "(7 held by running models, 0 reserved by models starting); "
+        "scaling idle default/idle-oldest, default/idle-recent to zero would make room"
+    )
+    too_many = admit(Demand(cluster.pk, "gpu", "InferenceModel", "default", "new", GI, gpus=6), now=NOW)
+    assert not too_many.frees_enough and too_many.message.endswith(
+        "; even scaling every idle model to zero frees only 3 GPUs"
+    )
+    assert admit(Demand(cluster.pk, "gpu", "InferenceModel", "default", "new", GI, gpus=3), now=NOW,
+                 stopping={h.key for h in refused.idle_candidates}).fits  # fmt: skip

@@ -68,7 +68,7 @@ def test_admission_counts_the_gpus_of_models_without_declared_memory(gpu_only):
     assert not decision.fits
     assert decision.message == (
         "insufficient GPUs in pool gpu for InferenceModel default/new: requested 4, free 3 of 8 "
-        "(5 held by running models, 0 reserved by models starting)"
+        "(5 held by running models, 0 reserved by models starting); no idle model to scale to zero"
     )
     assert admit(Demand(gpu_only.pk, "gpu", "InferenceModel", "default", "new", GI, gpus=3), now=NOW).fits
 

@@ -8,16 +8,21 @@ GPUs), read from the Nodes by :func:`scheduler.refresh.refresh_node_pools`.
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
-from models_app.models import InferenceModel, KubeAIModel, ModelService
+import pytest
+from django.utils.dateparse import parse_datetime
+
+from clusters.controllers import reconcile_cluster
+from models_app.controller import ready_replicas
+from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel, KubeAIModel, ModelService
 from scheduler.accounting import pool_accounts
 from scheduler.calculator_fit import pool_gpu_capacity
 from scheduler.models import MemoryReservation, NodePool
 from scheduler.planner import plan, plan_to_dict
 from scheduler.proposals import Proposal
 from scheduler.refresh import refresh_node_pools
-from tests.clusters.conftest import sample_manifest
+from tests.clusters.conftest import sample_manifest, wait_for
 
 GI = 1024**3
 POOL = "gpu-a100"
@@ -131,3 +136,31 @@ def test_planning_and_pool_figures_count_the_gpus_of_every_kind(held, api_as):
     (miss,) = next(p for p in refused["pools"] if p["name"] == POOL)["unplaced"]
     assert miss["detail"].startswith("GPUs: needs 2")
     assert proposal(1)["fits"] is True
+
+
+def test_an_idle_model_holding_the_gpus_is_scaled_to_zero_for_a_refused_one_in_the_same_pass(held):
+    """The GPU refusal offers the idle GPU holders as the memory refusal does, so the controller
+    stops them and starts the refused model in one reconcile pass instead of waiting with the
+    pool's GPUs held by a model nobody calls. Of the 8 GPUs, the other kinds hold 7; the managed
+    model ``llama-2-7b`` takes the last one and goes idle."""
+    kube, cluster = held
+    holder = inference_model(gpus=1)
+    holder["spec"]["cooldownPeriod"] = "15m"
+    created = kube.write(holder)
+    kube.sync()
+    wait_for(lambda: ready_replicas(kube.get("apps/v1", "Deployment", "llama-2-7b")) == 1, timeout=30,
+             message="the holder's pods ready")  # fmt: skip
+    kube.sync()  # its reported replicas mirrored: it holds the last GPU
+    later = parse_datetime(created["metadata"]["creationTimestamp"]) + timedelta(minutes=16)
+    newcomer = inference_model(gpus=1)
+    newcomer["metadata"]["name"] = newcomer["spec"]["modelName"] = "newcomer"
+    newcomer["metadata"]["annotations"] = {LAST_REQUEST_ANNOTATION: later.isoformat()}  # called then
+    kube.write(newcomer)
+    kube.sync()
+    assert kube.get("apps/v1", "Deployment", "newcomer")["spec"]["replicas"] == 0  # no GPU free, none idle
+
+    reconcile_cluster(cluster, now=later)  # the holder idle: 16 minutes without a request, cooldown 15
+
+    assert kube.get("apps/v1", "Deployment", "llama-2-7b")["spec"]["replicas"] == 0
+    assert kube.get("apps/v1", "Deployment", "newcomer")["spec"]["replicas"] == 1
+    assert MemoryReservation.objects.get(name="newcomer").gpus == 1

@@ -34,19 +34,9 @@ def running_rows(model: type[KubeObject], controlled_clusters: set[int]) -> Quer
 
 
 def gpus_held(cluster_ids: set[int] | None = None) -> dict[PoolKey, int]:
-    """GPUs running models hold per (cluster id, pool), by the planner's rule: one query for the
-    clusters the portal controls and one grouped sum per serving kind, whatever the row count."""
-    clusters = Cluster.objects.order_by().only("id", "managed_kinds")
-    if cluster_ids is not None:
-        clusters = clusters.filter(pk__in=cluster_ids)
-    cluster_rows = list(clusters)
-    held: dict[PoolKey, int] = defaultdict(int)
-    for model in serving_models():
-        controlled = {cluster.pk for cluster in cluster_rows if cluster.manages(model.kube.kind)}
-        rows = running_rows(model, controlled).filter(cluster_id__in=[cluster.pk for cluster in cluster_rows])
-        for total in rows.filter(gpu_count__gt=0).values("cluster_id", "node_pool").annotate(gpus=Sum("gpu_count")):
-            held[(total["cluster_id"], total["node_pool"])] += total["gpus"]
-    return dict(held)
+    """GPUs running models hold per (cluster id, pool): the pools' totals (:func:`pool_usage`),
+    so the calculator counts exactly what the dashboard and the planner count."""
+    return {(account.cluster_id, account.pool): account.gpus_used for account in pool_usage(cluster_ids)}
 
 
 def _has_field(model: type[KubeObject], name: str) -> bool:

@@ -24,16 +24,19 @@ DEFAULT_SLUG = "inferencemodels"  # the kind of the first URLs, rightsizing/mode
 
 def kind_for_slug(slug: str) -> type[KubeObject]:
     """The serving kind a URL names (its ``url_slug``, as on its own pages); 404 naming the known ones."""
-    kinds = {getattr(model, "url_slug", model.kube.plural): model for model in serving_kinds()}
+    kinds = {_slug(model): model for model in serving_kinds()}
     if slug not in kinds:
         raise Http404(f"no kind {slug!r}; one of {', '.join(kinds)}")
     return kinds[slug]
 
 
 def slug_of(kind: str) -> str:
-    return next(
-        getattr(model, "url_slug", model.kube.plural) for model in serving_kinds() if model.kube.kind == kind
-    )
+    return next(_slug(model) for model in serving_kinds() if model.kube.kind == kind)
+
+
+def _slug(model: type[KubeObject]) -> str:
+    """The kind's ``url_slug``, else its plural (a kind that declares none)."""
+    return getattr(model, "url_slug", model.kube.plural)
 
 
 def change_permission(model: type[KubeObject]) -> str:

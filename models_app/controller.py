@@ -138,11 +138,11 @@ def release_departed(cluster: Cluster) -> int:
     return released
 
 
-
 def desired_gpus(row: InferenceModel) -> int:
     """The GPUs the model asks for when it runs: its desired pods', not ``gpu_count`` (the GPUs of
     the replicas the cluster reports), which is 0 once a refused model was kept at zero."""
     return sum(shape.gpus * shape.count for shape in shapes_from_json(row.pods))
+
 
 def _plan(
     gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], deployment: dict[str, Any] | None, now: datetime

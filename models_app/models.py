@@ -54,7 +54,9 @@ class ServingModel(KubeObject):
     replicas = models.PositiveBigIntegerField(
         null=True, blank=True, editable=False, help_text="Desired replicas from spec."
     )
-    gpu_count = models.PositiveBigIntegerField(default=0, editable=False, help_text="GPUs for all desired replicas.")
+    gpu_count = models.PositiveBigIntegerField(
+        default=0, editable=False, help_text="GPUs of the replicas the cluster reports (desired ones until it reports)."
+    )
     ready = models.BooleanField(default=False, db_index=True, editable=False)
     accelerator = models.CharField(max_length=32, blank=True, editable=False)
     phase = models.CharField(max_length=16, blank=True, editable=False)

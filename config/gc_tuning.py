@@ -24,6 +24,7 @@ sub-millisecond collections.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -47,16 +48,29 @@ def tune_after_startup() -> None:
     tune_collector()
 
 
+_pauses = 0  # collector_paused blocks open now, in any thread
+_resume = True  # whether the collector was on when the first of the open pauses began
+_pauses_lock = threading.Lock()
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause the cyclic collector while thousands of containers are built and kept (a page of
     decoded objects, 100,000 planning rows): every few hundred allocations it would walk all live
     objects, mostly the ones just made, which measured 5x slower. They hold no cycles, so nothing
-    is left for it to find; it resumes (and runs as usual) afterwards."""
-    enabled = gc.isenabled()
-    gc.disable()
+    is left for it to find; it resumes (and runs as usual) afterwards. The collector is the
+    process's: threads pausing it at once (a resync encoding its next page while it decodes the one
+    after) are counted, and the last to finish resumes it, unless it was off before the first."""
+    global _pauses, _resume
+    with _pauses_lock:
+        if _pauses == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pauses += 1
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        with _pauses_lock:
+            _pauses -= 1
+            if _pauses == 0 and _resume:
+                gc.enable()

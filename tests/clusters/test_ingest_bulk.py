@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clusters.ingest import ingest_items
+from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, SyncState
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
@@ -101,3 +102,35 @@ def test_a_changed_page_is_stored_and_audited_field_by_field(cluster) -> None:
         "m-1": [common[0], {"path": "labels.team", "old": "a", "new": None}, common[1]],
         "m-2": [common[0], {"path": "labels.tier", "old": None, "new": "gold"}, common[1]],
     }
+
+
+def updates_in_this_transaction(table: str) -> tuple[int, int]:
+    """(rows updated, of which HOT: written without touching any index) by this transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_stat_get_xact_tuples_updated(%s::regclass), pg_stat_get_xact_tuples_hot_updated(%s::regclass)",
+            [table, table],
+        )
+        return cursor.fetchone()
+
+
+def test_a_relist_of_changed_objects_inserts_into_no_index(cluster) -> None:
+    """A relist that finds every object's spec, annotations and status changed (nothing indexed)
+    updates its rows in place, as heap-only tuples: mirror tables leave room in their pages for
+    that (clusters.postgres_only.room_for_updates). Pages filled to the brim made each update
+    insert into all 18 indexes of the table."""
+    table = InferenceModel._meta.db_table
+    ingest_items(InferenceModel, cluster, listed(500), timezone.now())
+    before = updates_in_this_transaction(table)
+    assert ingest_items(InferenceModel, cluster, listed(500, generation=2), timezone.now()) == 500
+    updated, hot = (now - then for now, then in zip(updates_in_this_transaction(table), before, strict=True))
+    assert (updated, hot) == (500, 500)
+
+
+def test_every_mirror_table_leaves_room_for_updates(db) -> None:
+    """A kind registered later gets the same storage (its migration calls room_for_updates)."""
+    tables = [model._meta.db_table for model in all_models()]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname, reloptions FROM pg_class WHERE relname = ANY(%s)", [tables])
+        options = dict(cursor.fetchall())
+    assert options == {table: ["fillfactor=50"] for table in tables}

@@ -83,7 +83,8 @@ class Observation(models.Model):
         ordering = ["-observed_at", "-id"]
         indexes = [
             models.Index(fields=["kind", "object_id", "observed_at"], name="rs_obs_object_time"),
-            models.Index(fields=["is_latest", "freed_bytes"], name="rs_obs_latest_freed"),
+            # (is_latest, freed_bytes DESC NULLS LAST) on PostgreSQL only, which SQLite cannot
+            # declare: migration 0005_report_order_read_from_its_index
         ]
 
     def __str__(self) -> str:

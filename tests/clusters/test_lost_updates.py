@@ -154,7 +154,9 @@ def test_concurrent_patches_over_http_lose_no_label(live_cluster, kube, editor, 
         response = http.patch(
             f"{live_server.url}{URL}{obj.pk}/",
             json={"metadata": {"labels": {f"l{index}": "x"}}},
-            headers={"Authorization": f"Token {key}"},
+            # one request per connection: a kept-alive one would hold its server thread, and that
+            # thread's database connection, past the test (the test database could not be dropped)
+            headers={"Authorization": f"Token {key}", "Connection": "close"},
             timeout=60,
         )
         return response.status_code
@@ -290,10 +292,13 @@ def test_an_edit_saved_while_the_previous_apply_is_in_flight_is_no_conflict(live
     obj = create_through_api(editor, kube)
 
     def newer_edit_saved_meanwhile() -> None:
-        row_now = InferenceModel.objects.get(pk=obj.pk)
-        row_now.spec = {**row_now.spec, "memory": "14Gi"}
-        row_now.sync_state = SyncState.PENDING_APPLY
-        row_now.save()  # saved; its own apply task has not run yet
+        try:
+            row_now = InferenceModel.objects.get(pk=obj.pk)
+            row_now.spec = {**row_now.spec, "memory": "14Gi"}
+            row_now.sync_state = SyncState.PENDING_APPLY
+            row_now.save()  # saved; its own apply task has not run yet
+        finally:
+            connections.close_all()  # the proxy's thread outlives the test
 
     InferenceModel.objects.filter(pk=obj.pk).update(spec={**obj.spec, "memory": "12Gi"},
                                                     sync_state=SyncState.PENDING_APPLY)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from accounts.access import restrict
 from bench.dataset import build
+from clusters.models import Cluster
 from models_app.models import InferenceModel
 
 
@@ -38,3 +40,31 @@ def test_search_finds_substrings_in_every_searched_column():
     assert names == [f"model-0001{digit}" for digit in range(10)]
     by_model_name = client.get("/api/inferencemodels/?q=llama-7-instr").json()
     assert [row["metadata"]["name"] for row in by_model_name["results"]] == ["model-00007"]
+
+
+@pytest.mark.django_db
+def test_default_order_pages_step_over_clusters_by_their_counts():
+    """The default order (cluster name, namespace, name) is paged by clusters' row counts
+    (clusters.api.pagination.ids_in_cluster_order): clusters named against their ids' order, of
+    uneven sizes, one empty, pages straddling two or three of them; staff and a team member."""
+    data = build(clusters=4, models_per_cluster=12, kubeai_models=0, model_services=0, runs=0, observations=0,
+                 member_rows=12, analyze=False)  # fmt: skip
+    clusters = list(Cluster.objects.order_by("pk"))
+    for cluster, name in zip(clusters, ["zeta", "alpha", "mid", "beta"], strict=True):
+        Cluster.objects.filter(pk=cluster.pk).update(name=name)
+    InferenceModel.objects.filter(cluster=clusters[1], pk__in=InferenceModel.objects.filter(cluster=clusters[1])
+                                  .values_list("pk", flat=True)[:9]).delete()  # fmt: skip
+    InferenceModel.objects.filter(cluster=clusters[3]).delete()
+    Cluster.objects.create(name="aaa-empty", auth_method=Cluster.AuthMethod.SNAPSHOT)
+    for user in (data.staff, data.member):
+        client = APIClient()
+        client.force_authenticate(user)
+        visible = restrict(InferenceModel.objects.all(), user)
+        expected = list(visible.order_by("cluster__name", "namespace", "name").values_list("pk", flat=True))
+        for limit in (1, 4, 7, 50):
+            seen: list[int] = []
+            for offset in range(0, len(expected) + limit, limit):
+                page = client.get(f"/api/inferencemodels/?limit={limit}&offset={offset}").json()
+                assert page["count"] == len(expected)
+                seen += [row["id"] for row in page["results"]]
+            assert seen == expected, (user, limit)

@@ -238,6 +238,11 @@ class KubeObject(models.Model):
         super().save(*args, **kwargs)
 
     @classmethod
+    def permission(cls, action: str) -> str:
+        """The Django permission to ``action`` (add, change, delete, view) objects of this kind."""
+        return f"{cls._meta.app_label}.{action}_{cls._meta.model_name}"
+
+    @classmethod
     def extra_rules(cls, manifest: dict[str, Any]) -> list:
         """Rules the CRD schema cannot express; concrete kinds override. Returns FieldErrors."""
         return []

@@ -266,18 +266,17 @@ def visible_object(request: HttpRequest, model: type[KubeObject], pk: int, actio
 
 def may(request: HttpRequest, obj: KubeObject, action: str) -> bool:
     """The user holds the kind's permission for ``action`` and a team grant over the object's namespace."""
-    meta = obj._meta
     return (
-        request.user.has_perm(f"{meta.app_label}.{action}_{meta.model_name}")
+        request.user.has_perm(obj.permission(action))
         and restrict(type(obj).objects.filter(pk=obj.pk), request.user, action).exists()
     )
 
 
 def require_perm(request: HttpRequest, model: type[KubeObject], action: str) -> None:
     """403 naming the Django permission the user lacks for ``action`` on the kind."""
-    meta = model._meta
-    if not request.user.has_perm(f"{meta.app_label}.{action}_{meta.model_name}"):
-        raise PermissionDenied(f"you need {meta.app_label}.{action}_{meta.model_name}")
+    needed = model.permission(action)
+    if not request.user.has_perm(needed):
+        raise PermissionDenied(f"you need {needed}")
 
 
 def object_context(request: HttpRequest, obj: KubeObject) -> dict[str, Any]:

@@ -118,7 +118,7 @@ class ApplyView(APIView):
             except ManifestInvalid as invalid:
                 failures.append(_failure(index, document, field_error_detail(invalid.errors)))
                 continue
-            needed = [f"{model._meta.app_label}.{action}_{model._meta.model_name}" for action in ("add", "change")]
+            needed = [model.permission(action) for action in ("add", "change")]
             if not request.user.has_perms(needed):
                 failures.append(_failure(index, document, {"permission": [f"you need {' and '.join(needed)}"]}, 403))
                 continue
@@ -188,8 +188,7 @@ class ApplyView(APIView):
 def _may_write_some_kind(user: Any) -> bool:
     """Whether any document could be accepted from ``user``: some kind's add and change permissions
     and some namespace to write in."""
-    kinds = (f"{model._meta.app_label}.%s_{model._meta.model_name}" for model in all_models())
-    return any(user.has_perms([kind % "add", kind % "change"]) for kind in kinds) and (
+    return any(user.has_perms([model.permission("add"), model.permission("change")]) for model in all_models()) and (
         is_unrestricted(user) or bool(grants_of(user, ADD))
     )
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_permission_codename
 from django.http import Http404
 
 from clusters.models import KubeObject
@@ -39,14 +38,9 @@ def _slug(model: type[KubeObject]) -> str:
     return getattr(model, "url_slug", model.kube.plural)
 
 
-def change_permission(model: type[KubeObject]) -> str:
-    """``app.change_model``: applying to an object is editing it."""
-    return f"{model._meta.app_label}.{get_permission_codename('change', model._meta)}"
-
-
 def refresh_permissions() -> list[str]:
     """A refresh writes the status of the kinds that carry right-sizing fields: their change rights."""
-    return [change_permission(model) for model in serving_kinds() if getattr(model, "rightsizing_status", False)]
+    return [model.permission("change") for model in serving_kinds() if getattr(model, "rightsizing_status", False)]
 
 
 def applicable(model: type[KubeObject]) -> bool:
@@ -57,7 +51,7 @@ def applicable(model: type[KubeObject]) -> bool:
 def apply_kinds(user: Any) -> set[str]:
     """The kinds whose recommendations ``user`` may apply (applicable, and the right to change them)."""
     kinds = filter(applicable, serving_kinds())
-    return {model.kube.kind for model in kinds if user.has_perm(change_permission(model))}
+    return {model.kube.kind for model in kinds if user.has_perm(model.permission("change"))}
 
 
 def _forget_history(kind: str, object_id: int, **_: Any) -> None:

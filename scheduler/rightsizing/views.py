@@ -28,7 +28,6 @@ from scheduler.rightsizing.kinds import (
     DEFAULT_SLUG,
     applicable,
     apply_kinds,
-    change_permission,
     kind_for_slug,
     refresh_permissions,
 )
@@ -120,7 +119,7 @@ def model_page(request: HttpRequest, pk: int, kind: str = DEFAULT_SLUG) -> HttpR
             "slug": kind,
             "can_change": model is not None
             and applicable(serving_kind)
-            and request.user.has_perm(change_permission(serving_kind)),
+            and request.user.has_perm(serving_kind.permission("change")),
         },
     )
 
@@ -167,7 +166,7 @@ def refresh(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def apply(request: HttpRequest, pk: int, kind: str = DEFAULT_SLUG) -> HttpResponse:
-    if not request.user.has_perm(change_permission(kind_for_slug(kind))):
+    if not request.user.has_perm(kind_for_slug(kind).permission("change")):
         raise PermissionDenied("applying a recommendation edits the object: it needs the right to change it")
     model = get_object_or_404(_visible(request, kind, CHANGE), pk=pk)
     try:

@@ -26,7 +26,7 @@ from scheduler.rightsizing.api.serializers import (
 from scheduler.rightsizing.apply import apply_recommendation
 from scheduler.rightsizing.conf import default_policy
 from scheduler.rightsizing.filters import report_filters
-from scheduler.rightsizing.kinds import DEFAULT_SLUG, change_permission, kind_for_slug, refresh_permissions
+from scheduler.rightsizing.kinds import DEFAULT_SLUG, kind_for_slug, refresh_permissions
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.policy import evaluate
 from scheduler.rightsizing.refresh import refresh_clusters
@@ -45,8 +45,8 @@ class CanChangeTheKind(BasePermission):
     """Applying edits the object: the same right as editing one of its kind."""
 
     def has_permission(self, request, view) -> bool:
-        model = kind_for_slug(view.kwargs.get("kind", DEFAULT_SLUG))
-        return bool(request.user and request.user.is_authenticated and request.user.has_perm(change_permission(model)))
+        needed = kind_for_slug(view.kwargs.get("kind", DEFAULT_SLUG)).permission("change")
+        return bool(request.user and request.user.is_authenticated and request.user.has_perm(needed))
 
 
 class PreviewView(APIView):

@@ -45,30 +45,16 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 @cache
-def _requests(model: str, status: int) -> Counter:
-    return REQUESTS.labels(model, str(status))
-
-
-@cache
-def _latency(model: str) -> Histogram:
-    return LATENCY.labels(model)
-
-
-@cache
-def _first_token(model: str) -> Histogram:
-    return FIRST_TOKEN.labels(model)
-
-
-@cache
-def _tokens(model: str, kind: str) -> Counter:
-    return TOKENS.labels(model, kind)
+def _series(metric: Counter | Histogram, *labels: str) -> Counter | Histogram:
+    """``metric``'s child for these label values, resolved once."""
+    return metric.labels(*labels)
 
 
 def observe(model: str, status: int, seconds: float, first_byte: float | None) -> None:
-    _requests(model, status).inc()
-    _latency(model).observe(seconds)
+    _series(REQUESTS, model, str(status)).inc()
+    _series(LATENCY, model).observe(seconds)
     if first_byte is not None:
-        _first_token(model).observe(first_byte)
+        _series(FIRST_TOKEN, model).observe(first_byte)
 
 
 def count_usage(model: str, usage: object) -> None:
@@ -78,7 +64,7 @@ def count_usage(model: str, usage: object) -> None:
     for kind in ("prompt", "completion"):
         value = usage.get(f"{kind}_tokens")
         if isinstance(value, int) and value > 0:
-            _tokens(model, kind).inc(value)
+            _series(TOKENS, model, kind).inc(value)
 
 
 def exposition() -> bytes:

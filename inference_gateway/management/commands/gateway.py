@@ -34,4 +34,3 @@ class Command(BaseCommand):
         # request in flight waiting.
         tune_collector()
         uvloop.run(main())
-

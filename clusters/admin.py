@@ -14,10 +14,10 @@ from clusters.audit import Actor
 from clusters.connection import check_connection
 from clusters.controllers import controllable_kinds
 from clusters.forms import KubeObjectForm, to_yaml
-from clusters.metadata_rules import DNS1123_LABEL
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.services import Resolution, request_delete, resolve_conflict, save_portal_edit
 from clusters.tasks import resync_cluster_task
+from clusters.validation.metadata_rules import DNS1123_LABEL
 
 
 def _value(field: dict, side: str) -> str:

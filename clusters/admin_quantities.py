@@ -16,8 +16,8 @@ from django import forms
 from django.contrib import admin
 from kubernetes.utils import parse_quantity
 
-from clusters.limits import INT64_MAX
-from clusters.quantities import format_bytes
+from clusters.validation.limits import INT64_MAX
+from clusters.validation.quantities import format_bytes
 
 
 def show_bytes(amount: int | None) -> str:

@@ -9,7 +9,7 @@ import functools
 from typing import Any
 
 from clusters.kinds import KindInfo
-from clusters.validation import openapi_schema
+from clusters.validation.schemas import openapi_schema
 
 METADATA = {
     "type": "object",

@@ -15,7 +15,7 @@ from typing import Any
 
 from clusters.audit import json_diff
 from clusters.models import KubeObject, SyncState
-from clusters.validation import FieldError, ManifestInvalid
+from clusters.validation.schemas import FieldError, ManifestInvalid
 
 VERSION_PATH = "metadata.resourceVersion"
 

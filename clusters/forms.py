@@ -8,10 +8,10 @@ from typing import Any
 import yaml
 from django import forms
 
-from clusters import yaml_input
 from clusters.edits import EditRefused, StaleCopy, lock_for_edit
 from clusters.models import KubeObject
-from clusters.validation import load_crd
+from clusters.validation import yaml_input
+from clusters.validation.schemas import load_crd
 
 
 def to_yaml(value: Any) -> str:

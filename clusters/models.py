@@ -13,9 +13,10 @@ from django.db import models
 from encrypted_fields.fields import EncryptedTextField
 
 from clusters.kinds import KindInfo
-from clusters.metadata_rules import DNS1123_LABEL
 from clusters.url_rules import redact_url, validate_http_url
-from clusters.validation import clip
+from clusters.validation.manifests import ManifestInvalid, validate_manifest
+from clusters.validation.metadata_rules import DNS1123_LABEL
+from clusters.validation.schemas import clip
 
 
 class SyncState(models.TextChoices):
@@ -261,8 +262,6 @@ class KubeObject(models.Model):
         return []
 
     def clean(self) -> None:
-        from clusters.manifests import ManifestInvalid, validate_manifest
-
         try:
             validated = validate_manifest(type(self), self.to_manifest())
         except ManifestInvalid as invalid:

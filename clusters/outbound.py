@@ -20,10 +20,10 @@ from clusters import sync_stats
 from clusters.audit import SYNC_ENGINE, json_diff, record
 from clusters.gateway import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
 from clusters.inbound import take_cluster_bookkeeping
-from clusters.manifests import validate_manifest
 from clusters.merge import merge_patch_between, three_way_merge
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
-from clusters.validation import ManifestInvalid
+from clusters.validation.manifests import validate_manifest
+from clusters.validation.schemas import ManifestInvalid
 
 MAX_MERGE_ROUNDS = 5
 

@@ -19,7 +19,7 @@ import hashlib
 import re
 from typing import Any
 
-from clusters.quantities import quantity_to_decimal
+from clusters.validation.quantities import quantity_to_decimal
 
 # Maps whose keys the portal sets completely: a key missing from the desired object is removed.
 OWNED_WHOLE = frozenset({"nodeSelector", "limits", "requests", "data", "matchLabels"})

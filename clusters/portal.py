@@ -2,7 +2,7 @@
 the object page's sync/conflict/audit context and the conflict-resolution view.
 
 Every write goes through :mod:`clusters.services` (audit, apply on commit) and every read through
-``accounts.access.restrict``; validation is :func:`clusters.manifests.validate_manifest`, the
+``accounts.access.restrict``; validation is :func:`clusters.validation.manifests.validate_manifest`, the
 single validator, whose error paths (``spec.memory``) decide which form field shows the error.
 """
 
@@ -26,9 +26,9 @@ from accounts.access import ADD, CHANGE, DELETE, VIEW, can_act_in, restrict
 from clusters.audit import Actor
 from clusters.editor_schema import editor_schema
 from clusters.forms import CopyVersionMixin, YAMLField, copy_version_field, to_yaml
-from clusters.manifests import ManifestInvalid, identity_errors, validate_manifest
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.services import assign_manifest, request_delete, resolve_conflict, save_portal_edit
+from clusters.validation.manifests import ManifestInvalid, identity_errors, validate_manifest
 from clusters.yaml_review import Review, review
 
 PORTAL = AuditEntry.Source.PORTAL

@@ -14,7 +14,7 @@ from django.dispatch import Signal
 from clusters.audit import Actor, json_diff, record
 from clusters.edits import lock_for_edit
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
-from clusters.validation import FieldError, ManifestInvalid
+from clusters.validation.schemas import FieldError, ManifestInvalid
 
 
 def resolve_cluster(name: str | None) -> Cluster:

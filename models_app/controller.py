@@ -27,7 +27,7 @@ from clusters.handover import remove_finalizer
 from clusters.inbound import upsert_from_cluster
 from clusters.models import Cluster, SyncState
 from clusters.owned import NotOwnedError, ensure, label_value
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.admission import Demand, admit, release
 from scheduler.consumption import shapes_from_json

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from accounts.access import ADD, VIEW, can_act_in, restrict
 from clusters.forms import crd_enum
-from clusters.manifests import ManifestInvalid, validate_manifest
 from clusters.portal import KubeObjectPageForm
+from clusters.validation.manifests import ManifestInvalid, validate_manifest
 from runs_app.models import InferenceConfig, InferenceRun
 
 MIN_PARAMETER_ROWS = 3

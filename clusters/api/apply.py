@@ -25,10 +25,10 @@ from clusters.api.views import CLUSTER_PARAMETER
 from clusters.audit import Actor
 from clusters.edits import EditRefused
 from clusters.kinds import all_models
-from clusters.manifests import resolve_kind, validate_manifest
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.services import assign_manifest, resolve_cluster, save_portal_edit
-from clusters.validation import ManifestInvalid
+from clusters.validation.manifests import resolve_kind, validate_manifest
+from clusters.validation.schemas import ManifestInvalid
 
 
 def _documents(data: Any) -> list[Any]:

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from clusters.edits import EditRefused
-from clusters.validation import FieldError, ManifestInvalid, clip
+from clusters.validation.schemas import FieldError, ManifestInvalid, clip
 
 
 def field_error_detail(errors: list[FieldError]) -> dict[str, list[str]]:

@@ -17,9 +17,9 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
-from clusters import yaml_input
-from clusters.json_values import nesting_depth
-from clusters.limits import MAX_NESTING_DEPTH
+from clusters.validation import yaml_input
+from clusters.validation.json_values import nesting_depth
+from clusters.validation.limits import MAX_NESTING_DEPTH
 
 # A body may wrap manifests in a list or a ``kind: List`` (two levels) beyond a manifest's own limit.
 MAX_BODY_DEPTH = MAX_NESTING_DEPTH + 2

@@ -9,11 +9,11 @@ from rest_framework import serializers
 from clusters.api.exceptions import field_error_detail
 from clusters.audit import Actor
 from clusters.edits import VERSION_PATH
-from clusters.manifests import identity_errors, validate_manifest
 from clusters.merge import apply_merge_patch
 from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.services import Resolution, assign_manifest, resolve_cluster, save_portal_edit
-from clusters.validation import FieldError, ManifestInvalid
+from clusters.validation.manifests import identity_errors, validate_manifest
+from clusters.validation.schemas import FieldError, ManifestInvalid
 
 
 class ClusterSerializer(serializers.ModelSerializer):

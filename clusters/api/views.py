@@ -16,7 +16,7 @@ from clusters.audit import Actor
 from clusters.filtersets import ClusterFilterSet
 from clusters.models import AuditEntry, Cluster
 from clusters.services import request_delete, resolve_cluster, resolve_conflict
-from clusters.validation import ManifestInvalid
+from clusters.validation.schemas import ManifestInvalid
 
 CLUSTER_PARAMETER = OpenApiParameter(
     "cluster", str, description="Target cluster name for create; defaults to the only cluster."

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from clusters.limits import MAX_REQUEST_BODY_BYTES
+from clusters.validation.limits import MAX_REQUEST_BODY_BYTES
 from config.settings.env import env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from clusters.api.exceptions import field_error_detail
 from clusters.models import Cluster
-from clusters.validation import ManifestInvalid
+from clusters.validation.schemas import ManifestInvalid
 from scheduler.proposals import Proposal, proposal_from_request
 
 

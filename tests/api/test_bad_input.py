@@ -12,7 +12,7 @@ import yaml
 from django.conf import settings
 from django.db import DataError
 
-from clusters.limits import MAX_NESTING_DEPTH, MAX_REQUEST_BODY_BYTES
+from clusters.validation.limits import MAX_NESTING_DEPTH, MAX_REQUEST_BODY_BYTES
 from models_app.models import InferenceModel, KubeAIModel
 from runs_app.models import InferenceConfig, InferenceRun
 from tests.conftest import ENDPOINTS

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from clusters.controllers import reconcile_cluster
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
 from models_app.controller import FINALIZER, ready_replicas
 from models_app.models import InferenceModel
 from scheduler.models import MemoryReservation, NodePool

@@ -13,7 +13,7 @@ import kubernetes
 import pytest
 from django.core.management import call_command
 
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
 from scheduler.models import NodePool
 from scheduler.refresh import refresh_node_pools
 from scheduler.tasks import refresh_node_pools_task

@@ -7,7 +7,7 @@ from decimal import Decimal, InvalidOperation
 
 from kubernetes.utils import parse_quantity
 
-from clusters.limits import INT64_MAX
+from clusters.validation.limits import INT64_MAX
 
 _BINARY_UNITS = (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
 

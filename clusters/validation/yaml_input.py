@@ -22,7 +22,7 @@ from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from clusters.limits import MAX_ALIAS_EXPANSION, MAX_NESTING_DEPTH
+from clusters.validation.limits import MAX_ALIAS_EXPANSION, MAX_NESTING_DEPTH
 
 STR_TAG = "tag:yaml.org,2002:str"
 WEIGHT = "expanded_weight"  # set on each composed node: its size with every alias in it expanded

@@ -8,14 +8,16 @@ everywhere.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clusters.json_values import json_value_errors
 from clusters.kinds import known_kinds, model_for
-from clusters.limits import MAX_OBJECT_BYTES
-from clusters.metadata_rules import metadata_errors
-from clusters.models import KubeObject
-from clusters.validation import MISSING, FieldError, ManifestInvalid, default_manifest, schema_errors
+from clusters.validation.json_values import json_value_errors
+from clusters.validation.limits import MAX_OBJECT_BYTES
+from clusters.validation.metadata_rules import metadata_errors
+from clusters.validation.schemas import MISSING, FieldError, ManifestInvalid, default_manifest, schema_errors
+
+if TYPE_CHECKING:  # annotations only: the models call these rules, so they sit above them
+    from clusters.models import KubeObject
 
 __all__ = ["FieldError", "ManifestInvalid", "identity_errors", "resolve_kind", "validate_manifest"]
 

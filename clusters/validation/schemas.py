@@ -21,7 +21,7 @@ import yaml
 from django.conf import settings
 
 from clusters.kinds import KindInfo
-from clusters.limits import INT32_MAX, INT64_MAX, MAX_ERRORS, MAX_QUOTED_CHARS
+from clusters.validation.limits import INT32_MAX, INT64_MAX, MAX_ERRORS, MAX_QUOTED_CHARS
 
 MISSING: Any = object()  # marks "no value" in FieldError (e.g. a missing required field)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from clusters.limits import MAX_ANNOTATIONS_BYTES
-from clusters.validation import MISSING, FieldError
+from clusters.validation.limits import MAX_ANNOTATIONS_BYTES
+from clusters.validation.schemas import MISSING, FieldError
 
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

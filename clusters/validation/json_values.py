@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from clusters.limits import MAX_NESTING_DEPTH
-from clusters.validation import MISSING, FieldError, dotted
+from clusters.validation.limits import MAX_NESTING_DEPTH
+from clusters.validation.schemas import MISSING, FieldError, dotted
 
 # NUL (PostgreSQL text and jsonb cannot hold it) and lone UTF-16 surrogates (not encodable as UTF-8).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")

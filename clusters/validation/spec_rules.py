@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.quantities import quantity_to_decimal
-from clusters.validation import FieldError
+from clusters.validation.quantities import quantity_to_decimal
+from clusters.validation.schemas import FieldError
 
 
 def requests_within_limits(resources: Any, path: str) -> list[FieldError]:

@@ -290,7 +290,7 @@ CHILD_RESYNC = """
 import re, sys
 import django
 django.setup()
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway
 from clusters.models import Cluster
 from clusters.resync import ResyncReport, resync_namespace
 from models_app.models import InferenceModel

@@ -22,8 +22,8 @@ from django.db import connection
 from django.utils import timezone
 
 from clusters import sync_stats
-from clusters.gateway import ClusterGateway, GatewayError
 from clusters.kinds import all_models
+from clusters.kube.client import ClusterGateway, GatewayError
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.work_queue import BUSY, object_key, pass_key, run_exclusively
 

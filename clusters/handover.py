@@ -14,8 +14,8 @@ from django.db.models.signals import pre_delete, pre_save
 from django.dispatch import receiver
 
 from clusters.controllers import controller_finalizer
-from clusters.gateway import ClusterGateway, ConflictError, GatewayError, NotFoundError
 from clusters.kinds import KindInfo, all_models
+from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError
 from clusters.models import Cluster, SyncState
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 from kubernetes import client
 
-from clusters.gateway import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
+from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
 
 LEASE_NAME = "inference-portal-watch"
 

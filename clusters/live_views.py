@@ -10,7 +10,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from clusters.kinds import all_models
-from clusters.live import live_objects, pod_log
+from clusters.kube.live import live_objects, pod_log
 from clusters.models import KubeObject
 from clusters.portal import obj_url, visible_object
 

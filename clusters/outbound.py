@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from clusters import sync_stats
 from clusters.audit import SYNC_ENGINE, json_diff, record
-from clusters.gateway import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
 from clusters.inbound import take_cluster_bookkeeping
+from clusters.kube.client import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
 from clusters.merge import merge_patch_between, three_way_merge
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.validation.manifests import validate_manifest

@@ -16,10 +16,10 @@ from django.utils import timezone
 
 from clusters import sync_stats
 from clusters.audit import Actor
-from clusters.gateway import ClusterGateway, GatewayError, GoneError, ListPage, NotFoundError
 from clusters.inbound import mark_deleted_in_cluster
 from clusters.ingest import ingest_items, object_key
 from clusters.kinds import all_models
+from clusters.kube.client import ClusterGateway, GatewayError, GoneError, ListPage, NotFoundError
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from config.gc_tuning import collector_paused
 

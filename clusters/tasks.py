@@ -15,8 +15,8 @@ from django.apps import apps
 from django.utils import timezone
 
 from clusters.controllers import reconcile_cluster, reconcile_row
-from clusters.gateway import TransientError
 from clusters.kinds import all_models
+from clusters.kube.client import TransientError
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.outbound import apply_object
 from clusters.resync import resync_cluster

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connection
 
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway
 from clusters.leader import LeaseElector, LeaseTiming, holder_identity, lead_while, lease_namespace
 from clusters.models import Cluster
 from clusters.watcher import ClusterWatch, WatchSettings

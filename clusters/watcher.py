@@ -23,10 +23,10 @@ from django.db import close_old_connections, connection
 
 from clusters import sync_stats
 from clusters.controllers import ChildKind, controller_children
-from clusters.gateway import ClusterGateway, GatewayError, GoneError, TransientError
 from clusters.inbound import mark_deleted_in_cluster
 from clusters.ingest import ingest
 from clusters.kinds import all_models
+from clusters.kube.client import ClusterGateway, GatewayError, GoneError, TransientError
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.resync import ResyncReport, resync_namespace
 

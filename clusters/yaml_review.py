@@ -17,8 +17,8 @@ import yaml
 from kubernetes.config import ConfigException
 
 from clusters.audit import json_diff
-from clusters.gateway import ClusterGateway, ConflictError, GatewayError, NotFoundError, PermanentError
 from clusters.kinds import model_for
+from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError, PermanentError
 from clusters.merge import merge_patch_between
 from clusters.models import Cluster, KubeObject
 

@@ -30,8 +30,8 @@ from datetime import UTC, datetime
 from django.utils.dateparse import parse_datetime
 from kubernetes import client
 
-from clusters.conditions import rfc3339
-from clusters.gateway import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
+from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
+from clusters.kube.conditions import rfc3339
 from clusters.models import Cluster
 from inference_gateway.db_thread import CLUSTER_CALLS, in_thread
 from inference_gateway.routes import Route

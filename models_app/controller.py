@@ -21,12 +21,12 @@ from urllib.parse import urlsplit
 from django.db.models import Exists, OuterRef
 from django.utils.dateparse import parse_datetime
 
-from clusters.conditions import rfc3339, set_condition
-from clusters.gateway import ClusterGateway, NotFoundError
 from clusters.handover import remove_finalizer
 from clusters.inbound import upsert_from_cluster
+from clusters.kube.client import ClusterGateway, NotFoundError
+from clusters.kube.conditions import rfc3339, set_condition
+from clusters.kube.owned import NotOwnedError, ensure, label_value
 from clusters.models import Cluster, SyncState
-from clusters.owned import NotOwnedError, ensure, label_value
 from clusters.validation.quantities import quantity_to_int
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.admission import Demand, admit, release
@@ -285,7 +285,7 @@ def _container_resources(resources: dict[str, Any]) -> dict[str, Any]:
 
 
 def _deployment(cr: dict[str, Any], current: dict[str, Any] | None, replicas: int, now: datetime) -> dict[str, Any]:
-    """The Deployment the portal wants for the model (applied by clusters.owned.ensure)."""
+    """The Deployment the portal wants for the model (applied by clusters.kube.owned.ensure)."""
     metadata, spec = cr["metadata"], cr["spec"]
     labels = deployment_labels(cr)
     requested = last_request_time(cr, current) or now

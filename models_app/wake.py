@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from clusters.audit import Actor, record
 from clusters.controllers import reconcile_row
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway
 from clusters.models import AuditEntry
 from models_app.controller import dependency_closure, wake_in_cluster
 from models_app.models import InferenceModel

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from clusters import bulk
-from clusters.gateway import ClusterGateway, GatewayError
+from clusters.kube.client import ClusterGateway, GatewayError
 from clusters.models import Cluster, KubeObject, SyncState
 from scheduler.presets import published_weights_bytes
 from scheduler.rightsizing.conf import MetricsConvention, default_policy, format_duration, option, serving_kinds

@@ -16,8 +16,8 @@ from django.urls import reverse
 from urllib3.util.retry import Retry
 
 from accounts.tokens import issue_token
-from clusters.gateway import ClusterGateway
 from clusters.inbound import mark_deleted_in_cluster, upsert_from_cluster
+from clusters.kube.client import ClusterGateway
 from clusters.models import AuditEntry, SyncState
 from clusters.outbound import apply_object
 from clusters.resync import ResyncReport, resync_cluster, resync_namespace

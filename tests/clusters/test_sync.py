@@ -106,7 +106,7 @@ class TestPortalToCluster:
         wait_for(lambda: row().sync_state == SyncState.DELETED_IN_CLUSTER, message="DeletedInCluster")
 
     def test_status_is_written_through_the_status_subresource_only(self, live_cluster, kube, editor) -> None:
-        from clusters.gateway import ClusterGateway
+        from clusters.kube.client import ClusterGateway
 
         create_through_api(editor, kube)
         gateway = ClusterGateway(live_cluster)
@@ -396,7 +396,7 @@ class TestFaults:
         assert 2 <= relists <= 15, relists  # backoff 0.05 s doubling to 0.5 s: about 7 in 2 s, not hundreds
 
     def test_expired_continue_token_restarts_the_list(self, live_cluster, kube) -> None:
-        from clusters.gateway import ClusterGateway
+        from clusters.kube.client import ClusterGateway
         from clusters.resync import ResyncReport, resync_namespace
 
         def write(index: int) -> None:

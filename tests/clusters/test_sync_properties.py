@@ -19,8 +19,8 @@ from rest_framework.test import APIClient
 from clusters import resync
 from clusters.audit import Actor
 from clusters.edits import EditRefused, ObjectDeleting
-from clusters.gateway import ClusterGateway
 from clusters.inbound import upsert_from_cluster
+from clusters.kube.client import ClusterGateway
 from clusters.leader import LeaseTiming
 from clusters.models import AuditEntry, SyncState
 from clusters.outbound import apply_object

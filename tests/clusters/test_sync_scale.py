@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway
 from clusters.models import AuditEntry, Cluster, SyncState
 from clusters.resync import ResyncReport, resync_cluster, resync_namespace
 from clusters.watcher import ClusterWatch, KindWatcher, WatchSettings

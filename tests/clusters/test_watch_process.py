@@ -13,7 +13,7 @@ import time
 import kubernetes
 import pytest
 
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway
 from clusters.leader import LEASE_NAME, LeaseElector, LeaseTiming, lead_while
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for

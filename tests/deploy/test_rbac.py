@@ -12,9 +12,9 @@ import copy
 import kubernetes
 import pytest
 
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway
+from clusters.kube.live import live_objects, pod_log
 from clusters.leader import LeaseElector, lease_namespace
-from clusters.live import live_objects, pod_log
 from clusters.models import Cluster, SyncStat
 from models_app.models import InferenceModel
 from runs_app.controller import job_name

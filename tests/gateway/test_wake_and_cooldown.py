@@ -16,7 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
-from clusters.conditions import rfc3339
+from clusters.kube.conditions import rfc3339
 from clusters.models import AuditEntry
 from inference_gateway.last_request import stamp
 from inference_gateway.routes import route_for

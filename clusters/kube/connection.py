@@ -2,7 +2,7 @@
 credentials, which Kubernetes is it, and which mirrored kinds can it list there.
 
 Read-only and immediate (no task queue): staff press it right after entering credentials and want
-the answer on the next page. Every request goes through :class:`clusters.gateway.ClusterGateway`,
+the answer on the next page. Every request goes through :class:`clusters.kube.client.ClusterGateway`,
 the same client, TLS settings and timeout the sync uses, so a pass here means the sync can connect.
 """
 
@@ -14,8 +14,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.config import ConfigException
 
-from clusters.gateway import ClusterGateway, GatewayError, NotFoundError, translated
 from clusters.kinds import all_models
+from clusters.kube.client import ClusterGateway, GatewayError, NotFoundError, translated
 from clusters.models import Cluster
 
 

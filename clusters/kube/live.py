@@ -2,7 +2,7 @@
 
 The portal's rows mirror only the custom resources; their Deployments, ReplicaSets, Jobs and Pods
 and the Events about them exist only in the cluster, so the object pages read them on demand
-through :class:`clusters.gateway.ClusterGateway`, in the object's namespace only (the page has
+through :class:`clusters.kube.client.ClusterGateway`, in the object's namespace only (the page has
 already checked that the user's teams may see that object).
 
 An object's workloads are found the way Kubernetes links them: by owner references, from the
@@ -20,9 +20,9 @@ from typing import Any
 
 from kubernetes.config import ConfigException
 
-from clusters.gateway import ClusterGateway, GatewayError, PermanentError
+from clusters.kube.client import ClusterGateway, GatewayError, PermanentError
+from clusters.kube.owned import label_value
 from clusters.models import KubeObject
-from clusters.owned import label_value
 
 WORKLOAD_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("batch/v1", "CronJob"), ("batch/v1", "Job"))
 POD = ("v1", "Pod")

@@ -380,7 +380,7 @@ class BuiltinResource:
 
     def apply(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply of the whole intent as the field manager ``inference-portal``; forced,
-        as the portal is the controller of what it applies (see clusters/owned.py)."""
+        as the portal is the controller of what it applies (see clusters/kube/owned.py)."""
         applied = self._call(
             "patch", body["metadata"]["name"], namespace, body, field_manager=FIELD_MANAGER, force=True,
             _content_type="application/apply-patch+yaml",

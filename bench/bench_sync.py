@@ -57,11 +57,11 @@ from django.db import connection
 from django.utils import timezone
 
 from bench.list_watch_server import ListWatchServer
-from clusters.audit import Actor
-from clusters.ingest import ingest_items
 from clusters.models import AuditEntry, Cluster
-from clusters.resync import PAGE_SIZE, resync_cluster
-from clusters.watcher import ClusterWatch, KindWatcher
+from clusters.sync.audit import Actor
+from clusters.sync.ingest import ingest_items
+from clusters.sync.resync import PAGE_SIZE, resync_cluster
+from clusters.sync.watcher import ClusterWatch, KindWatcher
 from models_app.models import InferenceModel
 from scheduler.models import NodePool
 from tests.support.clusters import KubeCluster, apply_crds_to
@@ -292,7 +292,7 @@ import django
 django.setup()
 from clusters.kube.client import ClusterGateway
 from clusters.models import Cluster
-from clusters.resync import ResyncReport, resync_namespace
+from clusters.sync.resync import ResyncReport, resync_namespace
 from models_app.models import InferenceModel
 from scheduler.models import NodePool
 cluster = Cluster.objects.get(pk=int(sys.argv[1]))

@@ -8,6 +8,6 @@ class ClustersConfig(AppConfig):
     verbose_name = "Clusters and sync"
 
     def ready(self) -> None:
-        from clusters import handover, metrics  # noqa: F401 - handover connects its signal receivers
+        from clusters.sync import metrics, signals  # noqa: F401 - signals connects its receivers
 
         metrics.register_collectors()

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.audit import json_diff
 from clusters.models import KubeObject, SyncState
+from clusters.sync.audit import json_diff
 from clusters.validation.schemas import FieldError, ManifestInvalid
 
 VERSION_PATH = "metadata.resourceVersion"

@@ -12,6 +12,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 from encrypted_fields.fields import EncryptedTextField
 
+from clusters.controller_registry import controllable_kinds
 from clusters.kinds import KindInfo
 from clusters.url_rules import redact_url, validate_http_url
 from clusters.validation.manifests import ManifestInvalid, validate_manifest
@@ -130,8 +131,6 @@ class Cluster(models.Model):
             raise ValidationError(
                 {"namespaces": f"{clip(repr(self.namespaces))} must be a list of namespace names (RFC 1123 labels)"}
             )
-        from clusters.controllers import controllable_kinds
-
         allowed = controllable_kinds()
         if not isinstance(self.managed_kinds, list) or any(kind not in allowed for kind in self.managed_kinds):
             raise ValidationError(
@@ -420,8 +419,8 @@ def errors_by_model_field(errors: list) -> dict[str, list[str]]:
 class SyncStat(models.Model):
     """One figure of the sync's health per cluster and kind, kept in the database because the
     processes that see it happen (the watcher, Celery workers) are not the one that serves
-    ``/metrics``: the web process reads them at scrape time (``clusters.metrics``), so every gunicorn
-    worker answers the same. Written through ``clusters.sync_stats`` only."""
+    ``/metrics``: the web process reads them at scrape time (``clusters.sync.metrics``), so every gunicorn
+    worker answers the same. Written through ``clusters.sync.stats`` only."""
 
     class Counter(models.TextChoices):
         LAST_LIST = "last_list", "Last successful list (Unix time)"

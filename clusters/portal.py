@@ -23,11 +23,11 @@ from django.urls import reverse
 from django.views import View
 
 from accounts.access import ADD, CHANGE, DELETE, VIEW, can_act_in, restrict
-from clusters.audit import Actor
 from clusters.editor_schema import editor_schema
 from clusters.forms import CopyVersionMixin, YAMLField, copy_version_field, to_yaml
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.services import assign_manifest, request_delete, resolve_conflict, save_portal_edit
+from clusters.sync.audit import Actor
 from clusters.validation.manifests import ManifestInvalid, identity_errors, validate_manifest
 from clusters.yaml_review import Review, review
 

@@ -11,9 +11,9 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import Signal
 
-from clusters.audit import Actor, json_diff, record
 from clusters.edits import lock_for_edit
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
+from clusters.sync.audit import Actor, json_diff, record
 from clusters.validation.schemas import FieldError, ManifestInvalid
 
 
@@ -53,7 +53,7 @@ def assign_manifest(obj: KubeObject, manifest: dict[str, Any]) -> None:
 
 
 def _queue_apply(obj: KubeObject) -> None:
-    from clusters.tasks import enqueue_apply
+    from clusters.sync.tasks import enqueue_apply
 
     transaction.on_commit(lambda: enqueue_apply(obj))
 

@@ -16,11 +16,11 @@ from typing import Any
 import yaml
 from kubernetes.config import ConfigException
 
-from clusters.audit import json_diff
 from clusters.kinds import model_for
 from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError, PermanentError
-from clusters.merge import merge_patch_between
 from clusters.models import Cluster, KubeObject
+from clusters.sync.audit import json_diff
+from clusters.sync.merge import merge_patch_between
 
 CLUSTER, LOCAL = "cluster", "local"
 

@@ -14,6 +14,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 app = Celery("inference_portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+app.autodiscover_tasks(["clusters.sync"])  # the sync's tasks live in a sub-package of the app
 
 
 @worker_ready.connect
@@ -44,12 +45,12 @@ def _polling_interval_seconds() -> float:
 # Every periodic schedule, in one place. Each expires before the next run so a backlog never piles up.
 app.conf.beat_schedule = {
     "resync-all-clusters": {  # repairs what watches missed; re-queues applies left waiting
-        "task": "clusters.tasks.resync_all_clusters",
+        "task": "clusters.sync.tasks.resync_all_clusters",
         "schedule": 300.0,
         "options": {"expires": 240},
     },
     "reconcile-managed-kinds": {  # the portal as controller, every POLLING_INTERVAL
-        "task": "clusters.tasks.reconcile_managed_clusters",
+        "task": "clusters.sync.tasks.reconcile_managed_clusters",
         "schedule": _polling_interval_seconds(),
         "options": {"expires": _polling_interval_seconds()},
     },

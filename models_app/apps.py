@@ -8,7 +8,7 @@ class ModelsAppConfig(AppConfig):
     verbose_name = "Serving models"
 
     def ready(self) -> None:
-        from clusters.controllers import ChildKind, register_controller
+        from clusters.controller_registry import ChildKind, register_controller
         from models_app import metrics
         from models_app.controller import FINALIZER, reconcile_inference_model, release_departed
 

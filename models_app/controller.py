@@ -21,12 +21,12 @@ from urllib.parse import urlsplit
 from django.db.models import Exists, OuterRef
 from django.utils.dateparse import parse_datetime
 
-from clusters.handover import remove_finalizer
-from clusters.inbound import upsert_from_cluster
 from clusters.kube.client import ClusterGateway, NotFoundError
 from clusters.kube.conditions import rfc3339, set_condition
 from clusters.kube.owned import NotOwnedError, ensure, label_value
 from clusters.models import Cluster, SyncState
+from clusters.sync.handover import remove_finalizer
+from clusters.sync.inbound import upsert_from_cluster
 from clusters.validation.quantities import quantity_to_int
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.admission import Demand, admit, release

@@ -6,10 +6,10 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from clusters.audit import Actor, record
-from clusters.controllers import reconcile_row
 from clusters.kube.client import ClusterGateway
 from clusters.models import AuditEntry
+from clusters.sync.audit import Actor, record
+from clusters.sync.controllers import reconcile_row
 from models_app.controller import dependency_closure, wake_in_cluster
 from models_app.models import InferenceModel
 

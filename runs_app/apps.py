@@ -8,7 +8,7 @@ class RunsAppConfig(AppConfig):
     verbose_name = "Inference runs"
 
     def ready(self) -> None:
-        from clusters.controllers import ChildKind, register_controller
+        from clusters.controller_registry import ChildKind, register_controller
         from runs_app.controller import JOB_LABEL, reconcile_inference_run
 
         register_controller(

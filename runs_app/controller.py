@@ -24,10 +24,10 @@ from typing import Any
 
 from croniter import croniter
 
-from clusters.inbound import upsert_from_cluster
 from clusters.kube.client import ClusterGateway, NotFoundError
 from clusters.kube.conditions import as_rfc3339, rfc3339, set_condition
 from clusters.kube.owned import controller_uid, ensure, label_value
+from clusters.sync.inbound import upsert_from_cluster
 from runs_app.models import InferenceConfig, InferenceRun
 
 KIND = InferenceRun.kube

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusters.kinds import with_article
-from clusters.merge import apply_merge_patch
 from clusters.models import Cluster, KubeObject
+from clusters.sync.merge import apply_merge_patch
 from clusters.validation.manifests import resolve_kind, validate_manifest
 from clusters.validation.quantities import quantity_to_int
 from clusters.validation.schemas import FieldError, ManifestInvalid

@@ -22,11 +22,11 @@ from accounts.access import ADD, CHANGE, can_act_in, grants_of, is_unrestricted,
 from clusters.api.exceptions import field_error_detail
 from clusters.api.parsers import JSONParser, PlainTextYAMLParser, TextYAMLParser, YAMLParser
 from clusters.api.views import CLUSTER_PARAMETER
-from clusters.audit import Actor
 from clusters.edits import EditRefused
 from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.services import assign_manifest, resolve_cluster, save_portal_edit
+from clusters.sync.audit import Actor
 from clusters.validation.manifests import resolve_kind, validate_manifest
 from clusters.validation.schemas import ManifestInvalid
 

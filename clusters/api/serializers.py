@@ -7,11 +7,11 @@ from typing import Any
 from rest_framework import serializers
 
 from clusters.api.exceptions import field_error_detail
-from clusters.audit import Actor
 from clusters.edits import VERSION_PATH
-from clusters.merge import apply_merge_patch
 from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.services import Resolution, assign_manifest, resolve_cluster, save_portal_edit
+from clusters.sync.audit import Actor
+from clusters.sync.merge import apply_merge_patch
 from clusters.validation.manifests import identity_errors, validate_manifest
 from clusters.validation.schemas import FieldError, ManifestInvalid
 

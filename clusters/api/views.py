@@ -12,10 +12,10 @@ from rest_framework.response import Response
 from accounts.access import ACTION_BY_METHOD, ADD, can_act_in, restrict, unreadable_references
 from clusters.api.permissions import ChangeModelPermission, ModelPermissionsIncludingView
 from clusters.api.serializers import AuditEntrySerializer, ClusterSerializer, ResolveSerializer
-from clusters.audit import Actor
 from clusters.filtersets import ClusterFilterSet
 from clusters.models import AuditEntry, Cluster
 from clusters.services import request_delete, resolve_cluster, resolve_conflict
+from clusters.sync.audit import Actor
 from clusters.validation.schemas import ManifestInvalid
 
 CLUSTER_PARAMETER = OpenApiParameter(

@@ -224,7 +224,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Sync work has its own queue so a long resync never holds up other tasks; workers consume both
 # (`celery -A config worker -Q default,sync`).
-CELERY_TASK_ROUTES = {"clusters.tasks.*": {"queue": "sync"}}
+CELERY_TASK_ROUTES = {"clusters.sync.tasks.*": {"queue": "sync"}}
 CELERY_TIMEZONE = TIME_ZONE
 # Workers keep LOGGING's handlers (and so its URL-redacting filter) instead of installing their own.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
@@ -273,7 +273,7 @@ KUBEAI_RESOURCE_PROFILES = json.loads(os.environ.get("KUBEAI_RESOURCE_PROFILES")
     },
 }
 
-# The portal as controller (see clusters/controllers.py): the reference controller's settings.
+# The portal as controller (see clusters/sync/controllers.py): the reference controller's settings.
 # POLLING_INTERVAL is a duration such as "1m" or "300s" between reconcile passes;
 # MAX_RECONCILE_RATE is how many reconciles run at once.
 POLLING_INTERVAL = env_str("POLLING_INTERVAL", "1m")

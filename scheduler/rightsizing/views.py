@@ -16,8 +16,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from accounts.access import CHANGE, VIEW, restrict, visible_cluster_ids
-from clusters.audit import Actor
 from clusters.models import Cluster
+from clusters.sync.audit import Actor
 from clusters.validation.quantities import format_bytes
 from clusters.validation.schemas import ManifestInvalid
 from scheduler.rightsizing.apply import apply_recommendation

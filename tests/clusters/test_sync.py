@@ -12,9 +12,9 @@ import pytest
 from django.core.management import call_command
 
 from clusters.models import AuditEntry, Cluster, SyncState
-from clusters.outbound import apply_object
-from clusters.resync import resync_cluster
-from clusters.tasks import resync_all_clusters
+from clusters.sync.outbound import apply_object
+from clusters.sync.resync import resync_cluster
+from clusters.sync.tasks import resync_all_clusters
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 
@@ -397,7 +397,7 @@ class TestFaults:
 
     def test_expired_continue_token_restarts_the_list(self, live_cluster, kube) -> None:
         from clusters.kube.client import ClusterGateway
-        from clusters.resync import ResyncReport, resync_namespace
+        from clusters.sync.resync import ResyncReport, resync_namespace
 
         def write(index: int) -> None:
             manifest = sample_manifest("inferencemodel-mistral-7b.yaml")

@@ -14,7 +14,7 @@ import kubernetes
 import pytest
 
 from clusters.kube.client import ClusterGateway
-from clusters.leader import LEASE_NAME, LeaseElector, LeaseTiming, lead_while
+from clusters.sync.leader import LEASE_NAME, LeaseElector, LeaseTiming, lead_while
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.support.services import REPO_ROOT, session_database_url

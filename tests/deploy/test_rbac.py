@@ -14,8 +14,8 @@ import pytest
 
 from clusters.kube.client import ClusterGateway
 from clusters.kube.live import live_objects, pod_log
-from clusters.leader import LeaseElector, lease_namespace
 from clusters.models import Cluster, SyncStat
+from clusters.sync.leader import LeaseElector, lease_namespace
 from models_app.models import InferenceModel
 from runs_app.controller import job_name
 from runs_app.models import InferenceRun

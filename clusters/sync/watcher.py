@@ -4,8 +4,8 @@ Follows client-go's reflector (DESIGN.md, "Facts the sync must respect"): list f
 from the list's resourceVersion with bookmarks; track the resourceVersion ourselves (bookmarks
 included); on 410 relist; give every watch a server timeout (random 5-10 minutes) and a client
 read timeout; reconnect with backoff 0.8 s doubling to 30 s, reset after 2 quiet minutes. Only
-one process watches a cluster: the holder of its Lease (clusters/leader.py,
-clusters/watch_supervisor.py).
+one process watches a cluster: the holder of its Lease (clusters/sync/leader.py,
+clusters/sync/watch_supervisor.py).
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from typing import Any
 
 from django.db import close_old_connections, connection
 
-from clusters import sync_stats
-from clusters.controllers import ChildKind, controller_children
-from clusters.inbound import mark_deleted_in_cluster
-from clusters.ingest import ingest
+from clusters.controller_registry import ChildKind, controller_children
 from clusters.kinds import all_models
 from clusters.kube.client import ClusterGateway, GatewayError, GoneError, TransientError
 from clusters.models import Cluster, KubeObject, SyncState
-from clusters.resync import ResyncReport, resync_namespace
+from clusters.sync import stats as sync_stats
+from clusters.sync.inbound import mark_deleted_in_cluster
+from clusters.sync.ingest import ingest
+from clusters.sync.resync import ResyncReport, resync_namespace
 
 logger = logging.getLogger(__name__)
 QUICK_410 = 5.0  # seconds: a 410 sooner than this after (re)connecting counts as a failure
@@ -232,7 +232,7 @@ class KindWatcher(WatchLoop):
         """Resync, and (like a controller's initial list) reconcile every object of a managed kind."""
         resource_version = resync_namespace(gateway, self.model, self.namespace, ResyncReport(self.model.kube.kind))
         if self.cluster.manages(self.model.kube.kind):
-            from clusters.tasks import enqueue_reconcile
+            from clusters.sync.tasks import enqueue_reconcile
 
             rows = self.model.objects.filter(cluster=self.cluster).exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
             for row in (rows.filter(namespace=self.namespace) if self.namespace else rows).select_related("cluster"):
@@ -244,7 +244,7 @@ class KindWatcher(WatchLoop):
 
     def apply_batch(self, events: list[dict[str, Any]]) -> None:
         """Store a batch of events in order: each run of ADDED/MODIFIED events in bulk (the last
-        version of each object counts, clusters/ingest.py), each DELETED on its own, so an
+        version of each object counts, clusters/sync/ingest.py), each DELETED on its own, so an
         object deleted and created again within a batch ends as the cluster has it."""
         written: list[int] = []
         run: list[dict[str, Any]] = []
@@ -264,7 +264,7 @@ class KindWatcher(WatchLoop):
                 if row is not None:
                     written.append(row.pk)  # the controller forgets what it held for the object
         if written and self.cluster.manages(self.model.kube.kind):
-            from clusters.tasks import reconcile_object_task
+            from clusters.sync.tasks import reconcile_object_task
 
             for pk in dict.fromkeys(written):
                 reconcile_object_task.delay(self.model._meta.label, pk)
@@ -313,7 +313,7 @@ class ChildWatcher(WatchLoop):
                 .first()
             )
             if row is not None:
-                from clusters.tasks import enqueue_reconcile
+                from clusters.sync.tasks import enqueue_reconcile
 
                 enqueue_reconcile(row)
 

@@ -1,5 +1,5 @@
 """One supervisor thread per cluster in ``manage.py sync_watch``: it takes part in the cluster's
-Lease election (clusters/leader.py), runs the cluster's watches while it leads and stops them as
+Lease election (clusters/sync/leader.py), runs the cluster's watches while it leads and stops them as
 soon as it does not, and restarts them when the cluster's row changes (namespaces, managed kinds,
 credentials), so a running watcher follows what staff change without a restart. A cluster row
 that is deleted ends its supervisor.
@@ -14,9 +14,9 @@ from collections.abc import Callable
 from django.db import close_old_connections, connection
 
 from clusters.kube.client import ClusterGateway
-from clusters.leader import LeaseElector, LeaseTiming, holder_identity, lead_while, lease_namespace
 from clusters.models import Cluster
-from clusters.watcher import ClusterWatch, WatchSettings
+from clusters.sync.leader import LeaseElector, LeaseTiming, holder_identity, lead_while, lease_namespace
+from clusters.sync.watcher import ClusterWatch, WatchSettings
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Full resync of one kind in one cluster: paged list, upsert what changed, tombstone what is gone.
 
 It repairs anything a watch missed and gives the watch its starting resourceVersion. Each page is
-stored as it arrives by :func:`clusters.ingest.ingest_items` (unchanged objects write nothing);
+stored as it arrives by :func:`clusters.sync.ingest.ingest_items` (unchanged objects write nothing);
 rows the cluster no longer lists are tombstoned in one UPDATE.
 """
 
@@ -14,13 +14,13 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import sync_stats
-from clusters.audit import Actor
-from clusters.inbound import mark_deleted_in_cluster
-from clusters.ingest import ingest_items, object_key
 from clusters.kinds import all_models
 from clusters.kube.client import ClusterGateway, GatewayError, GoneError, ListPage, NotFoundError
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
+from clusters.sync import stats as sync_stats
+from clusters.sync.audit import Actor
+from clusters.sync.inbound import mark_deleted_in_cluster
+from clusters.sync.ingest import ingest_items, object_key
 from config.gc_tuning import collector_paused
 
 PAGE_SIZE = 500

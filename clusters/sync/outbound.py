@@ -3,7 +3,7 @@
 Creates answer 201. Updates are JSON merge patches from the merge base to the portal's intent,
 carrying the stored ``metadata.resourceVersion``, so a stale write is refused (409) and nothing
 the portal does not mirror (finalizers, owner references) is touched. On 409 the row is merged
-three ways with the cluster's object (``clusters.merge``): disjoint changes are kept and retried;
+three ways with the cluster's object (``clusters.sync.merge``): disjoint changes are kept and retried;
 the same field changed differently becomes ``Conflict`` for a person to resolve.
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import sync_stats
-from clusters.audit import SYNC_ENGINE, json_diff, record
-from clusters.inbound import take_cluster_bookkeeping
 from clusters.kube.client import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
-from clusters.merge import merge_patch_between, three_way_merge
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
+from clusters.sync import stats as sync_stats
+from clusters.sync.audit import SYNC_ENGINE, json_diff, record
+from clusters.sync.inbound import take_cluster_bookkeeping
+from clusters.sync.merge import merge_patch_between, three_way_merge
 from clusters.validation.manifests import validate_manifest
 from clusters.validation.schemas import ManifestInvalid
 

@@ -9,13 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import transaction
-from django.db.models.signals import pre_delete, pre_save
-from django.dispatch import receiver
-
-from clusters.controllers import controller_finalizer
+from clusters.controller_registry import controller_finalizer
 from clusters.kinds import KindInfo, all_models
-from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError
+from clusters.kube.client import ClusterGateway, ConflictError, NotFoundError
 from clusters.models import Cluster, SyncState
 
 logger = logging.getLogger(__name__)
@@ -66,28 +62,3 @@ def remove_finalizer(
     logger.warning("%s %s/%s: the finalizer list kept changing; %s left in place", kind.kind, namespace, name,
                    finalizer)
     return False
-
-
-@receiver(pre_save, sender=Cluster)
-def _hand_back_unmanaged_kinds(sender: type[Cluster], instance: Cluster, **kwargs: Any) -> None:
-    """On a switch from ``manage`` to ``mirror``, release the kinds' finalizers once the change is saved."""
-    if instance.pk is None or instance.auth_method == Cluster.AuthMethod.SNAPSHOT:
-        return
-    before = Cluster.objects.filter(pk=instance.pk).values_list("managed_kinds", flat=True).first() or []
-    dropped = [kind for kind in before if kind not in (instance.managed_kinds or [])]
-    if dropped:
-        from clusters.tasks import release_finalizers_task
-
-        transaction.on_commit(lambda: release_finalizers_task.delay(instance.pk, dropped))
-
-
-@receiver(pre_delete, sender=Cluster)
-def _hand_back_before_removal(sender: type[Cluster], instance: Cluster, **kwargs: Any) -> None:
-    """Removing a cluster from the portal: release its finalizers first, while its credentials and
-    rows still exist. Best effort: an unreachable cluster must not block its removal (logged)."""
-    if not instance.managed_kinds or instance.auth_method == Cluster.AuthMethod.SNAPSHOT:
-        return
-    try:
-        release_finalizers(instance, list(instance.managed_kinds))
-    except GatewayError as error:
-        logger.warning("cluster %s removed; its finalizers could not be released: %s", instance.name, error)

@@ -14,12 +14,13 @@ from celery import shared_task
 from django.apps import apps
 from django.utils import timezone
 
-from clusters.controllers import reconcile_cluster, reconcile_row
 from clusters.kinds import all_models
 from clusters.kube.client import TransientError
 from clusters.models import Cluster, KubeObject, SyncState
-from clusters.outbound import apply_object
-from clusters.resync import resync_cluster
+from clusters.sync.controllers import reconcile_cluster, reconcile_row
+from clusters.sync.handover import release_finalizers
+from clusters.sync.outbound import apply_object
+from clusters.sync.resync import resync_cluster
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,5 @@ def resync_all_clusters() -> int:
              max_retries=10)
 def release_finalizers_task(cluster_id: int, kinds: list[str]) -> int:
     """The portal stopped managing ``kinds`` in the cluster: take its finalizer off their objects."""
-    from clusters.handover import release_finalizers
-
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     return release_finalizers(cluster, kinds) if cluster is not None else 0

@@ -14,8 +14,8 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.utils.dateparse import parse_datetime
 
-from clusters.audit import Actor, json_diff, record
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
+from clusters.sync.audit import Actor, json_diff, record
 
 PORTAL_AHEAD = (SyncState.PENDING_APPLY, SyncState.CONFLICT, SyncState.ERROR, SyncState.DELETING)
 UNSTORABLE = "the cluster's object cannot be stored in the portal: "

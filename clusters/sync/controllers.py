@@ -1,4 +1,4 @@
-"""The portal as controller: a registry of reconcilers and the passes that run them.
+"""The portal as controller: the passes that run the registered reconcilers (clusters.controller_registry).
 
 ``clusters/`` knows no concrete kind: the apps register a reconcile function per kind they can
 control (``models_app`` for InferenceModel, ``runs_app`` for InferenceRun). A cluster opts in per
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,60 +20,14 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from clusters import sync_stats
+from clusters.controller_registry import reconciler_for, sweeps
 from clusters.kinds import all_models
 from clusters.kube.client import ClusterGateway, GatewayError
 from clusters.models import Cluster, KubeObject, SyncState
-from clusters.work_queue import BUSY, object_key, pass_key, run_exclusively
+from clusters.sync import stats as sync_stats
+from clusters.sync.work_queue import BUSY, object_key, pass_key, run_exclusively
 
 logger = logging.getLogger(__name__)
-
-Reconciler = Callable[[ClusterGateway, KubeObject, datetime], str]
-_reconcilers: dict[str, Reconciler] = {}
-_children: dict[str, tuple[ChildKind, ...]] = {}
-_sweeps: dict[str, Callable[[Cluster], object]] = {}
-_finalizers: dict[str, str] = {}
-
-
-@dataclass(frozen=True)
-class ChildKind:
-    """A built-in kind a controller creates and owns; the watcher follows it (by label) to reconcile the owner."""
-
-    api_version: str
-    kind: str
-    selector: str
-
-
-def register_controller(
-    kind: str,
-    reconcile: Reconciler,
-    children: tuple[ChildKind, ...] = (),
-    sweep: Callable[[Cluster], object] | None = None,
-    finalizer: str | None = None,
-) -> None:
-    """Called from an app's ``ready()``: ``reconcile(gateway, row, now) -> outcome text``; ``children``
-    are the owned kinds whose changes should wake the owner's reconcile at once; ``sweep(cluster)``
-    runs once per pass, for what belongs to objects no longer there (no reconcile reaches those);
-    ``finalizer`` is the one the controller puts on its objects (released when it stops managing)."""
-    _reconcilers[kind] = reconcile
-    _children[kind] = children
-    if sweep is not None:
-        _sweeps[kind] = sweep
-    if finalizer is not None:
-        _finalizers[kind] = finalizer
-
-
-def controller_finalizer(kind: str) -> str | None:
-    return _finalizers.get(kind)
-
-
-def controller_children(kind: str) -> tuple[ChildKind, ...]:
-    return _children.get(kind, ())
-
-
-def controllable_kinds() -> list[str]:
-    return sorted(_reconcilers)
-
 
 @dataclass
 class ReconcileResult:
@@ -86,7 +39,7 @@ class ReconcileResult:
 
 def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: ClusterGateway | None = None) -> str:
     """Reconcile one mirrored object of a managed kind; returns what was done (for logs and tests)."""
-    reconcile = _reconcilers.get(obj.kube.kind)
+    reconcile = reconciler_for(obj.kube.kind)
     if reconcile is None or not obj.cluster.manages(obj.kube.kind):
         return "not managed"
 
@@ -111,7 +64,7 @@ def reconcile_cluster(cluster: Cluster, now: datetime | None = None) -> list[Rec
     objects are shared out among that many workers, each with one gateway and one database
     connection for all of its objects. Results come back in the objects' order. A pass asked for
     while one runs (it outlasted the polling interval) does not run alongside it: the running pass
-    goes once more instead (clusters/work_queue.py), and so does each object's reconcile.
+    goes once more instead (clusters/sync/work_queue.py), and so does each object's reconcile.
     """
     return run_exclusively(pass_key(cluster.pk), lambda: _reconcile_pass(cluster, now or timezone.now()), [])
 
@@ -145,7 +98,7 @@ def _reconcile_pass(cluster: Cluster, now: datetime) -> list[ReconcileResult]:
 
 
 def _sweep(cluster: Cluster) -> None:
-    for kind, sweep in _sweeps.items():
+    for kind, sweep in sweeps():
         if cluster.manages(kind):
             sweep(cluster)
 

@@ -4,9 +4,9 @@ What each object needs is decided from one unlocked query over all of them (:fun
 which reads per row its state, whether it was written after the list began, and, only for
 objects whose uid or resourceVersion moved, the previous spec, labels and annotations (for the
 audit's diff). Unchanged objects then cost nothing more and write nothing (an unchanged relist
-writes no WAL). New and changed rows the cluster owns are written in bulk (clusters/bulk.py: new
+writes no WAL). New and changed rows the cluster owns are written in bulk (clusters/sync/bulk.py: new
 ones by COPY, changed ones by COPY into staging and one UPDATE); rows whose portal intent is ahead of
-the cluster go through :func:`clusters.inbound.upsert_from_cluster` one by one, and so does a
+the cluster go through :func:`clusters.sync.inbound.upsert_from_cluster` one by one, and so does a
 batch the database refused (an object it cannot hold, or a row inserted meanwhile). On databases other
 than PostgreSQL (SQLite, the embedded single-user default) every object goes one by one.
 """
@@ -22,10 +22,10 @@ import orjson
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from clusters import bulk
-from clusters.audit import Actor, json_diff
-from clusters.inbound import PORTAL_AHEAD, take_cluster_bookkeeping, upsert_from_cluster
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
+from clusters.sync import bulk
+from clusters.sync.audit import Actor, json_diff
+from clusters.sync.inbound import PORTAL_AHEAD, take_cluster_bookkeeping, upsert_from_cluster
 from config.gc_tuning import collector_paused
 
 Key = tuple[str, str]  # (namespace, name)
@@ -194,7 +194,7 @@ _BASE_FROM_DESIRED = {
 
 
 def _write_rows(model, cluster, items, stored, listed_at: datetime | None) -> dict[Key, int]:
-    """COPY the new rows, update the existing ones from a staging table (clusters/bulk.py)."""
+    """COPY the new rows, update the existing ones from a staging table (clusters/sync/bulk.py)."""
     new = [item for item in items if object_key(item) not in stored]
     written: dict[Key, int] = {}
     if new:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from clusters.merge import ABSENT
 from clusters.models import AuditEntry, KubeObject
+from clusters.sync.merge import ABSENT
 
 
 @dataclass(frozen=True)

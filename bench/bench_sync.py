@@ -354,7 +354,7 @@ def _apply_latencies(kube: KubeCluster, cluster: Cluster) -> list[float] | None:
             made_from = obj.edit_version()
             obj.spec = {**obj.spec, "memory": memory}
             started = time.perf_counter()
-            from clusters.services import save_portal_edit
+            from clusters.web.services import save_portal_edit
 
             save_portal_edit(obj, Actor("bench", "api"), made_from=made_from)
             while kube.read(InferenceModel.kube, "applied")["spec"]["memory"] != memory:

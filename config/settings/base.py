@@ -153,20 +153,20 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
         "knox.auth.TokenAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["clusters.api.permissions.ReadLoggedInWriteWithModelPermission"],
+    "DEFAULT_PERMISSION_CLASSES": ["clusters.web.api.permissions.ReadLoggedInWriteWithModelPermission"],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
-        "clusters.api.pagination.StableOrderingFilter",
+        "clusters.web.api.pagination.StableOrderingFilter",
     ],
     "DEFAULT_PARSER_CLASSES": [
-        "clusters.api.parsers.JSONParser",
+        "clusters.web.api.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_PAGINATION_CLASS": "clusters.api.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "clusters.web.api.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "clusters.api.exceptions.exception_handler",
+    "EXCEPTION_HANDLER": "clusters.web.api.exceptions.exception_handler",
     # POST /api/token/ checks passwords: a few tries a minute per client address (accounts/api.py).
     "DEFAULT_THROTTLE_RATES": {"token": env_str("TOKEN_THROTTLE_RATE", "10/min")},
 }

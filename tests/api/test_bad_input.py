@@ -235,7 +235,7 @@ def test_cluster_namespaces_must_be_namespace_names(api_as) -> None:
 )
 def test_a_database_or_recursion_error_past_validation_is_a_400_not_a_500(error) -> None:
     """The safety net under every check above: whatever still slips through is the client's bad input."""
-    from clusters.api.exceptions import exception_handler
+    from clusters.web.api.exceptions import exception_handler
 
     response = exception_handler(error, {"view": None, "request": None})
     assert response.status_code == 400

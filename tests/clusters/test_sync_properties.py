@@ -16,10 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from clusters.edits import EditRefused, ObjectDeleting
 from clusters.kube.client import ClusterGateway
 from clusters.models import AuditEntry, SyncState
-from clusters.services import request_delete, save_portal_edit
 from clusters.sync import resync
 from clusters.sync.audit import Actor
 from clusters.sync.inbound import upsert_from_cluster
@@ -28,6 +26,8 @@ from clusters.sync.outbound import apply_object
 from clusters.sync.resync import resync_cluster
 from clusters.sync.watch_supervisor import ClusterSupervisor
 from clusters.sync.watcher import Backoff, WatchSettings
+from clusters.web.edits import EditRefused, ObjectDeleting
+from clusters.web.services import request_delete, save_portal_edit
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 

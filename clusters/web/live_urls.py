@@ -1,8 +1,8 @@
-"""Routes of the live views (clusters.live_views), for every mirrored kind by its model name."""
+"""Routes of the live views (clusters.web.live_views), for every mirrored kind by its model name."""
 
 from django.urls import path
 
-from clusters import live_views
+from clusters.web import live_views
 
 urlpatterns = [
     path("live/<slug:model_name>/<int:pk>/", live_views.live_panel, name="live-objects"),

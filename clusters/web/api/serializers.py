@@ -6,14 +6,14 @@ from typing import Any
 
 from rest_framework import serializers
 
-from clusters.api.exceptions import field_error_detail
-from clusters.edits import VERSION_PATH
 from clusters.models import AuditEntry, Cluster, KubeObject
-from clusters.services import Resolution, assign_manifest, resolve_cluster, save_portal_edit
 from clusters.sync.audit import Actor
 from clusters.sync.merge import apply_merge_patch
 from clusters.validation.manifests import identity_errors, validate_manifest
 from clusters.validation.schemas import FieldError, ManifestInvalid
+from clusters.web.api.exceptions import field_error_detail
+from clusters.web.edits import VERSION_PATH
+from clusters.web.services import Resolution, assign_manifest, resolve_cluster, save_portal_edit
 
 
 class ClusterSerializer(serializers.ModelSerializer):
@@ -101,7 +101,7 @@ class KubeObjectSerializer(serializers.Serializer):
 
     Updates name the copy they were made from in ``metadata.resourceVersion`` (the portal's
     version, as GET shows it; required for PUT, as the Kubernetes API requires it for custom
-    resources): an older one is refused with 409 (:mod:`clusters.edits`). A PATCH without it is
+    resources): an older one is refused with 409 (:mod:`clusters.web.edits`). A PATCH without it is
     applied to the current object, which the view holds locked for the request.
     """
 

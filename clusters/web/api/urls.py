@@ -1,8 +1,8 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from clusters.api.apply import ApplyView
-from clusters.api.views import ClusterViewSet
+from clusters.web.api.apply import ApplyView
+from clusters.web.api.views import ClusterViewSet
 
 router = SimpleRouter()
 router.register("clusters", ClusterViewSet)

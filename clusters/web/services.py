@@ -11,10 +11,10 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import Signal
 
-from clusters.edits import lock_for_edit
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.sync.audit import Actor, json_diff, record
 from clusters.validation.schemas import FieldError, ManifestInvalid
+from clusters.web.edits import lock_for_edit
 
 
 def resolve_cluster(name: str | None) -> Cluster:
@@ -63,7 +63,7 @@ def save_portal_edit(obj: KubeObject, actor: Actor, *, made_from: str | None) ->
 
     ``made_from`` is the :meth:`~clusters.models.KubeObject.edit_version` of the copy the edit was
     made from; an edit of an older copy, or of a row being deleted, raises
-    :class:`clusters.edits.EditRefused` and saves nothing (see :func:`clusters.edits.lock_for_edit`).
+    :class:`clusters.web.edits.EditRefused` and saves nothing (see :func:`clusters.web.edits.lock_for_edit`).
     Snapshot clusters (demo data) have no API server: their rows are the truth and stay
     ``Synced``. Editing a row in ``Conflict`` is a resolution by edit: the cluster's side becomes
     the merge base and the edit is applied over it.

@@ -9,15 +9,15 @@ from django.contrib import admin, messages
 from django.template.loader import render_to_string
 from django.utils.html import format_html, format_html_join
 
-from clusters.admin_quantities import QuantityAdminMixin
 from clusters.controller_registry import controllable_kinds
-from clusters.forms import KubeObjectForm, to_yaml
 from clusters.kube.connection import check_connection
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
-from clusters.services import Resolution, request_delete, resolve_conflict, save_portal_edit
 from clusters.sync.audit import Actor
 from clusters.sync.tasks import resync_cluster_task
 from clusters.validation.metadata_rules import DNS1123_LABEL
+from clusters.web.admin_quantities import QuantityAdminMixin
+from clusters.web.forms import KubeObjectForm, to_yaml
+from clusters.web.services import Resolution, request_delete, resolve_conflict, save_portal_edit
 
 
 def _value(field: dict, side: str) -> str:

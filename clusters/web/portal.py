@@ -1,7 +1,7 @@
 """Portal building blocks shared by every mirrored kind: forms with per-field errors, YAML mode,
 the object page's sync/conflict/audit context and the conflict-resolution view.
 
-Every write goes through :mod:`clusters.services` (audit, apply on commit) and every read through
+Every write goes through :mod:`clusters.web.services` (audit, apply on commit) and every read through
 ``accounts.access.restrict``; validation is :func:`clusters.validation.manifests.validate_manifest`, the
 single validator, whose error paths (``spec.memory``) decide which form field shows the error.
 """
@@ -23,13 +23,13 @@ from django.urls import reverse
 from django.views import View
 
 from accounts.access import ADD, CHANGE, DELETE, VIEW, can_act_in, restrict
-from clusters.editor_schema import editor_schema
-from clusters.forms import CopyVersionMixin, YAMLField, copy_version_field, to_yaml
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
-from clusters.services import assign_manifest, request_delete, resolve_conflict, save_portal_edit
 from clusters.sync.audit import Actor
 from clusters.validation.manifests import ManifestInvalid, identity_errors, validate_manifest
-from clusters.yaml_review import Review, review
+from clusters.web.editor_schema import editor_schema
+from clusters.web.forms import CopyVersionMixin, YAMLField, copy_version_field, to_yaml
+from clusters.web.services import assign_manifest, request_delete, resolve_conflict, save_portal_edit
+from clusters.web.yaml_review import Review, review
 
 PORTAL = AuditEntry.Source.PORTAL
 
@@ -105,7 +105,7 @@ class KubeObjectPageForm(CopyVersionMixin, forms.Form):
     whose path it names (``spec.memory`` -> ``memory``), else on ``more_spec``, else on top.
     Identity (cluster, namespace, name) is fixed once created, as in the cluster. The form
     rebuilds the whole spec from the page, so it carries the version it was opened on
-    (:class:`clusters.forms.CopyVersionMixin`).
+    (:class:`clusters.web.forms.CopyVersionMixin`).
     """
 
     model: ClassVar[type[KubeObject]]
@@ -350,7 +350,7 @@ def review_manifest(form: ManifestForm, obj: KubeObject | None) -> Review | None
 class DeleteObjectView(LoginRequiredMixin, View):
     """GET: a confirmation page naming the object and what deleting it does. POST: delete.
 
-    An object the cluster has is marked ``Deleting`` and deleted there (clusters.services.request_delete);
+    An object the cluster has is marked ``Deleting`` and deleted there (clusters.web.services.request_delete);
     the row keeps showing Deleting until the cluster's finalizers are gone and the watcher sees it
     go. Needs the kind's delete permission and a team grant over the namespace (else 403 / 404).
     """
@@ -383,7 +383,7 @@ class DeleteObjectView(LoginRequiredMixin, View):
 
 
 class ResolveConflictView(LoginRequiredMixin, View):
-    """POST take=portal|cluster: settle a Conflict through clusters.services.resolve_conflict."""
+    """POST take=portal|cluster: settle a Conflict through clusters.web.services.resolve_conflict."""
 
     model: type[KubeObject] | None = None
     http_method_names = ["post"]

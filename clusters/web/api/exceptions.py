@@ -13,8 +13,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from clusters.edits import EditRefused
 from clusters.validation.schemas import FieldError, ManifestInvalid, clip
+from clusters.web.edits import EditRefused
 
 
 def field_error_detail(errors: list[FieldError]) -> dict[str, list[str]]:

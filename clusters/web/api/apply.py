@@ -19,16 +19,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.access import ADD, CHANGE, can_act_in, grants_of, is_unrestricted, unreadable_references
-from clusters.api.exceptions import field_error_detail
-from clusters.api.parsers import JSONParser, PlainTextYAMLParser, TextYAMLParser, YAMLParser
-from clusters.api.views import CLUSTER_PARAMETER
-from clusters.edits import EditRefused
 from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
-from clusters.services import assign_manifest, resolve_cluster, save_portal_edit
 from clusters.sync.audit import Actor
 from clusters.validation.manifests import resolve_kind, validate_manifest
 from clusters.validation.schemas import ManifestInvalid
+from clusters.web.api.exceptions import field_error_detail
+from clusters.web.api.parsers import JSONParser, PlainTextYAMLParser, TextYAMLParser, YAMLParser
+from clusters.web.api.views import CLUSTER_PARAMETER
+from clusters.web.edits import EditRefused
+from clusters.web.services import assign_manifest, resolve_cluster, save_portal_edit
 
 
 def _documents(data: Any) -> list[Any]:
@@ -43,7 +43,7 @@ def _documents(data: Any) -> list[Any]:
 
 
 class DocumentRefused(Exception):
-    """One document's edit was refused (:class:`clusters.edits.EditRefused`): the whole apply is undone."""
+    """One document's edit was refused (:class:`clusters.web.edits.EditRefused`): the whole apply is undone."""
 
     def __init__(self, failure: dict[str, Any]) -> None:
         self.failure = failure

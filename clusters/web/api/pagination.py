@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import Count, QuerySet
 from rest_framework import pagination
 
-from clusters.api.ordering import StrictOrderingFilter
+from clusters.web.api.ordering import StrictOrderingFilter
 
 
 class LimitOffsetPagination(pagination.LimitOffsetPagination):

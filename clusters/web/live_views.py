@@ -12,7 +12,7 @@ from django.urls import reverse
 from clusters.kinds import all_models
 from clusters.kube.live import live_objects, pod_log
 from clusters.models import KubeObject
-from clusters.portal import obj_url, visible_object
+from clusters.web.portal import obj_url, visible_object
 
 DEFAULT_TAIL = 200
 MAX_TAIL = 5000

@@ -8,10 +8,10 @@ from typing import Any
 import yaml
 from django import forms
 
-from clusters.edits import EditRefused, StaleCopy, lock_for_edit
 from clusters.models import KubeObject
 from clusters.validation import yaml_input
 from clusters.validation.schemas import load_crd
+from clusters.web.edits import EditRefused, StaleCopy, lock_for_edit
 
 
 def to_yaml(value: Any) -> str:
@@ -75,7 +75,7 @@ def copy_version_field() -> forms.CharField:
 class CopyVersionMixin:
     """A form editing a mirrored object carries the version it was opened on (a hidden field,
     ``edit_version = copy_version_field()``) and refuses to save over a row that changed
-    since, listing the differences (``clusters.edits``).
+    since, listing the differences (``clusters.web.edits``).
 
     After such a refusal the hidden field holds the current version: saving the same values again
     is then a deliberate overwrite by someone who has seen what it replaces. The check locks the

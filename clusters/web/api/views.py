@@ -10,13 +10,13 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from accounts.access import ACTION_BY_METHOD, ADD, can_act_in, restrict, unreadable_references
-from clusters.api.permissions import ChangeModelPermission, ModelPermissionsIncludingView
-from clusters.api.serializers import AuditEntrySerializer, ClusterSerializer, ResolveSerializer
-from clusters.filtersets import ClusterFilterSet
 from clusters.models import AuditEntry, Cluster
-from clusters.services import request_delete, resolve_cluster, resolve_conflict
 from clusters.sync.audit import Actor
 from clusters.validation.schemas import ManifestInvalid
+from clusters.web.api.permissions import ChangeModelPermission, ModelPermissionsIncludingView
+from clusters.web.api.serializers import AuditEntrySerializer, ClusterSerializer, ResolveSerializer
+from clusters.web.filtersets import ClusterFilterSet
+from clusters.web.services import request_delete, resolve_cluster, resolve_conflict
 
 CLUSTER_PARAMETER = OpenApiParameter(
     "cluster", str, description="Target cluster name for create; defaults to the only cluster."

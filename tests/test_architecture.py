@@ -23,7 +23,7 @@ CLUSTERS_LAYERS = (
     "kube",
     "models",
     "validation",
-    grimp.Layer("kinds", "controller_registry"),
+    grimp.Layer("kinds", "controller_registry", "url_rules", "serving", "postgres_only"),
 )
 
 

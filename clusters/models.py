@@ -35,7 +35,7 @@ class Cluster(models.Model):
     """A Kubernetes API endpoint the portal syncs with. Credentials are write-only everywhere.
 
     They are also encrypted at rest (Fernet, keys from ``SECRET_KEY`` and ``FIELD_ENCRYPTION_KEYS``,
-    see README "Secrets at rest"), so a database dump or backup does not reveal them; the library
+    see docs/security.md, "Secrets at rest"), so a database dump or backup does not reveal them; the library
     stores an empty credential as NULL.
     """
 

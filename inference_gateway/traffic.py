@@ -2,7 +2,7 @@
 the gateway's metrics (``inference_gateway.metrics``) in Prometheus.
 
 Which Prometheus: the model's cluster's ``prometheus_url`` (and auth header), the one right-sizing
-reads; the README asks for the gateway's ``/metrics`` to be scraped there. One range query per
+reads; docs/gateway.md asks for the gateway's ``/metrics`` to be scraped there. One range query per
 figure, a point every ``STEP`` (96 points a day), each a rate over that step, so every request is
 counted once. Prometheus unreachable or without the series: the page says so instead of a chart.
 """

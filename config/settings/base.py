@@ -18,7 +18,7 @@ DEMO_DIR = PLATFORM_DIR / "demo"
 
 SECRET_KEY = env_str("SECRET_KEY", "insecure-development-key-change-me")
 # Older SECRET_KEYs still accepted (sessions, signatures, and decrypting credentials at rest) while
-# rotating: see README "Secrets at rest".
+# rotating: see docs/security.md, "Secrets at rest".
 SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 # Credentials in the database (cluster bearer tokens, Prometheus auth headers) are Fernet-encrypted
 # by django-fernet-encrypted-fields with a key derived from SECRET_KEY and each of these (its

@@ -1,5 +1,5 @@
-"""``manage.py gateway [--host H] [--port N]``: the OpenAI-compatible inference gateway (README
-"Inference gateway"). One process, one event loop (uvloop); run several behind a Service to use
+"""``manage.py gateway [--host H] [--port N]``: the OpenAI-compatible inference gateway
+(docs/gateway.md). One process, one event loop (uvloop); run several behind a Service to use
 more cores."""
 
 from __future__ import annotations

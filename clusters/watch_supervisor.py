@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connection
 
+from clusters import sync_stats
 from clusters.gateway import ClusterGateway
 from clusters.leader import LeaseElector, LeaseTiming, holder_identity, lead_while, lease_namespace
 from clusters.models import Cluster
@@ -77,7 +78,9 @@ class ClusterSupervisor:
         election.start()
         watch: ClusterWatch | None = None
         try:
+            waiting_for: str | None = None
             while not self.stop.wait(min(self.check_every, self.timing.retry_period / 2)):
+                waiting_for = self._note_waiting(cluster, elector, waiting_for)
                 if self.leading.is_set() and watch is None:
                     watch_stop = threading.Event()
                     watch = ClusterWatch(cluster, watch_stop, self.settings, self.gateway_factory)
@@ -98,6 +101,16 @@ class ClusterSupervisor:
             election.join(timeout=self.timing.retry_period + gateway.timeout)
             elector.release()
             gateway.close()
+
+    def _note_waiting(self, cluster: Cluster, elector: LeaseElector, waiting_for: str | None) -> str | None:
+        """Say so (log, sync-health figure) when another holder keeps the Lease, and when that ends:
+        a second installation sharing the Lease name would otherwise wait for ever in silence."""
+        holder = None if self.leading.is_set() or elector.holder in (None, self.identity) else elector.holder
+        if holder != waiting_for:
+            if holder:
+                self.report(f"{cluster.name}: waiting for Lease {elector.namespace}/{elector.name}, held by {holder}")
+            sync_stats.lease_waiting(cluster, bool(holder))
+        return holder
 
     def _stop_watch(self, cluster: Cluster, watch: ClusterWatch, watch_stop: threading.Event, why: str) -> None:
         watch_stop.set()

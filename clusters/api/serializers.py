@@ -9,6 +9,7 @@ from rest_framework import serializers
 from clusters.api.exceptions import field_error_detail
 from clusters.audit import Actor
 from clusters.edits import VERSION_PATH
+from clusters.failures import last_error
 from clusters.manifests import identity_errors, validate_manifest
 from clusters.merge import apply_merge_patch
 from clusters.models import AuditEntry, Cluster, KubeObject
@@ -138,6 +139,9 @@ class KubeObjectSerializer(serializers.Serializer):
             "id": obj.pk,
             "cluster": obj.cluster.name,
             **manifest,
+            # Health, apart from the sync: what is wrong now (the sync's error, else the
+            # controller's failing condition as the cluster has it), or null.
+            "lastError": last_error(obj),
             "sync": self.get_sync(obj),
             "summary": self.get_summary(obj),
         }

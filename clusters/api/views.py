@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
@@ -14,6 +16,7 @@ from clusters.api.permissions import ChangeModelPermission, ModelPermissionsIncl
 from clusters.api.serializers import AuditEntrySerializer, ClusterSerializer, ResolveSerializer
 from clusters.audit import Actor
 from clusters.filtersets import ClusterFilterSet
+from clusters.live import live_objects
 from clusters.models import AuditEntry, Cluster
 from clusters.services import request_delete, resolve_cluster, resolve_conflict
 from clusters.validation import ManifestInvalid
@@ -97,6 +100,13 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
         entries = AuditEntry.objects.filter(kind=obj.kube.kind, object_id=obj.pk).select_related("actor")
         page = self.paginate_queryset(entries)
         return self.get_paginated_response(AuditEntrySerializer(page, many=True).data)
+
+    @action(detail=True, methods=["get"])
+    def events(self, request, pk=None):
+        """The recent Kubernetes Events of this object and of what it owns, as the cluster has them
+        now (newest first); ``error`` says why the cluster could not be read."""
+        live = live_objects(self.get_object())
+        return Response({"events": [asdict(event) for event in live.events], "error": live.error})
 
     def destroy(self, request, *args, **kwargs):
         """Objects the cluster has are marked ``Deleting`` (202) until the cluster lets them go."""

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "scheduler.rightsizing",
     "accounts",
     "inference_gateway",
+    "devstack",
 ]
 
 MIDDLEWARE = [

@@ -2,7 +2,7 @@
 KubeAI's and llm-d's controllers would (replicas through the ``/status`` subresource), synced into the
 portal, then counted by admission of a managed InferenceModel, by planning and by the pool figures.
 
-The pool is the session's ``gpu-a100`` (tests/support/control_plane.NODE_POOLS: 2 kwok nodes x 4
+The pool is the session's ``gpu-a100`` (devstack/control_plane.NODE_POOLS: 2 kwok nodes x 4
 GPUs), read from the Nodes by :func:`scheduler.refresh.refresh_node_pools`.
 """
 

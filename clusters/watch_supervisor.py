@@ -35,8 +35,10 @@ class ClusterSupervisor:
         report: Callable[[str], None] = logger.info,
         check_every: float = 1.0,
         gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
+        lease: str | None = None,
     ) -> None:
         self.cluster_id, self.stop = cluster_id, stop
+        self.lease = lease  # the Lease's name; None: this installation's (clusters.leader.lease_name)
         self.settings, self.timing = settings, timing or LeaseTiming()
         self.identity = identity or holder_identity()
         self.report, self.check_every = report, check_every
@@ -70,7 +72,7 @@ class ClusterSupervisor:
     def _supervise(self, cluster: Cluster) -> None:
         """Lead and watch this version of the cluster's row until it changes, goes, or ``stop``."""
         gateway = self.gateway_factory(cluster)
-        elector = LeaseElector(gateway, lease_namespace(cluster.namespaces), self.identity, self.timing)
+        elector = LeaseElector(gateway, lease_namespace(cluster.namespaces), self.identity, self.timing, self.lease)
         election_stop, watch_stop = threading.Event(), threading.Event()
         self.leading.clear()
         election = threading.Thread(target=lead_while, args=(elector, election_stop, self.leading), daemon=True,

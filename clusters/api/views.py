@@ -13,7 +13,12 @@ from rest_framework.response import Response
 
 from accounts.access import ACTION_BY_METHOD, ADD, can_act_in, restrict, unreadable_references
 from clusters.api.permissions import ChangeModelPermission, ModelPermissionsIncludingView
-from clusters.api.serializers import AuditEntrySerializer, ClusterSerializer, ResolveSerializer
+from clusters.api.serializers import (
+    AuditEntrySerializer,
+    ClusterSerializer,
+    ObjectEventsSerializer,
+    ResolveSerializer,
+)
 from clusters.audit import Actor
 from clusters.filtersets import ClusterFilterSet
 from clusters.live import live_objects
@@ -101,6 +106,7 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
         page = self.paginate_queryset(entries)
         return self.get_paginated_response(AuditEntrySerializer(page, many=True).data)
 
+    @extend_schema(responses=ObjectEventsSerializer)
     @action(detail=True, methods=["get"])
     def events(self, request, pk=None):
         """The recent Kubernetes Events of this object and of what it owns, as the cluster has them

@@ -56,7 +56,6 @@ from devstack.control_plane import (
     ControlPlane,
     Process,
     apply_crds_to,
-    build_binaries,
     die_with_parent,
     free_port,
 )
@@ -158,12 +157,12 @@ def banner(endpoints: Endpoints, password: str, token: str, plane: ControlPlane)
 class LiveDemo:
     """Start everything, wait for Ctrl-C (or a part that dies), stop everything."""
 
-    def __init__(self, endpoints: Endpoints, out: TextIO) -> None:
+    def __init__(self, endpoints: Endpoints, binaries: Path, out: TextIO) -> None:
         self.endpoints, self.out = endpoints, out
         self.stop = threading.Event()
         self.children: list[Process] = []
         self.workdir = Path(tempfile.mkdtemp(prefix="inference-portal-live-"))
-        self.plane = ControlPlane(workdir=self.workdir, binaries=Path())
+        self.plane = ControlPlane(workdir=self.workdir, binaries=binaries)
         self.env = {**os.environ, "GATEWAY_ALLOW_LOOPBACK": "1", "PYTHONUNBUFFERED": "1"}
 
     def say(self, line: str) -> None:
@@ -180,8 +179,7 @@ class LiveDemo:
             self.shutdown()
 
     def _run(self) -> int:
-        self.say("Building (cached) and starting the local control plane...")
-        self.plane.binaries = build_binaries()
+        self.say("Starting the local control plane...")
         self.plane.start(prepare=apply_crds_to)
         backend_port = free_port()
         self._start("demo_backend", ["demo_backend", "--host", "127.0.0.1", "--port", str(backend_port),

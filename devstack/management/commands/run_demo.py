@@ -4,6 +4,7 @@ plane, else the embedded one (snapshot data, nothing moves), saying in one line 
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any
 
 from django.core.management import call_command
@@ -28,15 +29,19 @@ class Command(BaseCommand):
         parser.add_argument("--embedded", action="store_true", help="The embedded demo even where Go is installed.")
 
     def handle(self, *args: Any, host: str, port: int, gateway_port: int, embedded: bool, **options: Any) -> None:
+        binaries = None
+        if not embedded and shutil.which("go"):
+            self.stdout.write("Building the local control plane (the first time: about 10 minutes; cached after)...")
+            self.stdout.flush()
         if not embedded:
             try:
-                build_binaries()
+                binaries = build_binaries()
             except ControlPlaneUnavailable:
                 embedded = True
         if embedded:
             self.stdout.write(NO_GO)
             call_command("load_demo", stdout=self.stdout)
             call_command("ensure_demo_admin", stdout=self.stdout)
-            call_command("runserver", f"{host}:{port}")
+            call_command("runserver", f"{host}:{port}", use_reloader=False)
             return
-        raise SystemExit(LiveDemo(Endpoints(host, port, gateway_port), self.stdout).run())
+        raise SystemExit(LiveDemo(Endpoints(host, port, gateway_port), binaries, self.stdout).run())

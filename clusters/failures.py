@@ -28,6 +28,7 @@ from kubernetes import client
 from clusters.conditions import rfc3339, set_condition
 from clusters.gateway import ClusterGateway, GatewayError, translated
 from clusters.kinds import KindInfo
+from clusters.owned import NotOwnedError
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,14 @@ def is_refusal(reason: str) -> bool:
 
 def is_failure(kind: str, reason: str) -> bool:
     return reason in _REFUSALS or reason in _warning_reasons.get(kind, ())
+
+
+def refusal(error: GatewayError | NotOwnedError) -> tuple[str, str]:
+    """(reason, message) of a write the reconcile could not make: the cluster refused it, or an
+    object of the name exists that the portal does not control (``NotOwned``)."""
+    if isinstance(error, NotOwnedError):
+        return "NotOwned", str(error)
+    return refusal_reason(error), refusal_message(error)
 
 
 def refusal_reason(error: GatewayError) -> str:
@@ -100,11 +109,10 @@ def warn(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], now: datet
         record_event(gateway, kind, cr, "Warning", condition["reason"], condition.get("message") or "", now)
 
 
-def report_refusal(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], error: GatewayError,
+def report_refusal(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], reason: str, message: str,
                    now: datetime) -> dict[str, Any]:
-    """The cluster refused a write of this reconcile: put its reason and message in the object's
-    ``Ready`` condition and in a Warning Event. Returns the object as the cluster has it after."""
-    reason, message = refusal_reason(error), refusal_message(error)
+    """A write of this reconcile was refused (:func:`refusal`): put the reason and message in the
+    object's ``Ready`` condition and in a Warning Event. Returns the object as the cluster has it after."""
     metadata = cr["metadata"]
     try:
         cr = gateway.patch_status(kind, metadata["namespace"], metadata["name"],

@@ -25,7 +25,7 @@ from django.db.models import Exists, OuterRef
 from django.utils.dateparse import parse_datetime
 
 from clusters.conditions import rfc3339, set_condition
-from clusters.failures import refusal_message, refusal_reason, warn
+from clusters.failures import refusal, warn
 from clusters.gateway import ClusterGateway, NotFoundError, PermanentError
 from clusters.handover import remove_finalizer
 from clusters.inbound import upsert_from_cluster
@@ -128,7 +128,7 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
         except NotOwnedError as error:
             plan, deployment = Plan(0, Reason.FAILED, str(error)), None
         except PermanentError as error:  # the cluster refused the Deployment (422 invalid, 403 admission...)
-            plan = Plan(0, refusal_reason(error), refusal_message(error))
+            plan = Plan(0, *refusal(error))
     if plan.replicas == 0:
         release(row.cluster_id, KIND.kind, row.namespace, row.name)
     status = _status(cr, deployment, plan, now)

@@ -92,7 +92,8 @@ def test_the_live_demo_serves_wakes_runs_and_stops_clean(binaries, tmp_path: Pat
     manage = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py")]
     subprocess.run([*manage, "migrate", "--noinput"], env=environment, check=True, capture_output=True, timeout=300)
     demo = subprocess.Popen([*manage, "run_demo"], env=environment, cwd=settings.BASE_DIR, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     lines: Queue = Queue()
     threading.Thread(target=lambda: [*map(lines.put, demo.stdout), lines.put(None)], daemon=True).start()
     started: set[int] = set()

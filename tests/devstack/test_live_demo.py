@@ -73,6 +73,14 @@ def read_until(lines: Queue, marker: str, timeout: float) -> str:
     raise AssertionError(f"no {marker!r} within {timeout} s; output:\n{''.join(seen)[-5000:]}")
 
 
+def drain(lines: Queue) -> str:
+    """What the command printed after the last read, up to its end."""
+    rest = []
+    while (line := lines.get(timeout=10)) is not None:
+        rest.append(line)
+    return "".join(rest)
+
+
 @pytest.fixture
 def binaries() -> None:
     try:
@@ -143,6 +151,6 @@ def test_the_live_demo_serves_wakes_runs_and_stops_clean(binaries, tmp_path: Pat
         except subprocess.TimeoutExpired:
             os.killpg(demo.pid, signal.SIGKILL)
             raise
-    assert code == 0, read_until(lines, "", 1) if not lines.empty() else code
+    assert code == 0, drain(lines)[-5000:]
     assert started and not [pid for pid in started if alive(pid)], "processes left behind"
     assert not [each for each in ports if listening(each)], "ports left open"

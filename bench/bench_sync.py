@@ -62,10 +62,10 @@ from clusters.sync.audit import Actor
 from clusters.sync.ingest import ingest_items
 from clusters.sync.resync import PAGE_SIZE, resync_cluster
 from clusters.sync.watcher import ClusterWatch, KindWatcher
+from devstack.control_plane import apply_crds_to, running_control_plane
 from models_app.models import InferenceModel
 from scheduler.models import NodePool
-from tests.support.clusters import KubeCluster, apply_crds_to
-from tests.support.control_plane import running_control_plane
+from tests.support.clusters import KubeCluster
 from tests.support.fault_proxy import FaultProxy
 
 OBJECTS = 10_000

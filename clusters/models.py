@@ -429,6 +429,7 @@ class SyncStat(models.Model):
         APPLY_ERRORS = "apply_errors", "Failed applies, by HTTP code"
         RECONCILES = "reconciles", "Reconciles run"
         RECONCILE_SECONDS = "reconcile_seconds", "Seconds spent reconciling"
+        LEASE_WAITING = "lease_waiting", "1 while this installation's watcher waits for the cluster's Lease"
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
     kind = models.CharField(max_length=63)

@@ -27,11 +27,12 @@ def set_condition(
     now: datetime,
     generation: int | None = None,
 ) -> list[dict[str, Any]]:
-    """A new list with condition ``type_`` set; ``lastTransitionTime`` kept unless status or reason changed."""
+    """A new list with condition ``type_`` set; ``lastTransitionTime`` moves only when the status
+    flips (``meta.SetStatusCondition``): a new reason or message for the same status keeps it."""
     text = "True" if status else "False"
     result = [dict(condition) for condition in conditions or [] if condition.get("type") != type_]
     previous = next((c for c in conditions or [] if c.get("type") == type_), None)
-    unchanged = previous and previous.get("status") == text and previous.get("reason") == reason
+    unchanged = previous and previous.get("status") == text and previous.get("lastTransitionTime")
     condition = {
         "type": type_,
         "status": text,

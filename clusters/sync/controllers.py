@@ -22,9 +22,12 @@ from django.utils import timezone
 
 from clusters.controller_registry import reconciler_for, sweeps
 from clusters.kinds import all_models
-from clusters.kube.client import ClusterGateway, GatewayError
+from clusters.kube.client import ClusterGateway, GatewayError, PermanentError
+from clusters.kube.failures import refusal, report_refusal
+from clusters.kube.owned import NotOwnedError
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.sync import stats as sync_stats
+from clusters.sync.inbound import upsert_from_cluster
 from clusters.sync.work_queue import BUSY, object_key, pass_key, run_exclusively
 
 logger = logging.getLogger(__name__)
@@ -49,12 +52,28 @@ def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: Cluster
         started = time.monotonic()
         try:
             return reconcile(client, obj, now or timezone.now())
+        except (PermanentError, NotOwnedError) as error:
+            return _refused(client, obj, error, now or timezone.now())
         finally:
             sync_stats.reconciled(obj.cluster, obj.kube.kind, time.monotonic() - started)
             if own:
                 client.close()
 
     return run_exclusively(object_key(obj._meta.label, obj.pk), work, BUSY)
+
+
+def _refused(gateway: ClusterGateway, obj: KubeObject, error: PermanentError | NotOwnedError, now: datetime) -> str:
+    """A write of this reconcile was refused (422 invalid, 403 admission or RBAC, a child of that name
+    the portal does not control): the reason and message go on the object (condition, Warning
+    Event) and the row, not only in a log."""
+    logger.warning("reconcile %s %s/%s refused: %s", obj.kube.kind, obj.namespace, obj.name, error)
+    try:
+        cr = gateway.get(obj.kube, obj.namespace, obj.name)
+    except GatewayError:
+        raise error from None
+    reason, message = refusal(error)
+    upsert_from_cluster(type(obj), obj.cluster, report_refusal(gateway, obj.kube, cr, reason, message, now))
+    return f"refused: {reason}: {message}"
 
 
 def reconcile_cluster(cluster: Cluster, now: datetime | None = None) -> list[ReconcileResult]:

@@ -13,6 +13,7 @@ Durations follow client-go's defaults (15 s lease, 10 s renew deadline, 2 s retr
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import threading
@@ -22,12 +23,28 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.utils.dateparse import parse_datetime
 from kubernetes import client
 
 from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
 
-LEASE_NAME = "inference-portal-watch"
+LEASE_PREFIX = "inference-portal-watch"
+
+
+def installation_id() -> str:
+    """``INSTALLATION_ID``, else a digest of the database this installation keeps its rows in: the
+    replicas of one portal share it, another portal (its own database) has another."""
+    if settings.INSTALLATION_ID:
+        return settings.INSTALLATION_ID
+    database = settings.DATABASES["default"]
+    where = f"{database.get('HOST') or ''}:{database.get('PORT') or ''}/{database.get('NAME') or ''}"
+    return hashlib.sha256(where.encode()).hexdigest()[:10]
+
+
+def lease_name() -> str:
+    """The watch Lease of this installation: several portals may share a cluster, each watching it."""
+    return f"{LEASE_PREFIX}-{installation_id()}"[:253].lower()
 
 
 def lease_namespace(namespaces: list[str]) -> str:
@@ -60,8 +77,9 @@ class LeaseElector:
     """Try to hold one cluster's Lease; ``try_acquire_or_renew`` is one round of the election."""
 
     def __init__(self, gateway: ClusterGateway, namespace: str, identity: str, timing: LeaseTiming | None = None,
-                 name: str = LEASE_NAME) -> None:
-        self.gateway, self.namespace, self.identity, self.name = gateway, namespace, identity, name
+                 name: str | None = None) -> None:
+        self.gateway, self.namespace, self.identity, self.name = gateway, namespace, identity, name or lease_name()
+        self.holder: str | None = None  # who held the Lease at the last round (another candidate: we wait)
         self.timing = timing or LeaseTiming()
         self.api = client.CoordinationV1Api(gateway.api_client)
         self.last_renewed: float | None = None  # monotonic time of our last successful renewal
@@ -90,9 +108,10 @@ class LeaseElector:
                     self.api.create_namespaced_lease(self.namespace, body, _request_timeout=timeout)
             except ConflictError:
                 return False
+            self.holder = self.identity
             return True
         spec = lease.spec
-        holder = spec.holder_identity
+        holder = self.holder = spec.holder_identity
         renewed = _as_datetime(spec.renew_time)
         duration = timedelta(seconds=spec.lease_duration_seconds or self.timing.lease_duration)
         if holder and holder != self.identity and renewed and now < renewed + duration:
@@ -110,6 +129,7 @@ class LeaseElector:
                 self.api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=timeout)
         except ConflictError:
             return False
+        self.holder = self.identity
         return True
 
     def release(self) -> None:

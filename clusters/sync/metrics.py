@@ -75,6 +75,11 @@ def _sync_families() -> dict[str, Metric]:
             "Applies from the portal that failed, by HTTP code (connection: no answer).",
             labels=[*LABELS, "code"],
         ),
+        Counter.LEASE_WAITING: GaugeMetricFamily(
+            "inference_portal_watch_lease_waiting",
+            "1 while this installation's watcher waits for the cluster's Lease, held by another replica.",
+            labels=["cluster"],
+        ),
     }
 
 
@@ -101,6 +106,8 @@ class SyncHealthCollector(Collector):
                 durations.setdefault((cluster, kind), {})[counter] = value
             elif counter == Counter.APPLY_ERRORS:
                 families[counter].add_metric([cluster, kind, label], value)
+            elif counter == Counter.LEASE_WAITING:
+                families[counter].add_metric([cluster], value)
             else:
                 families[counter].add_metric([cluster, kind], value)
         for (cluster, kind), figures in durations.items():

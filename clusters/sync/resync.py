@@ -175,3 +175,18 @@ def resync_cluster(cluster: Cluster, gateway: ClusterGateway | None = None) -> l
         **({"last_full_resync_at": timezone.now()} if not errors else {}),
     )
     return reports
+
+
+def record_served(cluster: Cluster, kind: str, served: bool) -> None:
+    """A watcher's list found ``kind`` served (or its CRD missing: 404): ``missing_kinds`` follows at
+    once, not at the next full resync. One locked read-modify-write, so watchers of several kinds
+    never drop each other's findings; ``updated_at`` stays, as the row's settings did not change."""
+    with transaction.atomic():
+        current = (
+            Cluster.objects.select_for_update().filter(pk=cluster.pk).values_list("missing_kinds", flat=True).first()
+        )
+        if current is None or (kind in current) != served:
+            return
+        missing = set(current) - {kind} if served else {*current, kind}
+        ordered = [model.kube.kind for model in all_models() if model.kube.kind in missing]
+        Cluster.objects.filter(pk=cluster.pk).update(missing_kinds=ordered)

@@ -57,6 +57,11 @@ def apply_failed(cluster: Cluster, kind: str, status: int) -> None:
     _add(cluster, kind, Counter.APPLY_ERRORS, label=str(status) if status else "connection")
 
 
+def lease_waiting(cluster: Cluster, waiting: bool) -> None:
+    """The watcher of this installation waits for the cluster's Lease (another replica holds it), or not."""
+    _record(cluster, "", Counter.LEASE_WAITING, Value(float(waiting)), float(waiting))
+
+
 def reconciled(cluster: Cluster, kind: str, seconds: float) -> None:
     _add(cluster, kind, Counter.RECONCILES)
     _add(cluster, kind, Counter.RECONCILE_SECONDS, seconds)

@@ -15,6 +15,7 @@ from django.db import close_old_connections, connection
 
 from clusters.kube.client import ClusterGateway
 from clusters.models import Cluster
+from clusters.sync import stats as sync_stats
 from clusters.sync.leader import LeaseElector, LeaseTiming, holder_identity, lead_while, lease_namespace
 from clusters.sync.watcher import ClusterWatch, WatchSettings
 
@@ -34,8 +35,10 @@ class ClusterSupervisor:
         report: Callable[[str], None] = logger.info,
         check_every: float = 1.0,
         gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
+        lease: str | None = None,
     ) -> None:
         self.cluster_id, self.stop = cluster_id, stop
+        self.lease = lease  # the Lease's name; None: this installation's (clusters.sync.leader.lease_name)
         self.settings, self.timing = settings, timing or LeaseTiming()
         self.identity = identity or holder_identity()
         self.report, self.check_every = report, check_every
@@ -69,7 +72,7 @@ class ClusterSupervisor:
     def _supervise(self, cluster: Cluster) -> None:
         """Lead and watch this version of the cluster's row until it changes, goes, or ``stop``."""
         gateway = self.gateway_factory(cluster)
-        elector = LeaseElector(gateway, lease_namespace(cluster.namespaces), self.identity, self.timing)
+        elector = LeaseElector(gateway, lease_namespace(cluster.namespaces), self.identity, self.timing, self.lease)
         election_stop, watch_stop = threading.Event(), threading.Event()
         self.leading.clear()
         election = threading.Thread(target=lead_while, args=(elector, election_stop, self.leading), daemon=True,
@@ -77,7 +80,9 @@ class ClusterSupervisor:
         election.start()
         watch: ClusterWatch | None = None
         try:
+            waiting_for: str | None = None
             while not self.stop.wait(min(self.check_every, self.timing.retry_period / 2)):
+                waiting_for = self._note_waiting(cluster, elector, waiting_for)
                 if self.leading.is_set() and watch is None:
                     watch_stop = threading.Event()
                     watch = ClusterWatch(cluster, watch_stop, self.settings, self.gateway_factory)
@@ -98,6 +103,16 @@ class ClusterSupervisor:
             election.join(timeout=self.timing.retry_period + gateway.timeout)
             elector.release()
             gateway.close()
+
+    def _note_waiting(self, cluster: Cluster, elector: LeaseElector, waiting_for: str | None) -> str | None:
+        """Say so (log, sync-health figure) when another holder keeps the Lease, and when that ends:
+        a second installation sharing the Lease name would otherwise wait for ever in silence."""
+        holder = None if self.leading.is_set() or elector.holder in (None, self.identity) else elector.holder
+        if holder != waiting_for:
+            if holder:
+                self.report(f"{cluster.name}: waiting for Lease {elector.namespace}/{elector.name}, held by {holder}")
+            sync_stats.lease_waiting(cluster, bool(holder))
+        return holder
 
     def _stop_watch(self, cluster: Cluster, watch: ClusterWatch, watch_stop: threading.Event, why: str) -> None:
         watch_stop.set()

@@ -23,12 +23,12 @@ from django.db import close_old_connections, connection
 
 from clusters.controller_registry import ChildKind, controller_children
 from clusters.kinds import all_models
-from clusters.kube.client import ClusterGateway, GatewayError, GoneError, TransientError
+from clusters.kube.client import ClusterGateway, GatewayError, GoneError, NotFoundError, TransientError
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.sync import stats as sync_stats
 from clusters.sync.inbound import mark_deleted_in_cluster
 from clusters.sync.ingest import ingest
-from clusters.sync.resync import ResyncReport, resync_namespace
+from clusters.sync.resync import ResyncReport, record_served, resync_namespace
 
 logger = logging.getLogger(__name__)
 QUICK_410 = 5.0  # seconds: a 410 sooner than this after (re)connecting counts as a failure
@@ -230,7 +230,12 @@ class KindWatcher(WatchLoop):
 
     def relist(self, gateway: ClusterGateway) -> str:
         """Resync, and (like a controller's initial list) reconcile every object of a managed kind."""
-        resource_version = resync_namespace(gateway, self.model, self.namespace, ResyncReport(self.model.kube.kind))
+        try:
+            resource_version = resync_namespace(gateway, self.model, self.namespace, ResyncReport(self.kind))
+        except NotFoundError:  # the CRD is not served (yet): retried with backoff, as any failed list
+            record_served(self.cluster, self.kind, False)
+            raise
+        record_served(self.cluster, self.kind, True)
         if self.cluster.manages(self.model.kube.kind):
             from clusters.sync.tasks import enqueue_reconcile
 

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "scheduler.rightsizing",
     "accounts",
     "inference_gateway",
+    "devstack",
 ]
 
 MIDDLEWARE = [
@@ -278,6 +279,11 @@ KUBEAI_RESOURCE_PROFILES = json.loads(os.environ.get("KUBEAI_RESOURCE_PROFILES")
 # MAX_RECONCILE_RATE is how many reconciles run at once.
 POLLING_INTERVAL = env_str("POLLING_INTERVAL", "1m")
 MAX_RECONCILE_RATE = env_int("MAX_RECONCILE_RATE", 4)
+# Who this installation is, in the clusters it shares with other portals: the watcher's Lease is
+# named after it (clusters/leader.py). Empty: derived from the database (its host, port and name),
+# so replicas of one portal share a Lease and two portals with their own databases never wait on
+# each other's.
+INSTALLATION_ID = env_str("INSTALLATION_ID", "")
 
 # Inference gateway (`manage.py gateway`, inference_gateway/): how long a request for a model at
 # zero waits for its wake before a 503 with Retry-After; how stale its in-memory views may be (the

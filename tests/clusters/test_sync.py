@@ -162,7 +162,7 @@ def test_a_kind_whose_crd_is_not_installed_does_not_stop_the_others(live_cluster
         pytest.skip("removes a CRD of the session's own control plane")
     import kubernetes
 
-    from tests.support.clusters import apply_crds
+    from devstack.control_plane import apply_crds
 
     extensions = kubernetes.client.ApiextensionsV1Api(kube.api_client)
     kubeai = "models.kubeai.org"

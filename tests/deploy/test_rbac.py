@@ -16,6 +16,7 @@ from clusters.kube.client import ClusterGateway
 from clusters.kube.live import live_objects, pod_log
 from clusters.models import Cluster, SyncStat
 from clusters.sync.leader import LeaseElector, lease_namespace
+from devstack.control_plane import NODE_POOLS, POD_LOG_LINES
 from models_app.models import InferenceModel
 from runs_app.controller import job_name
 from runs_app.models import InferenceRun
@@ -23,7 +24,6 @@ from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import RunningWatch, sample_manifest, wait_for
 from tests.conftest import ENDPOINTS
 from tests.deploy.conftest import apply, find
-from tests.support.control_plane import NODE_POOLS, POD_LOG_LINES
 
 PORTAL = "inference-portal"
 FINALIZERS_RULE = {"apiGroups": ["inference.eh-ops.io"], "resources": ["inferencemodels/finalizers"],

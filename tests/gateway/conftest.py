@@ -20,9 +20,9 @@ from django.conf import settings
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from clusters.models import Cluster
+from devstack.control_plane import free_port
 from inference_gateway.server import run
 from models_app.models import InferenceModel
-from tests.support.control_plane import free_port
 
 
 @dataclass
@@ -66,7 +66,7 @@ def start_backend():
               chunk_delay: float = 0.0, fail: int = 0, redirect: str = "") -> Backend:
         port = port or free_port()
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.openai_backend", "--host", host, "--port", str(port),
+            [sys.executable, "-m", "devstack.openai_backend", "--host", host, "--port", str(port),
              "--name", name, "--chunk-delay", str(chunk_delay), "--fail", str(fail), "--redirect", redirect],
             cwd=settings.BASE_DIR,
         )

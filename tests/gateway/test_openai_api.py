@@ -13,10 +13,10 @@ import pytest
 import requests
 from django.conf import settings
 
+from devstack.control_plane import free_port
 from models_app.models import KubeAIModel, ModelService
 from tests.clusters.conftest import wait_for
 from tests.gateway.conftest import metrics_text, sample_value, serve_model, wait_until_serving
-from tests.support.control_plane import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

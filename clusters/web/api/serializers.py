@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from clusters.kube.failures import last_error
 from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.sync.audit import Actor
 from clusters.sync.merge import apply_merge_patch
@@ -91,6 +92,20 @@ VERSION_REQUIRED = (
 )
 
 
+class EventSerializer(serializers.Serializer):
+    type = serializers.CharField(help_text="Normal or Warning.")
+    reason = serializers.CharField()
+    involved = serializers.CharField(help_text="Kind/name of the object the event is about.")
+    message = serializers.CharField()
+    count = serializers.IntegerField(help_text="How many times it happened (identical events are counted).")
+    last_seen = serializers.CharField()
+
+
+class ObjectEventsSerializer(serializers.Serializer):
+    events = EventSerializer(many=True, help_text="Newest first.")
+    error = serializers.CharField(help_text="Why the cluster could not be read; empty when it was.")
+
+
 class KubeObjectSerializer(serializers.Serializer):
     """One mirrored object, in and out in the shape ``kubectl get -o yaml`` prints.
 
@@ -115,6 +130,10 @@ class KubeObjectSerializer(serializers.Serializer):
     spec = serializers.JSONField(required=False)
     status = serializers.JSONField(required=False, help_text="Ignored on input: status belongs to the cluster.")
     sync = serializers.SerializerMethodField()
+    lastError = serializers.SerializerMethodField(
+        help_text="What is wrong now, apart from the sync state: {reason, message, since} of the sync's error, "
+        "else of the controller's failing Ready condition as the cluster has it; null when nothing is."
+    )
     summary = serializers.SerializerMethodField()
 
     def get_sync(self, obj: KubeObject) -> dict[str, Any]:
@@ -127,6 +146,9 @@ class KubeObjectSerializer(serializers.Serializer):
             "conflict": obj.conflict,
         }
 
+    def get_lastError(self, obj: KubeObject) -> dict[str, str] | None:
+        return last_error(obj)
+
     def get_summary(self, obj: KubeObject) -> dict[str, Any]:
         """The indexed columns derived from spec/status, as the catalog shows them."""
         return {field: getattr(obj, field) for field in obj.projected_fields()}
@@ -138,6 +160,7 @@ class KubeObjectSerializer(serializers.Serializer):
             "id": obj.pk,
             "cluster": obj.cluster.name,
             **manifest,
+            "lastError": self.get_lastError(obj),
             "sync": self.get_sync(obj),
             "summary": self.get_summary(obj),
         }

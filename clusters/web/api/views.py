@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
@@ -10,11 +12,17 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from accounts.access import ACTION_BY_METHOD, ADD, can_act_in, restrict, unreadable_references
+from clusters.kube.live import live_objects
 from clusters.models import AuditEntry, Cluster
 from clusters.sync.audit import Actor
 from clusters.validation.schemas import ManifestInvalid
 from clusters.web.api.permissions import ChangeModelPermission, ModelPermissionsIncludingView
-from clusters.web.api.serializers import AuditEntrySerializer, ClusterSerializer, ResolveSerializer
+from clusters.web.api.serializers import (
+    AuditEntrySerializer,
+    ClusterSerializer,
+    ObjectEventsSerializer,
+    ResolveSerializer,
+)
 from clusters.web.filtersets import ClusterFilterSet
 from clusters.web.services import request_delete, resolve_cluster, resolve_conflict
 
@@ -97,6 +105,14 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
         entries = AuditEntry.objects.filter(kind=obj.kube.kind, object_id=obj.pk).select_related("actor")
         page = self.paginate_queryset(entries)
         return self.get_paginated_response(AuditEntrySerializer(page, many=True).data)
+
+    @extend_schema(responses=ObjectEventsSerializer)
+    @action(detail=True, methods=["get"])
+    def events(self, request, pk=None):
+        """The recent Kubernetes Events of this object and of what it owns, as the cluster has them
+        now (newest first); ``error`` says why the cluster could not be read."""
+        live = live_objects(self.get_object())
+        return Response({"events": [asdict(event) for event in live.events], "error": live.error})
 
     def destroy(self, request, *args, **kwargs):
         """Objects the cluster has are marked ``Deleting`` (202) until the cluster lets them go."""

@@ -1,5 +1,6 @@
 """A small OpenAI-compatible inference server (aiohttp), run as a real process by the gateway's
-tests and benchmark: ``python -m tests.support.openai_backend --host 127.0.0.2 --port 9000 --name a``.
+tests and benchmark (``python -m devstack.openai_backend --host 127.0.0.2 --port 9000 --name a``)
+and as the live demo's model server (``manage.py demo_backend --port 9000``).
 
 It answers like vLLM would, deterministically: a chat or completion echoes the last message (one
 token per word, ``max_tokens`` of them at most), streamed as Server-Sent Events one token per chunk
@@ -140,8 +141,8 @@ def make_app(name: str, chunk_delay: float, think: float = 0.0, fail: int = 0, r
     return app
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The server's options, for ``python -m devstack.openai_backend`` and ``manage.py demo_backend``."""
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--name", default="backend")
@@ -149,9 +150,19 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=0.0, help="seconds before the first token (a model's prefill)")
     parser.add_argument("--fail", type=int, default=0, help="answer every generation with this HTTP status")
     parser.add_argument("--redirect", default="", help="answer every generation with a 307 to this URL + its path")
+
+
+def serve(host: str, port: int, name: str, chunk_delay: float, think: float, fail: int, redirect: str) -> None:
+    """Serve until interrupted (SIGINT or SIGTERM)."""
+    app = make_app(name, chunk_delay, think, fail, redirect)
+    web.run_app(app, host=host, port=port, print=None, access_log=None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
     args = parser.parse_args()
-    app = make_app(args.name, args.chunk_delay, args.think, args.fail, args.redirect)
-    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
+    serve(args.host, args.port, args.name, args.chunk_delay, args.think, args.fail, args.redirect)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""A real Kubernetes control plane for the tests: etcd, kube-apiserver, kube-controller-manager,
+"""A real Kubernetes control plane for the tests and the live demo (``make run``, ``manage.py
+control_plane``): etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and kwok (simulated nodes and pods), built from the pinned Go modules in
 ``tools/kube-control-plane`` and started on loopback with generated certificates and a token.
 
@@ -17,7 +18,7 @@ choices, each for a reason:
   no node-lifecycle controller to lift the ``not-ready`` taint that the ``TaintNodesByCondition``
   admission plugin puts on new Nodes, that plugin is off (kwok keeps no heartbeats either).
 - kwok manages the nodes annotated ``kwok.x-k8s.io/node: fake`` with the stages of
-  ``tests/support/kwok-stages.yaml``: pods become Running and Ready, Job pods complete, and a Job
+  ``devstack/kwok-stages.yaml``: pods become Running and Ready, Job pods complete, and a Job
   pod whose first container's image ends in ``:fail`` fails with exit code 1.
 - Pod logs are real: kwok's kubelet-like server (TLS, the API server's serving certificate, which
   names 127.0.0.1) answers ``/containerLogs`` for every pod with ``POD_LOG_LINES`` (a kwok
@@ -29,6 +30,7 @@ choices, each for a reason:
 from __future__ import annotations
 
 import base64
+import ctypes
 import shutil
 import signal
 import socket
@@ -46,9 +48,10 @@ import requests
 import trustme
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "kube-control-plane" / "build.sh"
 KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
+CRD_DIR = REPO_ROOT / "platform" / "crds"
 ADMIN_TOKEN = "portal-tests-admin-token"
 CONTROLLERS = (
     "garbage-collector-controller,deployment-controller,replicaset-controller,job-controller,"
@@ -92,6 +95,19 @@ NODE_POOLS: dict[str, dict[str, Any]] = {
 
 class ControlPlaneUnavailable(Exception):
     """The binaries cannot be had here (no Go toolchain): the reason says how to get it."""
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a preexec_fn must not load libraries
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` of every process started here: the kernel ends it (SIGTERM) when the thread
+    that started it ends, even by SIGKILL, so no etcd or kube-apiserver outlives a killed test run
+    or demo. Linux only (``prctl(PR_SET_PDEATHSIG)``); elsewhere a no-op."""
+    prctl = getattr(_LIBC, "prctl", None)
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -247,7 +263,8 @@ class ControlPlane:
     def _start(self, name: str, args: list[str]) -> Process:
         log = self.workdir / f"{name}.log"
         popen = subprocess.Popen([str(self.binaries / name), *args], stdout=log.open("w"),
-                                 stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True)
+                                 stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True,
+                                 preexec_fn=die_with_parent)
         process = Process(name, popen, log)
         self.processes.append(process)
         return process
@@ -344,6 +361,33 @@ class ControlPlane:
             except kubernetes.client.ApiException:
                 return False
         return True
+
+
+def apply_crds_to(plane: ControlPlane) -> None:
+    with plane.api_client() as api_client:
+        apply_crds(api_client)
+
+
+def apply_crds(api_client: kubernetes.client.ApiClient) -> None:
+    """Create (or replace) the CRDs of ``platform/crds`` and wait until they are served."""
+    extensions = kubernetes.client.ApiextensionsV1Api(api_client)
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        try:
+            extensions.create_custom_resource_definition(crd)
+        except kubernetes.client.ApiException as error:
+            if error.status != 409:
+                raise
+            current = extensions.read_custom_resource_definition(crd["metadata"]["name"])
+            crd["metadata"]["resourceVersion"] = current.metadata.resource_version
+            extensions.replace_custom_resource_definition(crd["metadata"]["name"], crd)
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        for _ in range(200):
+            conditions = extensions.read_custom_resource_definition(name).status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conditions):
+                break
+            time.sleep(0.05)
 
 
 @contextmanager

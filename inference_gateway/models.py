@@ -15,9 +15,15 @@ the portal's own addresses, and loopback outside development (``inference_gatewa
 
 from __future__ import annotations
 
+import ipaddress
+import re
+
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from clusters.models import Cluster
+
+HOST_NAME = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*")
 
 
 class SharedNamespace(models.Model):
@@ -55,6 +61,21 @@ class BackendHost(models.Model):
     @property
     def audit_name(self) -> str:
         return self.host
+
+    def clean(self) -> None:
+        """A usable entry: a host name, ``*.suffix``, an IP or a CIDR, none of the never-allowed addresses."""
+        self.host = self.host.strip().lower().rstrip(".")
+        try:
+            network = ipaddress.ip_network(self.host.strip("[]"), strict=False)
+        except ValueError:
+            name = self.host[2:] if self.host.startswith("*.") else self.host
+            if not HOST_NAME.fullmatch(name) or "." not in name:
+                raise ValidationError({"host": f"{self.host!r} is not a host name with a domain (api.example.com), "
+                                               "a suffix (*.example.com), an IP address or a CIDR"}) from None
+            return
+        if network.is_link_local or network.is_loopback or network.is_unspecified or network.prefixlen == 0:
+            raise ValidationError({"host": f"{self.host!r} covers loopback, link-local or every address, "
+                                           "which no backend may have"})
 
 
 class SharedGatewayId(models.Model):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ METADATA_ADDRESSES = frozenset(
     for address in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "168.63.129.16")
 )
 METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata.azure.com"})
+NUMERIC_HOST = re.compile(r"[0-9a-fx.]+", re.IGNORECASE)
 LOOPBACK_RULE = "is loopback, allowed only where GATEWAY_ALLOW_LOOPBACK=1 (development and tests)"
 
 
@@ -67,10 +69,17 @@ def service_of(host: str, namespace: str) -> tuple[str | None, str]:
 
 
 def _ip(host: str) -> IPAddress | None:
+    """The address a host literally is, in any form the C resolver reads as one (``127.1``,
+    ``2130706433``, ``0x7f.0.0.1`` are 127.0.0.1 to ``getaddrinfo``); None for a name."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        return None
+        if not NUMERIC_HOST.fullmatch(host):
+            return None
+        try:
+            address = ipaddress.ip_address(socket.inet_aton(host))
+        except OSError:
+            return None
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped  # ::ffff:127.0.0.1 reaches 127.0.0.1
     return address

@@ -9,6 +9,7 @@ from the checked one; a refused name fails like an unresolvable one, with the re
 
 from __future__ import annotations
 
+import errno
 import socket
 
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -19,6 +20,9 @@ from inference_gateway.placement import address_refusal
 
 class RefusedAddress(OSError):
     """A backend name resolved to an address no backend may have."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EPERM, message)  # strerror: what aiohttp's connection error shows
 
 
 class GuardedResolver(AbstractResolver):

@@ -38,6 +38,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 from django.conf import settings
 from django.db import DatabaseError
 from multidict import CIMultiDictProxy
@@ -50,6 +51,7 @@ from inference_gateway.conf import GatewaySettings
 from inference_gateway.db_thread import close_reads
 from inference_gateway.errors import error_response, model_not_found
 from inference_gateway.last_request import LastRequests
+from inference_gateway.notices import listen
 from inference_gateway.placement import BACKEND_URL_FIELD, address_refusal
 from inference_gateway.resolver import GuardedResolver
 from inference_gateway.routes import Route
@@ -123,8 +125,11 @@ class Gateway:
         self.waker = Waker(config.wake_timeout, config.wake_poll)
         self.last_requests = LastRequests(config.stamp_interval)
         self.session: aiohttp.ClientSession | None = None
+        self.notices: asyncio.Task | None = None
+        self.listening = asyncio.Event()  # set once catalog change notices arrive
 
     async def start(self, _app: web.Application) -> None:
+        self.notices = asyncio.ensure_future(listen(self.catalog.changed, self.listening))
         # No cookie jar: one shared by every caller would hand one caller's cookies to the next.
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=10, resolver=GuardedResolver()),
@@ -136,6 +141,9 @@ class Gateway:
         )
 
     async def stop(self, _app: web.Application) -> None:
+        if self.notices is not None:
+            self.notices.cancel()
+            await asyncio.gather(self.notices, return_exceptions=True)
         await self.last_requests.drain()
         if self.session is not None:
             await self.session.close()
@@ -213,8 +221,9 @@ class Gateway:
         except web.HTTPRequestEntityTooLarge:
             return b"", error_response(413, f"the request body is larger than {request.client_max_size} bytes",
                                        "request_too_large")
-        except HttpProcessingError as error:
-            return b"", error_response(400, f"the request body cannot be read: {error.message}", "invalid_body")
+        except (HttpProcessingError, RequestPayloadError) as error:
+            detail = " ".join(str(error).split())  # aiohttp's "400, message: ..." on one line
+            return b"", error_response(400, f"the request body cannot be read: {detail}", "invalid_body")
         except TimeoutError:
             return b"", error_response(408, f"the request body did not arrive within {self.config.client_timeout:g} s",
                                        "request_timeout")

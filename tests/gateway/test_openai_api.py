@@ -117,7 +117,8 @@ def test_backend_down_is_a_502_with_the_reason(cluster, gateway, api_key) -> Non
         chat(gateway.client(api_key), "down")
     assert caught.value.status_code == 502
     assert caught.value.code == "backend_unreachable"
-    assert "the backend of model team-a/down is unreachable: http://127.0.0.1:9: ClientConnectorError" in caught.value.message
+    assert ("the backend of model team-a/down is unreachable: http://127.0.0.1:9: ClientConnectorError"
+            in caught.value.message)
 
 
 def test_a_cookie_set_by_a_backend_never_rides_on_a_later_request(cluster, gateway, api_key, start_backend) -> None:

@@ -10,6 +10,13 @@ derived from the input's bytes. Every answer names the replica (``system_fingerp
 a sticky load balancer would). ``GET /stats`` reports how many requests each route saw, how many
 came with a cookie (``with_cookie``) and how many streams ended because the client went away
 (``cancelled``). ``--redirect URL`` answers every generation with a 307 to ``URL`` + its path.
+A body that is not a request it understands is a 400, as vLLM answers.
+
+``--hostile MODE`` makes it a backend the gateway must survive (``--size`` bytes where it matters):
+``huge`` a JSON answer of ``--size`` bytes without Content-Length; ``stream`` an SSE stream of
+``--size`` bytes, 64 KiB per event; ``endless`` an SSE stream that never ends; ``bad-gzip`` an
+answer labelled ``Content-Encoding: gzip`` that is not gzip; ``headers`` an answer with
+``Set-Cookie``, ``Location``, ``Alt-Svc`` and a header its ``Connection`` names hop-by-hop.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ DELAY = web.AppKey("delay", float)
 THINK = web.AppKey("think", float)
 FAIL = web.AppKey("fail", int)
 REDIRECT = web.AppKey("redirect", str)
+HOSTILE = web.AppKey("hostile", str)
+SIZE = web.AppKey("size", int)
+EVENT = b"data: " + b"x" * (64 * 1024 - 8) + b"\n\n"  # one 64 KiB SSE event
 
 
 def _words(body: dict[str, Any]) -> list[str]:
@@ -35,6 +45,8 @@ def _words(body: dict[str, Any]) -> list[str]:
     text = str(last)
     words = text.split() or ["ok"]
     limit = body.get("max_tokens") or len(words)
+    if not isinstance(limit, int) or not 0 < limit <= 100_000:
+        raise ValueError(f"max_tokens must be an integer from 1 to 100000, not {limit!r}")
     return [words[index % len(words)] for index in range(limit)]
 
 
@@ -47,8 +59,46 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def generate(request: web.Request) -> web.StreamResponse:
+    try:
+        body = await request.json()
+        _words(body)
+    except Exception as error:  # any body it cannot read is the client's error
+        return web.json_response({"error": {"message": f"bad request: {error}", "type": "invalid_request_error",
+                                            "code": None, "param": None}}, status=400)
+    if request.app[HOSTILE]:
+        return await hostile(request, request.app[HOSTILE], request.app[SIZE])
+    return await _generate(request, body)
+
+
+async def hostile(request: web.Request, mode: str, size: int) -> web.StreamResponse:
+    """The answers of a broken or malicious backend (see the module's docstring)."""
+    stats = request.app[STATS]
+    stats[mode] = stats.get(mode, 0) + 1
+    if mode == "bad-gzip":
+        return web.Response(body=b"this is not gzip", headers={"Content-Encoding": "gzip",
+                                                                "Content-Type": "application/json"})
+    if mode == "headers":
+        return web.json_response({"object": "chat.completion", "choices": []}, headers={
+            "Set-Cookie": "session=stolen; Path=/", "Location": "http://127.0.0.1:1/internal",
+            "Alt-Svc": 'h3=":443"', "Connection": "X-Hop", "X-Hop": "secret", "X-Backend": request.app[NAME]})
+    event_stream = mode in ("stream", "endless")
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream" if event_stream else "application/json"})
+    await response.prepare(request)
+    chunk = EVENT if event_stream else b" " * len(EVENT)
+    sent = 0
+    try:
+        while mode == "endless" or sent < size:
+            await response.write(chunk)
+            sent += len(chunk)
+        await response.write(b"data: [DONE]\n\n" if event_stream else b"{}")
+    except (asyncio.CancelledError, ConnectionError):
+        stats["cancelled"] = stats.get("cancelled", 0) + 1
+        raise
+    return response
+
+
+async def _generate(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
     chat = request.path.endswith("/chat/completions")
-    body = await request.json()
     stats, name = request.app[STATS], request.app[NAME]
     stats[request.path] = stats.get(request.path, 0) + 1
     if "Cookie" in request.headers:
@@ -128,10 +178,11 @@ async def stats_view(request: web.Request) -> web.Response:
     return web.json_response(request.app[STATS])
 
 
-def make_app(name: str, chunk_delay: float, think: float = 0.0, fail: int = 0, redirect: str = "") -> web.Application:
+def make_app(name: str, chunk_delay: float, think: float = 0.0, fail: int = 0, redirect: str = "",
+             hostile: str = "", size: int = 0) -> web.Application:
     app = web.Application()
     app[STATS], app[NAME], app[DELAY], app[THINK], app[FAIL] = {}, name, chunk_delay, think, fail
-    app[REDIRECT] = redirect
+    app[REDIRECT], app[HOSTILE], app[SIZE] = redirect, hostile, size
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", generate)
     app.router.add_post("/v1/completions", generate)
@@ -149,8 +200,10 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=0.0, help="seconds before the first token (a model's prefill)")
     parser.add_argument("--fail", type=int, default=0, help="answer every generation with this HTTP status")
     parser.add_argument("--redirect", default="", help="answer every generation with a 307 to this URL + its path")
+    parser.add_argument("--hostile", default="", choices=("", "huge", "stream", "endless", "bad-gzip", "headers"))
+    parser.add_argument("--size", type=int, default=0, help="bytes of a huge or stream answer")
     args = parser.parse_args()
-    app = make_app(args.name, args.chunk_delay, args.think, args.fail, args.redirect)
+    app = make_app(args.name, args.chunk_delay, args.think, args.fail, args.redirect, args.hostile, args.size)
     web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
 
 

@@ -50,5 +50,7 @@ async def listen(on_change: Callable[[], None], connected: asyncio.Event | None 
                 async for _notice in listener.notifies():
                     on_change()
         except (psycopg.Error, OSError) as error:
+            if connected is not None:
+                connected.clear()
             logger.warning("catalog notices: %s; listening again in %g s", error, RETRY_SECONDS)
             await asyncio.sleep(RETRY_SECONDS)

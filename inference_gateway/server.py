@@ -380,9 +380,11 @@ class Gateway:
             return web.Response(status=403, text="metrics need Authorization: Bearer <METRICS_TOKEN>\n")
         return web.Response(body=metrics.exposition(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
-    @staticmethod
-    async def healthz(_request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+    async def healthz(self, _request: web.Request) -> web.Response:
+        """Alive; ``X-Catalog-Notices`` says whether route changes arrive as notices (``listening``)
+        or only with the periodic reload (``periodic``: SQLite, or the listener is reconnecting)."""
+        notices = "listening" if self.listening.is_set() else "periodic"
+        return web.Response(text="ok\n", headers={"X-Catalog-Notices": notices})
 
 
 def make_app(config: GatewaySettings | None = None) -> web.Application:

@@ -62,9 +62,10 @@ async def generate(request: web.Request) -> web.StreamResponse:
     try:
         body = await request.json()
         _words(body)
+        if not isinstance(body.get("stream_options") or {}, dict):
+            raise ValueError("stream_options must be an object")
     except Exception as error:  # any body it cannot read is the client's error
-        return web.json_response({"error": {"message": f"bad request: {error}", "type": "invalid_request_error",
-                                            "code": None, "param": None}}, status=400)
+        return _bad_request(error)
     if request.app[HOSTILE]:
         return await hostile(request, request.app[HOSTILE], request.app[SIZE])
     return await _generate(request, body)
@@ -158,11 +159,19 @@ async def _generate(request: web.Request, body: dict[str, Any]) -> web.StreamRes
     return response
 
 
+def _bad_request(error: Exception) -> web.Response:
+    return web.json_response({"error": {"message": f"bad request: {error}", "type": "invalid_request_error",
+                                        "code": None, "param": None}}, status=400)
+
+
 async def embeddings(request: web.Request) -> web.Response:
-    body = await request.json()
+    try:
+        body = await request.json()
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    except Exception as error:  # any body it cannot read is the client's error
+        return _bad_request(error)
     stats = request.app[STATS]
     stats[request.path] = stats.get(request.path, 0) + 1
-    inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
     data = [
         {"object": "embedding", "index": index, "embedding": [byte / 255 for byte in str(text).encode()[:8].ljust(8)]}
         for index, text in enumerate(inputs)

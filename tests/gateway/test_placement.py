@@ -171,3 +171,25 @@ def test_staff_keep_the_decisions_over_the_api_audited(api_as, target) -> None:
                        ("BackendHost", "updated", "*.example.com", "api"),
                        ("SharedNamespace", "created", "ml-platform", "api"),
                        ("BackendHost", "deleted", "*.example.com", "api")]
+
+
+def test_the_model_page_shows_the_id_and_snippets_or_why_it_is_not_routed(client, make_user, target, settings) -> None:
+    from django.urls import reverse
+
+    settings.GATEWAY_PUBLIC_URL = "https://gateway.example.org"
+    client.force_login(make_user("viewer"))
+    routed = InferenceModel.objects.create(cluster=target, namespace="team-a", name="llama", sync_state="Synced",
+                                           spec={"modelName": "meta/llama", "memory": "1Gi",
+                                                 "backendUrl": "http://vllm:8000"})
+    page = client.get(reverse("inferencemodel-detail-page", args=[routed.pk])).content.decode()
+    assert '<code id="gateway-id">team-a/meta/llama</code>' in page
+    assert "curl https://gateway.example.org/v1/chat/completions" in page
+    assert 'base_url=&quot;https://gateway.example.org/v1&quot;' in page
+    assert "model=&quot;team-a/meta/llama&quot;" in page
+
+    mirrored = InferenceModel.objects.create(cluster=target, namespace="team-a", name="meta", sync_state="Synced",
+                                             spec={"modelName": "meta", "memory": "1Gi",
+                                                   "backendUrl": "http://169.254.169.254/"})
+    page = client.get(reverse("inferencemodel-detail-page", args=[mirrored.pk])).content.decode()
+    assert "The gateway does not route this model: spec.backendUrl names 169.254.169.254, which is a cloud" in page
+    assert 'id="gateway-curl"' not in page

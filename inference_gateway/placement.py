@@ -11,7 +11,8 @@
 Never, whatever staff listed: link-local addresses (169.254.0.0/16, fe80::/10), the cloud metadata
 addresses, the unspecified address, the portal's and gateway's own addresses (this host's, and
 ``GATEWAY_OWN_HOSTS`` / ``ALLOWED_HOSTS``), and loopback unless ``GATEWAY_ALLOW_LOOPBACK`` is on
-(development and tests; then loopback needs no allow-list entry). The same :class:`Policy` answers
+(development and tests, where backends run beside the portal: then loopback and this host's own
+addresses need no allow-list entry; the names in ``GATEWAY_OWN_HOSTS`` stay refused). The same :class:`Policy` answers
 at validation (``KubeObject.cluster_rules`` -> ``clusters.manifests.validate_manifest``: API, forms,
 admin, ``/api/apply/``) and in the gateway's catalog, which refuses to route mirrored objects that
 break it; :func:`address_refusal` is asked again after DNS resolution, for every address a
@@ -131,8 +132,8 @@ def address_refusal(address: IPAddress | str) -> str | None:
         return "is not a unicast address"
     if address.is_loopback:
         return None if settings.GATEWAY_ALLOW_LOOPBACK else LOOPBACK_RULE
-    if address in _this_hosts_addresses() or str(address) in _own_names():
-        return "is the portal's own address"
+    if str(address) in _own_names() or (address in _this_hosts_addresses() and not settings.GATEWAY_ALLOW_LOOPBACK):
+        return "is the portal's own address"  # in development every process shares this host's addresses
     return None
 
 

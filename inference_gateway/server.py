@@ -342,7 +342,18 @@ class Gateway:
         request[FIRST_BYTE] = time.monotonic() - started
         if upstream.status == 200:
             metrics.count_usage(route.id, usage_in(data))
-        return web.Response(body=bytes(data), status=upstream.status, headers=headers)
+        response = web.StreamResponse(status=upstream.status, headers=headers)
+        response.content_length = len(data)
+        await response.prepare(request)
+        try:
+            async with asyncio.timeout(self.config.client_timeout):  # a client that does not read is dropped
+                await response.write(data)
+                await response.write_eof()
+        except (TimeoutError, ConnectionError) as error:
+            logger.info("answer of %s not taken by the client: %s", route.id, type(error).__name__)
+            if request.transport is not None:
+                request.transport.abort()
+        return response
 
     async def _stream(
         self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, started: float,

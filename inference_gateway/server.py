@@ -150,7 +150,19 @@ class Gateway:
         await close_reads()
 
     # -- handlers ----------------------------------------------------------------------------------
+    def _database_unavailable(self, error: DatabaseError) -> web.Response:
+        """The portal's database failed (a token check, the catalog): the portal's fault, a 503."""
+        logger.warning("database unavailable: %s", error)
+        return error_response(503, "the portal's database is unavailable; try again", "database_unavailable",
+                              headers={"Retry-After": str(self.config.retry_after)})
+
     async def list_models(self, request: web.Request) -> web.Response:
+        try:
+            return await self._list_models(request)
+        except DatabaseError as error:
+            return self._database_unavailable(error)
+
+    async def _list_models(self, request: web.Request) -> web.Response:
         try:
             caller = await self.callers.caller(request.headers.get("Authorization"))
         except NotAuthenticated as error:
@@ -168,7 +180,10 @@ class Gateway:
         started = time.monotonic()
         model, response = NO_MODEL, None
         try:
-            model, response = await self._serve(request, started)
+            try:
+                model, response = await self._serve(request, started)
+            except DatabaseError as error:
+                response = self._database_unavailable(error)
             return response
         finally:
             status = response.status if response is not None else 499  # cancelled: the client left
@@ -195,10 +210,6 @@ class Gateway:
             return NO_MODEL, error_response(400, str(error), "model_ambiguous", "model")
         except ConflictingId as error:
             return NO_MODEL, error_response(409, str(error), "model_id_conflict", "model")
-        except DatabaseError as error:
-            logger.warning("model catalog unavailable: %s", error)
-            return NO_MODEL, error_response(503, "the model catalog is unavailable; try again", "catalog_unavailable",
-                                            headers={"Retry-After": str(self.config.retry_after)})
         if route is None:
             return NO_MODEL, model_not_found(name)
         if route.refusal is not None:

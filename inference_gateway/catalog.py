@@ -79,9 +79,11 @@ class Catalog:
     async def routes(self) -> Table:
         if self.table is None or time.monotonic() - self.loaded_at > self.ttl:
             self._start_reload()
-        # A table read before the last notice is not used: a reload that began before the notice
-        # may have missed the change, so another one follows it.
-        while self.table is None or self._loaded_generation != self.generation:
+        # A table read before the last notice this request saw is not used: a reload that began
+        # before the notice may have missed the change, so another one follows it. Notices arriving
+        # meanwhile are the next request's to wait for, so a stream of them never holds one forever.
+        wanted = self.generation
+        while self.table is None or self._loaded_generation < wanted:
             await asyncio.shield(self._start_reload())
         return self.table
 

@@ -105,10 +105,15 @@ def too_large(route: Route, cap: int) -> web.Response:
                           "upstream_response_too_large")
 
 
-@functools.lru_cache(maxsize=4096)
 def replica_refusal(url: str) -> str | None:
     """Why a replica's address may not be reached (an IP literal: a route's own, or from an
     EndpointSlice); names are checked when they resolve (``inference_gateway.resolver``)."""
+    return _replica_refusal(url, settings.GATEWAY_ALLOW_LOOPBACK)
+
+
+@functools.lru_cache(maxsize=4096)
+def _replica_refusal(url: str, _allow_loopback: bool) -> str | None:
+    """Cached per URL and development setting (the answer depends on both)."""
     host = urlsplit(url).hostname or ""
     refused = address_refusal(host)
     return None if refused is None else f"{host} {refused}"

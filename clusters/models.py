@@ -248,6 +248,11 @@ class KubeObject(models.Model):
         return []
 
     @classmethod
+    def cluster_rules(cls, cluster: Cluster, manifest: dict[str, Any]) -> list:
+        """Rules that depend on the cluster's other objects and staff's settings; FieldErrors."""
+        return []
+
+    @classmethod
     def referenced_namespaces(cls, manifest: dict[str, Any]) -> dict[str, str]:
         """Other namespaces the object makes the cluster read from, by field path (access checks)."""
         return {}
@@ -262,7 +267,7 @@ class KubeObject(models.Model):
 
     def clean(self) -> None:
         try:
-            validated = validate_manifest(type(self), self.to_manifest())
+            validated = validate_manifest(type(self), self.to_manifest(), self.cluster if self.cluster_id else None)
         except ManifestInvalid as invalid:
             raise ValidationError(errors_by_model_field(invalid.errors)) from None
         self.spec = validated["spec"]

@@ -17,6 +17,7 @@ api_patterns = [
     path("", include("runs_app.api.urls")),
     path("", include("scheduler.api.urls")),
     path("", include("scheduler.rightsizing.api.urls")),
+    path("", include("inference_gateway.api")),
     path("token/", ObtainTokenView.as_view(), name="api-token"),
     # anonymous users see nothing but the login page: the schema and its docs need a login too;
     # the docs are pages for people, so they send a logged-out visitor to the login page

@@ -43,9 +43,9 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def queries(model_name: str) -> dict[str, str]:
+def queries(model_id: str) -> dict[str, str]:
     """PromQL of each line of the charts, by legend."""
-    selector = f"{{model={_quoted(model_name)}}}"
+    selector = f"{{model={_quoted(model_id)}}}"
     window = f"[{int(STEP.total_seconds() // 60)}m]"
     latency = f"sum by (le) (rate(gateway_request_duration_seconds_bucket{selector}{window}))"
     return {
@@ -92,7 +92,7 @@ def traffic(model: ServingModel, now: datetime | None = None) -> Traffic:
     try:
         with RangeClient(cluster.prometheus_url, cluster.prometheus_auth_header or "", TIMEOUT_SECONDS) as client:
             lines = {legend: client.query_range(promql, start, end, STEP)
-                     for legend, promql in queries(model.model_name).items()}
+                     for legend, promql in queries(model.gateway_id).items()}
     except PrometheusError as error:
         return Traffic(note=str(error))
     if not any(lines.values()):

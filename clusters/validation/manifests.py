@@ -40,11 +40,12 @@ def resolve_kind(manifest: Any) -> type[KubeObject]:
     return model
 
 
-def validate_manifest(model: type[KubeObject], manifest: dict[str, Any]) -> dict[str, Any]:
+def validate_manifest(model: type[KubeObject], manifest: dict[str, Any], cluster: Any = None) -> dict[str, Any]:
     """Return the manifest with CRD defaults applied, or raise ManifestInvalid with every error.
 
     Status is not validated here: it belongs to the cluster, and the main resource ignores it.
-    A missing ``metadata.namespace`` becomes ``default``, as ``kubectl`` does.
+    A missing ``metadata.namespace`` becomes ``default``, as ``kubectl`` does. Given the cluster the
+    object goes to, the kind's ``cluster_rules`` run too (where a model may answer, its gateway id).
     """
     body = {key: value for key, value in manifest.items() if key != "status"}
     _refuse_unstorable(body)
@@ -64,6 +65,8 @@ def validate_manifest(model: type[KubeObject], manifest: dict[str, Any]) -> dict
         errors += schema_errors(info, {k: v for k, v in defaulted.items() if k not in ("apiVersion", "kind")})
         if not errors:
             errors += model.extra_rules(defaulted)
+        if not errors and cluster is not None:
+            errors += model.cluster_rules(cluster, defaulted)
         if not errors:
             return defaulted
     raise ManifestInvalid(errors)

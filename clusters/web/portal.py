@@ -176,7 +176,7 @@ class KubeObjectPageForm(CopyVersionMixin, forms.Form):
             metadata["annotations"] = self.instance.annotations
         manifest = {"apiVersion": self.model.kube.api_version, "kind": self.model.kube.kind, "metadata": metadata}
         try:
-            self.manifest = validate_manifest(self.model, {**manifest, "spec": spec})
+            self.manifest = validate_manifest(self.model, {**manifest, "spec": spec}, cluster)
         except ManifestInvalid as invalid:
             for error in invalid.errors:
                 self.add_error(self.field_for(error.path), error.message)
@@ -230,7 +230,7 @@ class ManifestForm(CopyVersionMixin, forms.Form):
         if self.errors:
             return data
         try:
-            manifest = validate_manifest(self.model, data["manifest"])
+            manifest = validate_manifest(self.model, data["manifest"], data["cluster"])
         except ManifestInvalid as invalid:
             for error in invalid.errors:
                 self.add_error(None, error.message)

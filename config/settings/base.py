@@ -299,3 +299,17 @@ GATEWAY_EJECT_SECONDS = env_int("GATEWAY_EJECT_SECONDS", 10)
 GATEWAY_UPSTREAM_TIMEOUT_SECONDS = env_int("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", 600)
 GATEWAY_WAKE_POLL_SECONDS = 0.5
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024)
+# Where a model may answer (inference_gateway/placement.py): loopback backends only in development
+# and tests (never in production); the portal's and gateway's own host names, never a backend.
+# What a hostile or broken peer may cost: the largest answer that is not a stream (a larger one is a
+# 502 upstream_response_too_large; streams pass through with a fixed buffer), seconds to connect
+# to a backend, and seconds a client may take to send its headers or body, or to read the answer
+# before the gateway gives up on it (GATEWAY_UPSTREAM_TIMEOUT_SECONDS is the backend's: headers and
+# between chunks).
+GATEWAY_MAX_RESPONSE_BYTES = env_int("GATEWAY_MAX_RESPONSE_BYTES", 32 * 1024 * 1024)
+GATEWAY_CONNECT_TIMEOUT_SECONDS = env_int("GATEWAY_CONNECT_TIMEOUT_SECONDS", 10)
+GATEWAY_CLIENT_TIMEOUT_SECONDS = env_int("GATEWAY_CLIENT_TIMEOUT_SECONDS", 30)
+# Where clients reach the gateway: the address the model pages' snippets name.
+GATEWAY_PUBLIC_URL = env_str("GATEWAY_PUBLIC_URL", "http://127.0.0.1:8080")
+GATEWAY_ALLOW_LOOPBACK = env_bool("GATEWAY_ALLOW_LOOPBACK", False)
+GATEWAY_OWN_HOSTS = env_list("GATEWAY_OWN_HOSTS", [])

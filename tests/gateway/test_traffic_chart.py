@@ -31,7 +31,7 @@ def gateway_series(history: History, model: str, per_minute: int) -> None:
 @pytest.fixture(scope="module")
 def prometheus() -> Iterator[PrometheusServer]:
     history = History()
-    gateway_series(history, "llama-2-7b", 60)
+    gateway_series(history, "default/llama-2-7b", 60)
     gateway_series(history, "other", 6)
     server = PrometheusServer(history)
     yield server

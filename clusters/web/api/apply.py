@@ -137,7 +137,7 @@ class ApplyView(APIView):
         planned, failures = [], []
         for index, model, document in authorized:
             try:
-                manifest = validate_manifest(model, document)
+                manifest = validate_manifest(model, document, cluster)
             except ManifestInvalid as invalid:
                 failures.append(_failure(index, document, field_error_detail(invalid.errors)))
                 continue

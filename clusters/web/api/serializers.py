@@ -176,7 +176,7 @@ class KubeObjectSerializer(serializers.Serializer):
         manifest = {key: value for key, value in attrs.items() if key != "cluster"}
         try:
             cluster = self._target_cluster(attrs.get("cluster"))
-            manifest = validate_manifest(self.model, manifest)
+            manifest = validate_manifest(self.model, manifest, cluster)
             errors = identity_errors(self.model, cluster, manifest["metadata"], self.instance)
             if self.instance is not None and not manifest["metadata"].get("resourceVersion"):
                 errors.append(FieldError(VERSION_PATH, None, VERSION_REQUIRED))

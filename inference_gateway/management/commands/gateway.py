@@ -18,7 +18,8 @@ class Command(BaseCommand):
     help = "Serve the OpenAI API (/v1/models, /v1/chat/completions, /v1/completions, /v1/embeddings) for every model."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--host", default="0.0.0.0", help="Address to listen on (default 0.0.0.0).")
+        parser.add_argument("--host", default="127.0.0.1",
+                            help="Address to listen on (default 127.0.0.1; a deployment passes --host 0.0.0.0).")
         parser.add_argument("--port", type=int, default=8080, help="Port to listen on (default 8080).")
 
     def handle(self, *args, host: str, port: int, **options) -> None:

@@ -198,6 +198,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# Every metric of the portal under one prefix (docs/observability.md): django-prometheus' series
+# become inference_portal_django_*, beside the portal's, the sync's and the gateway's own.
+PROMETHEUS_METRIC_NAMESPACE = "inference_portal"
 # /metrics answers only requests with "Authorization: Bearer <METRICS_TOKEN>"; empty: no one.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 

@@ -108,7 +108,8 @@ def test_a_failing_replica_is_skipped_and_its_requests_go_elsewhere(mirrored, ga
     assert served == ["a"] * 6
     assert a.stats()["/v1/chat/completions"] == 6
     # b was tried once, then skipped: without the passive check every other pick would try it
-    assert sample_value(metrics_text(gateway), "gateway_upstream_errors_total", model="llama-2-7b") == 1
+    errors = sample_value(metrics_text(gateway), "inference_portal_gateway_upstream_errors_total", model="llama-2-7b")
+    assert errors == 1
 
 
 def test_a_replica_answering_server_errors_is_skipped_after_three_in_a_row(mirrored, gateway, start_backend) -> None:

@@ -3,7 +3,8 @@ processes export their spans by OTLP/HTTP to a collector (here the stand-in of
 tests/support/otlp_collector.py, decoding the protobuf a real exporter posts). A request through
 ``manage.py gateway`` is one trace from the caller's ``traceparent`` through the gateway's server
 span to its client span, whose context the backend receives as ``traceparent``; the web process
-(gunicorn on config.wsgi) traces its requests the same way. Without an endpoint nothing is installed."""
+(gunicorn on config.wsgi) traces its requests the same way, and a Celery worker its tasks, within
+the trace the publisher put in the message. Without an endpoint nothing is installed."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 import aiohttp.web
 import pytest
 import requests
+from celery import Celery
 from django.conf import settings
 from opentelemetry import trace
 
@@ -23,7 +25,7 @@ from tests.clusters.conftest import wait_for
 from tests.gateway.conftest import api_key, cluster, serve_model, start_backend  # noqa: F401
 from tests.support.control_plane import free_port
 from tests.support.otlp_collector import OtlpCollector, ReceivedSpan
-from tests.support.services import session_database_url
+from tests.support.services import CeleryWorker, require_redis, session_database_url
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
@@ -107,6 +109,24 @@ def test_the_web_process_traces_its_requests(collector, transactional_db) -> Non
         stop(web)
     [span] = spans_of(collector, "inference-portal-web", "SPAN_KIND_SERVER")
     assert span.parent_span_id == CALLER_SPAN and span.name.startswith("GET")
+
+
+def test_a_task_is_traced_in_the_worker_within_the_publishers_trace(collector, transactional_db, monkeypatch) -> None:
+    broker = require_redis()
+    for name, value in {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}.items():
+        monkeypatch.setenv(name, value)  # the worker's environment (CeleryWorker starts from os.environ)
+    worker = CeleryWorker(broker)
+    try:
+        with Celery(broker=broker) as publisher:  # the context a traced publisher puts in the message
+            publisher.send_task(
+                "clusters.tasks.reconcile_managed_clusters", queue="default", headers={"traceparent": TRACEPARENT}
+            )
+        wait_for(lambda: spans_of(collector, "inference-portal-worker", "SPAN_KIND_CONSUMER"), timeout=60,
+                 message="the task's span at the collector")  # fmt: skip
+    finally:
+        worker.stop()
+    [span] = spans_of(collector, "inference-portal-worker", "SPAN_KIND_CONSUMER")
+    assert span.parent_span_id == CALLER_SPAN and "reconcile_managed_clusters" in span.name
 
 
 def test_without_an_endpoint_nothing_is_installed(monkeypatch) -> None:

@@ -8,6 +8,10 @@ here="$(cd "$(dirname "$0")" && pwd)"
 key="$(sha256sum < "$here/go.sum" | cut -c1-16)"
 cache="${HELM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/inference-portal/helm}"
 out="$cache/$key"
+# One build at a time on the machine: a second clone waits for the first instead of compiling beside it.
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
 if [[ ! -x "$out/helm" ]]; then
   if ! command -v go >/dev/null 2>&1; then
     echo "go not found: install the Go toolchain (https://go.dev/doc/install, or Debian's golang-go)" >&2

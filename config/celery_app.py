@@ -30,6 +30,16 @@ def _tune_collector(**_: object) -> None:
     tune_collector()
 
 
+@worker_ready.connect
+@worker_process_init.connect
+def _tracing(**_: object) -> None:
+    """Traces of the tasks run here, when an OTLP endpoint is set (config.tracing), in the process
+    that runs them (as ``_tune_collector``)."""
+    from config.tracing import configure_tracing
+
+    configure_tracing("inference-portal-worker")
+
+
 def _polling_interval_seconds() -> float:
     """POLLING_INTERVAL (a duration such as ``1m`` or ``300s``), as the reference controller reads it."""
     from django.conf import settings

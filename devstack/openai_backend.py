@@ -115,6 +115,8 @@ async def _generate(request: web.Request, body: dict[str, Any]) -> web.StreamRes
         await asyncio.sleep(request.app[THINK])
     created, ident = int(time.time()), f"cmpl-{name}-{stats[request.path]}"
     headers = {"X-Backend": name, "Set-Cookie": f"replica={name}; Path=/"}
+    if "traceparent" in request.headers:  # the trace context it was called in (W3C), shown to the test
+        headers["X-Received-Traceparent"] = request.headers["traceparent"]
     if not body.get("stream"):
         text = " ".join(words)
         choice = {"index": 0, "finish_reason": "stop", "logprobs": None}

@@ -47,9 +47,9 @@ def queries(model_id: str) -> dict[str, str]:
     """PromQL of each line of the charts, by legend."""
     selector = f"{{model={_quoted(model_id)}}}"
     window = f"[{int(STEP.total_seconds() // 60)}m]"
-    latency = f"sum by (le) (rate(gateway_request_duration_seconds_bucket{selector}{window}))"
+    latency = f"sum by (le) (rate(inference_portal_gateway_request_duration_seconds_bucket{selector}{window}))"
     return {
-        "requests/min": f"sum(rate(gateway_requests_total{selector}{window})) * 60",
+        "requests/min": f"sum(rate(inference_portal_gateway_requests_total{selector}{window})) * 60",
         "p50 ms": f"histogram_quantile(0.5, {latency}) * 1000",
         "p95 ms": f"histogram_quantile(0.95, {latency}) * 1000",
     }

@@ -43,8 +43,9 @@ def installation_id() -> str:
 
 
 def lease_name() -> str:
-    """The watch Lease of this installation: several portals may share a cluster, each watching it."""
-    return f"{LEASE_PREFIX}-{installation_id()}"[:253].lower()
+    """The watch Lease of this installation: several portals may share a cluster, each watching it.
+    ``WATCH_LEASE_NAME`` names it outright where the deploy grants the Lease by name."""
+    return settings.WATCH_LEASE_NAME or f"{LEASE_PREFIX}-{installation_id()}"[:253].lower()
 
 
 def lease_namespace(namespaces: list[str]) -> str:

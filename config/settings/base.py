@@ -199,6 +199,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# Every metric of the portal under one prefix (docs/observability.md): django-prometheus' series
+# become inference_portal_django_*, beside the portal's, the sync's and the gateway's own.
+PROMETHEUS_METRIC_NAMESPACE = "inference_portal"
 # /metrics answers only requests with "Authorization: Bearer <METRICS_TOKEN>"; empty: no one.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
@@ -284,6 +287,9 @@ MAX_RECONCILE_RATE = env_int("MAX_RECONCILE_RATE", 4)
 # so replicas of one portal share a Lease and two portals with their own databases never wait on
 # each other's.
 INSTALLATION_ID = env_str("INSTALLATION_ID", "")
+# The watcher's Lease name in full, where a deploy grants its Lease by name (platform/deploy,
+# the Helm chart's watchLease.name): overrides the name derived from INSTALLATION_ID.
+WATCH_LEASE_NAME = env_str("WATCH_LEASE_NAME", "")
 
 # Inference gateway (`manage.py gateway`, inference_gateway/): how long a request for a model at
 # zero waits for its wake before a 503 with Retry-After; how stale its in-memory views may be (the

@@ -11,6 +11,7 @@ import uvloop
 from django.core.management.base import BaseCommand
 
 from config.gc_tuning import tune_collector
+from config.tracing import configure_tracing
 from inference_gateway.server import run
 
 
@@ -34,4 +35,5 @@ class Command(BaseCommand):
         # workers do (config.gc_tuning): full collections walking them took 100-175 ms, every
         # request in flight waiting.
         tune_collector()
+        configure_tracing("inference-portal-gateway")  # before the app and its client session are made
         uvloop.run(main())

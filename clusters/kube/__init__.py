@@ -3,7 +3,9 @@
 Holds the API client (``client.ClusterGateway``: connection from a ``Cluster`` row's credentials,
 get/list/watch/apply/patch/delete of any kind, typed errors), the "test connection" check
 (``connection``), live reads of what an object owns (``live``), objects the controllers own,
-written by server-side apply (``owned``) and ``metav1.Condition`` lists (``conditions``).
+written by server-side apply (``owned``), ``metav1.Condition`` lists (``conditions``), controller
+failures reported on the object (``failures``) and an object's health apart from its sync state
+(``health``).
 
 May import: ``clusters.models``, ``clusters.kinds``, ``clusters.validation`` and the
 ``kubernetes`` client. Never ``clusters.sync`` or ``clusters.web``: the sync engine and the pages

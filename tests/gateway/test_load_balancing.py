@@ -132,3 +132,20 @@ def test_a_replica_answering_server_errors_is_skipped_after_three_in_a_row(mirro
     assert answers.count("503") == 3 and answers[-6:] == ["a"] * 6
     assert b.stats()["/v1/chat/completions"] == 3  # skipped after its third server error in a row
 
+
+
+def test_a_model_mirrored_from_the_cluster_with_a_refused_backend_is_not_routed(
+        mirrored, gateway_settings, gateway, start_backend) -> None:
+    """Objects arrive from the cluster as they are (never validated): the gateway refuses the route."""
+    kube, key = mirrored
+    gateway_settings.GATEWAY_ALLOW_LOOPBACK = False
+    backend = start_backend("loop", host="127.0.0.1")
+    manifest = sample_manifest("inferencemodel-llama-2-7b.yaml")
+    manifest["spec"]["backendUrl"] = backend.url
+    kube.write(manifest)
+    kube.sync()
+    with pytest.raises(openai.InternalServerError) as caught:
+        chat(gateway.client(key))
+    assert caught.value.code == "backend_refused"
+    assert "spec.backendUrl names 127.0.0.1, which is loopback" in caught.value.message
+    assert backend.stats() == {}

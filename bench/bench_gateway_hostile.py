@@ -1,6 +1,6 @@
 """The gateway under a hostile backend, and how fast a new model becomes routable.
 
-Processes: two backends (tests/support/openai_backend.py), one answering every request with a
+Processes: two backends (devstack/openai_backend.py), one answering every request with a
 1 GiB SSE stream (``--hostile stream``), one a normal quick model (the neighbour); the gateway
 (``manage.py gateway``, its catalog's periodic reload set to 60 s so that only change notices can
 make a new model routable quickly); this process is the clients.
@@ -34,8 +34,8 @@ from django.contrib.auth.models import User
 from accounts.tokens import issue_token
 from bench.bench_gateway import _database_url, _percentile, _start
 from clusters.models import Cluster, SyncState
+from devstack.control_plane import free_port
 from models_app.models import InferenceModel
-from tests.support.control_plane import free_port
 
 RELAY_BYTES = 1024**3
 SAMPLE_SECONDS = 0.02
@@ -99,9 +99,9 @@ def run() -> dict[str, float]:
     headers = {"Authorization": f"Bearer {key}"}
     env = {**os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false", "GATEWAY_CATALOG_TTL_SECONDS": "60"}
     processes = [
-        _start(["-m", "tests.support.openai_backend", "--port", str(huge_port), "--hostile", "stream",
+        _start(["-m", "devstack.openai_backend", "--port", str(huge_port), "--hostile", "stream",
                 "--size", str(RELAY_BYTES)], f"{huge_url}/stats"),
-        _start(["-m", "tests.support.openai_backend", "--port", str(quick_port)], f"{quick_url}/stats"),
+        _start(["-m", "devstack.openai_backend", "--port", str(quick_port)], f"{quick_url}/stats"),
         _start(["manage.py", "gateway", "--host", "127.0.0.1", "--port", str(gateway_port)],
                f"{gateway_url}/healthz", env),
     ]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from clusters.audit import Actor
 from clusters.models import AuditEntry
+from clusters.sync.audit import Actor
 from inference_gateway.decisions import delete_decision, save_decision
 from inference_gateway.models import BackendHost, SharedGatewayId, SharedNamespace
 

@@ -7,8 +7,8 @@ import copy
 from rest_framework import routers, serializers, viewsets
 from rest_framework.permissions import IsAdminUser
 
-from clusters.audit import Actor
 from clusters.models import AuditEntry, Cluster
+from clusters.sync.audit import Actor
 from inference_gateway.decisions import delete_decision, save_decision
 from inference_gateway.models import BackendHost, SharedGatewayId, SharedNamespace
 

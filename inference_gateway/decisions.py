@@ -13,8 +13,8 @@ from typing import Any
 from django.db import models, transaction
 from django.forms.models import model_to_dict
 
-from clusters.audit import Actor, json_diff
 from clusters.models import AuditEntry
+from clusters.sync.audit import Actor, json_diff
 from inference_gateway.models import BackendHost, SharedGatewayId, SharedNamespace
 
 DECISIONS: tuple[type[models.Model], ...] = (SharedNamespace, BackendHost, SharedGatewayId)

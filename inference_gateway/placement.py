@@ -13,7 +13,7 @@ addresses, the unspecified address, the portal's and gateway's own addresses (th
 ``GATEWAY_OWN_HOSTS`` / ``ALLOWED_HOSTS``), and loopback unless ``GATEWAY_ALLOW_LOOPBACK`` is on
 (development and tests, where backends run beside the portal: then loopback and this host's own
 addresses need no allow-list entry; the names in ``GATEWAY_OWN_HOSTS`` stay refused). The same :class:`Policy` answers
-at validation (``KubeObject.cluster_rules`` -> ``clusters.manifests.validate_manifest``: API, forms,
+at validation (``KubeObject.cluster_rules`` -> ``clusters.validation.manifests.validate_manifest``: API, forms,
 admin, ``/api/apply/``) and in the gateway's catalog, which refuses to route mirrored objects that
 break it; :func:`address_refusal` is asked again after DNS resolution, for every address a
 connection may use (a name that resolves to loopback is refused: DNS rebinding).
@@ -39,7 +39,7 @@ from django.db.models import Q
 
 from accounts.models import ALL_NAMESPACES, NamespaceGrant
 from clusters.models import Cluster, SyncState
-from clusters.validation import FieldError
+from clusters.validation.schemas import FieldError
 from inference_gateway.models import BackendHost, SharedGatewayId, SharedNamespace
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

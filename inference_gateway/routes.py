@@ -11,7 +11,7 @@
 - **ModelService** (reference 004): the operator exposes decode pods only through its
   InferencePool and the Gateway API; the gateway talks to a Service named after the ModelService
   in its namespace, on ``spec.engine.port`` (default 8000), selecting the pods the operator labels
-  ``llm-d.ai/model: <name>`` (README "Inference gateway" shows the Service to add).
+  ``llm-d.ai/model: <name>`` (docs/gateway.md shows the Service to add).
 
 Only a kind the portal manages in the model's cluster (``Cluster.manages``) is woken from zero;
 a mirrored one is routed whatever its status says, as another controller owns its replicas.

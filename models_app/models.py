@@ -12,10 +12,10 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.kinds import KindInfo, register
 from clusters.models import KubeObject
-from clusters.quantities import quantity_to_int, saturate_int64
 from clusters.serving import PodResources
-from clusters.spec_rules import requests_within_limits
-from clusters.validation import FieldError
+from clusters.validation.quantities import quantity_to_int, saturate_int64
+from clusters.validation.schemas import FieldError
+from clusters.validation.spec_rules import requests_within_limits
 from inference_gateway.placement import backend_url_errors, gateway_id, gateway_id_errors
 from scheduler.consumption import (
     GPU_RESOURCE_BY_ACCELERATOR,

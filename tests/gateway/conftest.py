@@ -20,9 +20,9 @@ from django.conf import settings
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from clusters.models import Cluster
+from devstack.control_plane import free_port
 from inference_gateway.server import run
 from models_app.models import InferenceModel
-from tests.support.control_plane import free_port
 
 
 @dataclass
@@ -63,7 +63,7 @@ def wait_until_serving(url: str, what: str, timeout: float = 15.0) -> None:
 def start_backend():
     """``start_backend(name, host="127.0.0.1", port=None, chunk_delay=0.0, fail=0, redirect="", think=0.0,
     hostile="", size=0)`` -> a running Backend process (``fail``: every generation answers that HTTP
-    status; ``redirect``: a 307 to that URL; ``hostile``: tests/support/openai_backend.py's modes)."""
+    status; ``redirect``: a 307 to that URL; ``hostile``: devstack/openai_backend.py's modes)."""
     started: list[Backend] = []
 
     def start(name: str = "backend", host: str = "127.0.0.1", port: int | None = None,
@@ -71,7 +71,7 @@ def start_backend():
               size: int = 0) -> Backend:
         port = port or free_port()
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.openai_backend", "--host", host, "--port", str(port),
+            [sys.executable, "-m", "devstack.openai_backend", "--host", host, "--port", str(port),
              "--name", name, "--chunk-delay", str(chunk_delay), "--fail", str(fail), "--redirect", redirect,
              "--think", str(think), "--hostile", hostile, "--size", str(size)],
             cwd=settings.BASE_DIR,

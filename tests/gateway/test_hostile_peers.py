@@ -1,5 +1,5 @@
 """A hostile or broken backend, or client, costs the gateway bounded memory and time, and the
-answers stay the gateway's own: real backend processes (tests/support/openai_backend.py's hostile
+answers stay the gateway's own: real backend processes (devstack/openai_backend.py's hostile
 modes) and raw sockets on the client side."""
 
 from __future__ import annotations

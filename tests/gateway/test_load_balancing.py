@@ -108,7 +108,9 @@ def test_a_failing_replica_is_skipped_and_its_requests_go_elsewhere(mirrored, ga
     assert served == ["a"] * 6
     assert a.stats()["/v1/chat/completions"] == 6
     # b was tried once, then skipped: without the passive check every other pick would try it
-    errors = sample_value(metrics_text(gateway), "gateway_upstream_errors_total", model=f"{kube.namespace}/llama-2-7b")
+    errors = sample_value(
+        metrics_text(gateway), "inference_portal_gateway_upstream_errors_total", model=f"{kube.namespace}/llama-2-7b"
+    )
     assert errors == 1
 
 

@@ -1,5 +1,5 @@
-"""``manage.py gateway [--host H] [--port N]``: the OpenAI-compatible inference gateway (README
-"Inference gateway"). One process, one event loop (uvloop); run several behind a Service to use
+"""``manage.py gateway [--host H] [--port N]``: the OpenAI-compatible inference gateway
+(docs/gateway.md). One process, one event loop (uvloop); run several behind a Service to use
 more cores."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import uvloop
 from django.core.management.base import BaseCommand
 
 from config.gc_tuning import tune_collector
+from config.tracing import configure_tracing
 from inference_gateway.server import run
 
 
@@ -34,4 +35,5 @@ class Command(BaseCommand):
         # workers do (config.gc_tuning): full collections walking them took 100-175 ms, every
         # request in flight waiting.
         tune_collector()
+        configure_tracing("inference-portal-gateway")  # before the app and its client session are made
         uvloop.run(main())

@@ -107,7 +107,8 @@ def too_large(route: Route, cap: int) -> web.Response:
 
 def replica_refusal(url: str) -> str | None:
     """Why a replica's address may not be reached (an IP literal: a route's own, or from an
-    EndpointSlice); names are checked when they resolve (``inference_gateway.resolver``)."""
+    EndpointSlice, where the API server already refuses loopback and link-local addresses);
+    names are checked when they resolve (``inference_gateway.resolver``)."""
     return _replica_refusal(url, settings.GATEWAY_ALLOW_LOOPBACK)
 
 

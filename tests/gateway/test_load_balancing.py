@@ -20,7 +20,7 @@ from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
-from tests.gateway.conftest import Backend, metrics_text, sample_value
+from tests.gateway.conftest import metrics_text, sample_value
 
 SERVICE_PORT = 8000
 
@@ -135,18 +135,19 @@ def test_a_replica_answering_server_errors_is_skipped_after_three_in_a_row(mirro
     assert b.stats()["/v1/chat/completions"] == 3  # skipped after its third server error in a row
 
 
-def test_replicas_at_refused_addresses_are_never_reached(mirrored, gateway_settings, gateway, start_backend) -> None:
-    """Hand-written EndpointSlices may name any address: a replica on loopback (outside development)
-    or link-local is skipped like an unreachable one, with the reason, and never sent a request."""
+
+def test_a_model_mirrored_from_the_cluster_with_a_refused_backend_is_not_routed(
+        mirrored, gateway_settings, gateway, start_backend) -> None:
+    """Objects arrive from the cluster as they are (never validated): the gateway refuses the route."""
     kube, key = mirrored
     gateway_settings.GATEWAY_ALLOW_LOOPBACK = False
-    loop = start_backend("loop", host="127.0.0.1")
-    link_local = Backend("metadata", "169.254.169.254", 80, process=None)
-    publish_replicas(kube, "llama", [loop, link_local])
-    serve_through_service(kube, "llama")
+    backend = start_backend("loop", host="127.0.0.1")
+    manifest = sample_manifest("inferencemodel-llama-2-7b.yaml")
+    manifest["spec"]["backendUrl"] = backend.url
+    kube.write(manifest)
+    kube.sync()
     with pytest.raises(openai.InternalServerError) as caught:
         chat(gateway.client(key))
-    assert caught.value.code == "backend_unreachable"
-    assert "127.0.0.1 is loopback" in caught.value.message
-    assert "169.254.169.254 is a cloud metadata address" in caught.value.message
-    assert loop.stats() == {}
+    assert caught.value.code == "backend_refused"
+    assert "spec.backendUrl names 127.0.0.1, which is loopback" in caught.value.message
+    assert backend.stats() == {}

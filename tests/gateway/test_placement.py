@@ -193,3 +193,20 @@ def test_the_model_page_shows_the_id_and_snippets_or_why_it_is_not_routed(client
     page = client.get(reverse("inferencemodel-detail-page", args=[mirrored.pk])).content.decode()
     assert "The gateway does not route this model: spec.backendUrl names 169.254.169.254, which is a cloud" in page
     assert 'id="gateway-curl"' not in page
+
+
+def test_staff_keep_the_decisions_in_the_admin_audited(client, make_user, target) -> None:
+    root = make_user("root", staff=True)
+    root.is_superuser = True
+    root.save()
+    client.force_login(root)
+    added = client.post("/admin/inference_gateway/sharednamespace/add/",
+                        {"cluster": target.pk, "namespace": "ml-platform", "note": "model servers"})
+    assert added.status_code == 302, added.content.decode()[:2000]
+    bad = client.post("/admin/inference_gateway/backendhost/add/", {"cluster": target.pk, "host": "not a host"})
+    assert bad.status_code == 200 and "is not a host name with a domain" in bad.content.decode()
+    shared = SharedNamespace.objects.get()
+    deleted = client.post(f"/admin/inference_gateway/sharednamespace/{shared.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302
+    assert list(AuditEntry.objects.filter(kind="SharedNamespace").order_by("id").values_list("action", "source")) == [
+        ("created", "admin"), ("deleted", "admin")]

@@ -46,6 +46,9 @@ class Command(BaseCommand):
                 self._load_sample(cluster, path, statuses) for path in sorted(Path(settings.SAMPLES_DIR).glob("*.yaml"))
             )
             pools = self._load_node_pools(cluster)
+            if apps.is_installed("inference_gateway"):  # the reference's full example calls ml-platform's Services
+                apps.get_model("inference_gateway", "SharedNamespace").objects.get_or_create(
+                    cluster=cluster, namespace="ml-platform", defaults={"note": "the reference's shared model servers"})
         self.stdout.write(self.style.SUCCESS(f"demo cluster: {count} objects, {pools} node pools"))
         if apps.is_installed("scheduler.rightsizing"):  # by name: clusters does not import scheduler
             call_command("load_demo_observations", cluster=DEMO_CLUSTER, stdout=self.stdout)

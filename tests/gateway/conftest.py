@@ -48,7 +48,9 @@ class Backend:
             self.process.wait(timeout=10)
 
 
-def wait_until_serving(url: str, what: str, timeout: float = 15.0) -> None:
+def wait_until_serving(url: str, what: str, timeout: float = 120.0) -> None:
+    """Wait for a started process to answer: seconds on a quiet machine, tens on a busy one (the
+    limit only bounds a process that never comes up)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

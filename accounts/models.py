@@ -68,3 +68,22 @@ class ApiToken(AbstractAuthToken):
 
     def __str__(self) -> str:
         return f"{self.user}: {self.name}"
+
+
+class KnownDevice(models.Model):
+    """A browser that once signed in as ``user`` with the right password (a signed cookie names it).
+
+    Such a browser still passes the per-account lockout, so wrong passwords typed elsewhere for
+    someone never lock them out of their own device. Only a digest of the cookie's secret is
+    stored; wrong passwords from the device itself count in ``failures`` and, at the failure
+    limit, end it (the browser is then a stranger like any other).
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="known_devices")
+    digest = models.CharField(max_length=64, unique=True)
+    failures = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+    last_login = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: device since {self.created:%Y-%m-%d}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cryptography.fernet import Fernet, InvalidToken
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -13,7 +14,39 @@ from accounts.forms import NewTokenForm
 from accounts.models import ApiToken, NamespaceGrant
 from accounts.tokens import TokenLimitReached, active_tokens, issue_token
 
-NEW_KEY = "accounts.new_token_key"  # the session key holding a just-created token until shown
+NEW_KEY = "accounts.new_token_sealed"  # the session key holding a just-created token, sealed, until shown
+SEAL_COOKIE = "portal_token_seal"  # the browser's half: the key that unseals it
+
+
+def _seal(request: HttpRequest, response: HttpResponse, key: str) -> None:
+    """Keeps ``key`` for the redirected page without writing it anywhere in clear.
+
+    The session (a database row) gets the key encrypted with a one-time Fernet key that only the
+    browser holds (a cookie for the account page, gone within minutes): a dump of the database,
+    sessions included, holds nothing that works against the API.
+    """
+    seal = Fernet.generate_key()
+    request.session[NEW_KEY] = Fernet(seal).encrypt(key.encode()).decode()
+    response.set_cookie(
+        SEAL_COOKIE,
+        seal.decode(),
+        max_age=300,
+        path="/account/",
+        httponly=True,
+        secure=request.is_secure(),
+        samesite="Strict",
+    )
+
+
+def _unseal(request: HttpRequest) -> str | None:
+    """The sealed key, taken out of the session; None when absent or the browser lacks the seal."""
+    sealed, seal = request.session.pop(NEW_KEY, None), request.COOKIES.get(SEAL_COOKIE)
+    if not sealed or not seal:
+        return None
+    try:
+        return Fernet(seal.encode()).decrypt(sealed.encode()).decode()
+    except (InvalidToken, ValueError):
+        return None
 
 
 def _page(
@@ -35,7 +68,9 @@ def _page(
 def account_page(request: HttpRequest) -> HttpResponse:
     """Lists tokens by name, creation and expiry; a new key once, right after it was created
     (taken out of the session as it is shown); never again (only its digest is stored)."""
-    return _page(request, new_key=request.session.pop(NEW_KEY, None))
+    response = _page(request, new_key=_unseal(request))
+    response.delete_cookie(SEAL_COOKIE, path="/account/")
+    return response
 
 
 @never_cache
@@ -45,8 +80,9 @@ def create_token(request: HttpRequest) -> HttpResponse:
     """A new named token, then post/redirect/get to the account page, which shows its key once.
 
     Rendering the key in the POST's answer made a reload post the form again, issuing another
-    token and losing the key just copied. The key waits in the session (server-side, never in a
-    URL) only until the redirected page takes it; ``never_cache`` keeps that page out of caches.
+    token and losing the key just copied. The key waits in the session, sealed (:func:`_seal`),
+    never in a URL, only until the redirected page takes it; ``never_cache`` keeps that page out of
+    caches.
     """
     form = NewTokenForm(request.POST)
     if not form.is_valid():
@@ -56,8 +92,9 @@ def create_token(request: HttpRequest) -> HttpResponse:
     except TokenLimitReached as refused:
         form.add_error(None, str(refused))
         return _page(request, form=form, status=400)
-    request.session[NEW_KEY] = key
-    return redirect("account")
+    response = redirect("account")
+    _seal(request, response, key)
+    return response
 
 
 @require_POST

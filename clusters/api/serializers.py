@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from clusters.api.exceptions import field_error_detail
 from clusters.audit import Actor
+from clusters.connection_rules import connection_change_errors
 from clusters.edits import VERSION_PATH
 from clusters.manifests import identity_errors, validate_manifest
 from clusters.merge import apply_merge_patch
@@ -63,6 +64,9 @@ class ClusterSerializer(serializers.ModelSerializer):
             moved = candidate.moved_credential_errors(self.instance, set(attrs))
             if moved:
                 raise serializers.ValidationError({field: [message] for field, message in moved.items()})
+        refused = connection_change_errors(user, self.instance, candidate, {k for k, v in attrs.items() if v})
+        if refused:
+            raise serializers.ValidationError({field: [message] for field, message in refused.items()})
         candidate.clean()
         return attrs
 

@@ -1,5 +1,6 @@
 """Settings shared by every environment; everything that varies is read from the environment."""
 
+import ipaddress
 import json
 import os
 from datetime import timedelta
@@ -65,20 +66,32 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # last: turns a login refused by django-axes into its lockout response
     "axes.middleware.AxesMiddleware",
+    "accounts.devices.KnownDeviceMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
-# django-axes counts failed logins (the login form, the admin's, POST /api/token/) per user name and
-# client address and refuses that pair for AXES_COOLOFF_TIME once LOGIN_FAILURE_LIMIT is reached;
-# its backend goes first so a locked-out pair is refused before the password is even checked.
+# django-axes counts failed logins (the login form, the admin's, POST /api/token/) per user name and,
+# separately, per client address (password spraying: many user names from one address), and
+# refuses either once LOGIN_FAILURE_LIMIT is reached, for AXES_COOLOFF_TIME; its backend goes first
+# so a refused attempt never reaches the password check. A browser that signed in as the person
+# before (a known device, accounts/devices.py) passes both: nobody locks another person out of
+# their own browser. A success never resets the counts (it would let a sprayer who owns one account
+# start again). The client address honours X-Forwarded-For only from TRUSTED_PROXIES.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = False
+AXES_CLIENT_IP_CALLABLE = "accounts.client_address.client_ip"
+AXES_WHITELIST_CALLABLE = "accounts.devices.is_known_device"
+# Proxies (addresses or networks, comma-separated, e.g. the ingress controller's pod range) whose
+# X-Forwarded-For entry is believed; empty: the connecting address is the client's.
+TRUSTED_PROXIES = [str(ipaddress.ip_network(entry, strict=False)) for entry in env_list("TRUSTED_PROXIES", [])]
+KNOWN_DEVICE_DAYS = env_int("KNOWN_DEVICE_DAYS", 180)
+KNOWN_DEVICE_LIMIT = 20  # per person; the least recently used beyond it are forgotten
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -293,3 +306,7 @@ GATEWAY_EJECT_SECONDS = env_int("GATEWAY_EJECT_SECONDS", 10)
 GATEWAY_UPSTREAM_TIMEOUT_SECONDS = env_int("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", 600)
 GATEWAY_WAKE_POLL_SECONDS = 0.5
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024)
+
+# The only directory a cluster's kubeconfig_path may name (clusters/connection_rules.py); empty:
+# clusters cannot use kubeconfig files through the admin or the API (`manage.py add_cluster` can).
+CLUSTER_KUBECONFIG_DIR = env_str("CLUSTER_KUBECONFIG_DIR", "")

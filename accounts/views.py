@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from cryptography.fernet import Fernet, InvalidToken
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
@@ -104,3 +108,18 @@ def revoke_token(request: HttpRequest, digest: str) -> HttpResponse:
     deleted, _ = ApiToken.objects.filter(user=request.user, digest=digest).delete()
     messages.success(request, "API token revoked." if deleted else "No such token of yours.")
     return redirect("account")
+
+
+class PortalLoginView(LoginView):
+    """The login page: "Sign in with <provider>" when single sign-on is configured, and the
+    password form for local accounts unless ``LOCAL_ACCOUNTS`` is off."""
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context.update(
+            sso_enabled=bool(settings.OIDC_RP_CLIENT_ID),
+            sso_provider=settings.OIDC_PROVIDER_NAME,
+            sso_failed=self.request.GET.get("sso") == "failed",
+            local_accounts=settings.LOCAL_ACCOUNTS,
+        )
+        return context

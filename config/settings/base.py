@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "knox",
     "axes",
+    "mozilla_django_oidc",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -79,7 +80,8 @@ MIDDLEWARE = [
 # start again). The client address honours X-Forwarded-For only from TRUSTED_PROXIES.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "accounts.oidc.LocalAccountBackend",
+    "accounts.oidc.PortalOIDCBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
@@ -92,6 +94,25 @@ AXES_WHITELIST_CALLABLE = "accounts.devices.is_known_device"
 TRUSTED_PROXIES = [str(ipaddress.ip_network(entry, strict=False)) for entry in env_list("TRUSTED_PROXIES", [])]
 KNOWN_DEVICE_DAYS = env_int("KNOWN_DEVICE_DAYS", 180)
 KNOWN_DEVICE_LIMIT = 20  # per person; the least recently used beyond it are forgotten
+
+# Single sign-on (OpenID Connect, accounts/oidc.py; docs/identity.md): on when OIDC_CLIENT_ID is set.
+# The authorization-code flow with PKCE; the ID token is checked against the provider's JWKS; the
+# groups claim decides teams and roles through the staff-edited group mappings.
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET", "")
+OIDC_ISSUER = env_str("OIDC_ISSUER", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_USERINFO_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGORITHM", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid email profile groups")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_USE_PKCE = True
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+# Local accounts (user name and password) stay for break-glass; off: single sign-on only.
+LOCAL_ACCOUNTS = env_bool("LOCAL_ACCOUNTS", True)
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

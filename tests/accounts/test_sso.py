@@ -4,7 +4,6 @@ accounts that can be switched off."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -13,18 +12,6 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from accounts.models import ExternalIdentity, GroupMapping, Team
-from tests.support.oidc_provider import OidcProvider
-
-
-@pytest.fixture
-def provider(live_server, tmp_path, settings) -> Iterator[OidcProvider]:
-    idp = OidcProvider(workdir=tmp_path, redirect_uris=[f"{live_server.url}/oidc/callback/"])
-    idp.add_user("u-ada", "ada", "ada-password", groups=["ml-vision"])
-    idp.start()
-    for name, value in idp.portal_settings().items():
-        setattr(settings, name, value)
-    yield idp
-    idp.stop()
 
 
 def sso_login(live_server, username: str, password: str) -> requests.Session:
@@ -51,12 +38,12 @@ def mapped(transactional_db) -> dict[str, Team]:
     return {"vision": vision, "nlp": nlp}
 
 
-def test_the_login_page_offers_the_provider(live_server, provider, transactional_db):
+def test_the_login_page_offers_the_provider(live_server, sso_provider, transactional_db):
     page = requests.get(f"{live_server.url}/login/", timeout=10).text
     assert "Sign in with Test IdP" in page and 'name="password"' in page
 
 
-def test_sign_in_uses_pkce_and_links_the_provider_account(live_server, provider, mapped):
+def test_sign_in_uses_pkce_and_links_the_provider_account(live_server, sso_provider, mapped):
     authorize = requests.get(f"{live_server.url}/oidc/authenticate/", allow_redirects=False, timeout=10)
     query = parse_qs(urlsplit(authorize.headers["Location"]).query)
     assert query["code_challenge_method"] == ["S256"] and len(query["code_challenge"][0]) >= 43
@@ -64,31 +51,31 @@ def test_sign_in_uses_pkce_and_links_the_provider_account(live_server, provider,
     assert browser.get(f"{live_server.url}/account/", timeout=10).status_code == 200
     user = User.objects.get(external_identity__subject="u-ada")
     assert user.username == "ada" and not user.has_usable_password()
-    assert ExternalIdentity.objects.get().issuer == provider.issuer
+    assert ExternalIdentity.objects.get().issuer == sso_provider.issuer
 
 
-def test_groups_become_teams_and_roles_and_follow_the_provider_at_every_login(live_server, provider, mapped):
+def test_groups_become_teams_and_roles_and_follow_the_provider_at_every_login(live_server, sso_provider, mapped):
     hand_made = Team.objects.create(name="hand-made")
     sso_login(live_server, "ada", "ada-password")
     ada = User.objects.get(username="ada")
     hand_made.members.add(ada)
     assert set(ada.teams.values_list("name", flat=True)) == {"vision", "hand-made"}
     assert ada.has_perm("models_app.add_inferencemodel")
-    provider.set_groups("u-ada", ["ml-nlp"])
+    sso_provider.set_groups("u-ada", ["ml-nlp"])
     sso_login(live_server, "ada", "ada-password")
     ada = User.objects.get(username="ada")  # fresh: permission caches empty
     assert set(ada.teams.values_list("name", flat=True)) == {"nlp", "hand-made"}  # unmapped teams stay
     assert not ada.has_perm("models_app.add_inferencemodel")  # the role went with the group
 
 
-def test_a_provider_account_never_takes_over_a_local_one(live_server, provider, mapped):
+def test_a_provider_account_never_takes_over_a_local_one(live_server, sso_provider, mapped):
     local = User.objects.create_user("ada", password="break-glass", is_staff=True)
     sso_login(live_server, "ada", "ada-password")
     linked = User.objects.get(external_identity__subject="u-ada")
     assert linked.pk != local.pk and linked.username.startswith("ada.") and not linked.is_staff
 
 
-def test_local_accounts_can_be_switched_off(live_server, provider, settings, transactional_db):
+def test_local_accounts_can_be_switched_off(live_server, sso_provider, settings, transactional_db):
     User.objects.create_user("root", password="break-glass-pw")
     settings.LOCAL_ACCOUNTS = False
     page = requests.get(f"{live_server.url}/login/", timeout=10).text

@@ -91,6 +91,7 @@ class ClusterForm(forms.ModelForm):
             "ca_cert",
             "insecure_skip_tls_verify",
             "allow_insecure_http",
+            "impersonate_users",
             "namespaces",
             "request_timeout_seconds",
             "managed_kinds",

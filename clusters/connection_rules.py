@@ -2,7 +2,7 @@
 
 A cluster's connection settings decide where the portal sends the cluster's credential and whom
 it believes to be the API server. Changing them (the server, the CA, skipping TLS verification,
-the kubeconfig file or context, the auth method) is refused unless the person is staff with the
+the kubeconfig file or context, the auth method, impersonation) is refused unless the person is staff with the
 ``clusters.change_cluster`` permission *and* gives the stored bearer token again (showing they
 hold it already, so the change cannot hand it to a listener of theirs). A kubeconfig file must
 lie in ``CLUSTER_KUBECONFIG_DIR`` (a directory staff configure; empty: no kubeconfig file may be
@@ -26,6 +26,7 @@ CONNECTION_FIELDS = (
     "insecure_skip_tls_verify",
     "kubeconfig_path",
     "kubeconfig_context",
+    "impersonate_users",  # off, people's writes are no longer checked by the cluster's RBAC
 )
 
 

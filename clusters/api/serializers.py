@@ -37,6 +37,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "ca_cert",
             "insecure_skip_tls_verify",
             "allow_insecure_http",
+            "impersonate_users",
             "namespaces",
             "request_timeout_seconds",
             "managed_kinds",

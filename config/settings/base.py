@@ -331,3 +331,8 @@ GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024)
 # The only directory a cluster's kubeconfig_path may name (clusters/connection_rules.py); empty:
 # clusters cannot use kubeconfig files through the admin or the API (`manage.py add_cluster` can).
 CLUSTER_KUBECONFIG_DIR = env_str("CLUSTER_KUBECONFIG_DIR", "")
+
+# Clusters with impersonate_users on (clusters/impersonation.py) see a person as this prefix + their
+# user name, in one group per team: this prefix + the team's name.
+IMPERSONATE_USER_PREFIX = env_str("IMPERSONATE_USER_PREFIX", "")
+IMPERSONATE_GROUP_PREFIX = env_str("IMPERSONATE_GROUP_PREFIX", "portal:team:")

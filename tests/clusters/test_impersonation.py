@@ -1,0 +1,90 @@
+"""The cluster decides too: with ``impersonate_users`` on, a person's writes are tried on the real
+API server as that person (Impersonate-User / Impersonate-Group), and the cluster's RBAC 403 is
+the answer in the API and on the page. RBAC here: alice may edit in the test's namespace, bob not."""
+
+from __future__ import annotations
+
+import kubernetes
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from accounts.models import NamespaceGrant, Team
+from models_app.models import InferenceModel
+from tests.clusters.conftest import sample_manifest
+from tests.conftest import ALL_KIND_PERMS
+
+pytestmark = pytest.mark.django_db(transaction=True)
+URL = "/api/inferencemodels/"
+
+
+@pytest.fixture
+def rbac(kube) -> None:
+    """A Role for the CRDs' groups in the namespace, bound to the user alice only."""
+    rbac_api = kubernetes.client.RbacAuthorizationV1Api(kube.api_client)
+    rule = {
+        "apiGroups": ["*"],
+        "resources": ["*"],
+        "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"],
+    }
+    rbac_api.create_namespaced_role(kube.namespace, {"metadata": {"name": "editor"}, "rules": [rule]})
+    rbac_api.create_namespaced_role_binding(
+        kube.namespace,
+        {
+            "metadata": {"name": "alice-edits"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "editor"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}],
+        },
+    )
+
+
+@pytest.fixture
+def people(kube, make_user):
+    cluster = kube.register(impersonate_users=True)
+    team = Team.objects.create(name="ml")
+    NamespaceGrant.objects.create(team=team, cluster=cluster, namespace=kube.namespace)
+    return (
+        cluster,
+        make_user("alice", perms=ALL_KIND_PERMS, teams=[team]),
+        make_user("bob", perms=ALL_KIND_PERMS, teams=[team]),
+    )
+
+
+def api(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_the_clusters_rbac_decides_writes_made_through_the_api_and_pages(kube, rbac, people):
+    cluster, alice, bob = people
+    manifest = sample_manifest("inferencemodel-llama-2-70b.yaml", kube.namespace)
+
+    refused = api(bob).post(f"{URL}?cluster={cluster.name}", manifest, format="json")
+    assert refused.status_code == 403, refused.content
+    assert "refused this for you" in refused.json()["detail"] and "bob" in refused.json()["detail"]
+    assert not InferenceModel.objects.exists()  # nothing saved, nothing queued
+
+    created = api(alice).post(f"{URL}?cluster={cluster.name}", manifest, format="json")
+    assert created.status_code == 201, created.content
+    row = InferenceModel.objects.get()
+    assert row.uid  # applied (eager Celery) by the portal's own credential
+    assert kube.read(row.kube, row.name) is not None
+
+    page = Client()
+    page.force_login(bob)
+    forbidden = page.post(f"/models/inferencemodels/{row.pk}/delete/")
+    assert forbidden.status_code == 403 and "refused this for you" in forbidden.content.decode()
+    assert api(bob).delete(f"{URL}{row.pk}/").status_code == 403
+    assert kube.read(row.kube, row.name) is not None
+
+    patched = api(alice).patch(f"{URL}{row.pk}/", {"metadata": {"labels": {"tier": "gold"}}}, format="json")
+    assert patched.status_code == 200, patched.content
+
+
+def test_without_the_switch_the_portals_grants_alone_decide(kube, rbac, people):
+    cluster, _, bob = people
+    cluster.impersonate_users = False
+    cluster.save()
+    manifest = sample_manifest("inferencemodel-llama-2-70b.yaml", kube.namespace)
+    assert api(bob).post(f"{URL}?cluster={cluster.name}", manifest, format="json").status_code == 201

@@ -336,3 +336,9 @@ CLUSTER_KUBECONFIG_DIR = env_str("CLUSTER_KUBECONFIG_DIR", "")
 # user name, in one group per team: this prefix + the team's name.
 IMPERSONATE_USER_PREFIX = env_str("IMPERSONATE_USER_PREFIX", "")
 IMPERSONATE_GROUP_PREFIX = env_str("IMPERSONATE_GROUP_PREFIX", "portal:team:")
+
+# OIDC access tokens (JWTs) accepted by the inference gateway (accounts/access_tokens.py): the
+# audience they must carry (default OIDC_CLIENT_ID) and how long the provider's keys are cached.
+OIDC_AUDIENCE = env_str("OIDC_AUDIENCE", "")
+OIDC_JWKS_CACHE_SECONDS = env_int("OIDC_JWKS_CACHE_SECONDS", 300)
+OIDC_JWKS_REFRESH_COOLDOWN_SECONDS = env_int("OIDC_JWKS_REFRESH_COOLDOWN_SECONDS", 30)

@@ -6,6 +6,11 @@ server with ``dryRun=All`` as ``Impersonate-User: <user name>`` and one ``Impers
 team of theirs. The cluster's RBAC answers; a 403 refuses the write with the cluster's own words
 (:class:`~django.core.exceptions.PermissionDenied`: 403 in the API and on the page) and nothing is
 saved. The portal's own grants (teams, model permissions) are checked before, as always.
+
+The apply that follows (a Celery task, later) impersonates the person whose change it carries (the
+row's newest audit entry made by a person), so the portal's own credential needs only the
+``impersonate`` verb for people's writes; what the sync engine or a controller writes goes as the
+portal itself.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from kubernetes.config import ConfigException
 
 from clusters.audit import Actor
 from clusters.gateway import ClusterGateway, GatewayError, NotFoundError, translated
-from clusters.models import Cluster, KubeObject
+from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.yaml_review import _dry_run
 
 
@@ -29,6 +34,20 @@ def identity_of(user: Any) -> tuple[str, list[str]]:
     return settings.IMPERSONATE_USER_PREFIX + user.get_username(), [
         settings.IMPERSONATE_GROUP_PREFIX + team for team in teams
     ]
+
+
+def acting_for(obj: KubeObject) -> tuple[str, list[str]] | None:
+    """Whom an apply of ``obj`` impersonates: the person behind its newest change (None: the
+    portal itself, also for clusters that do not impersonate)."""
+    if not obj.cluster.impersonate_users:
+        return None
+    entry = (
+        AuditEntry.objects.filter(kind=obj.kube.kind, object_id=obj.pk, actor__isnull=False)
+        .exclude(source__in=[AuditEntry.Source.CLUSTER, AuditEntry.Source.SYNC])
+        .select_related("actor")
+        .first()
+    )
+    return identity_of(entry.actor) if entry is not None else None
 
 
 def _dry_run_delete(gateway: ClusterGateway, obj: KubeObject) -> None:

@@ -19,6 +19,7 @@ from django.utils import timezone
 from clusters import sync_stats
 from clusters.audit import SYNC_ENGINE, json_diff, record
 from clusters.gateway import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
+from clusters.impersonation import acting_for
 from clusters.inbound import take_cluster_bookkeeping
 from clusters.manifests import validate_manifest
 from clusters.merge import merge_patch_between, three_way_merge
@@ -72,7 +73,7 @@ def apply_object(model: type[KubeObject], pk: int, gateway: ClusterGateway | Non
     if obj.sync_state not in (SyncState.PENDING_APPLY, SyncState.DELETING):
         return Outcome.NOTHING_TO_DO
     own_gateway = gateway is None
-    gateway = gateway or ClusterGateway(obj.cluster)
+    gateway = gateway or ClusterGateway(obj.cluster, acting_for=acting_for(obj))
     try:
         if obj.sync_state == SyncState.DELETING:
             return _delete(gateway, obj)

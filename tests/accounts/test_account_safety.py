@@ -150,6 +150,15 @@ def test_a_database_dump_holds_no_live_key_after_a_token_is_created(world):
     assert key not in dump()
 
 
+def test_passwords_tried_or_used_never_reach_a_table(world):
+    login(Client(), "vera", "Wr0ng-guess-never-stored")
+    login(Client(), "vera", "pw-for-tests")
+    APIClient().post("/api/token/", {"username": "vera", "password": "Wr0ng-api-guess"}, format="json")
+    everything = dump()
+    assert "Wr0ng-guess-never-stored" not in everything and "Wr0ng-api-guess" not in everything
+    assert "pw-for-tests" not in everything
+
+
 def test_the_sealed_key_is_shown_only_to_the_browser_that_created_it(world):
     browser = Client()
     browser.force_login(world.member)

@@ -85,3 +85,8 @@ def test_local_accounts_can_be_switched_off(live_server, sso_provider, settings,
     assert refused.status_code == 200 and "_auth_user_id" not in browser.session
     settings.LOCAL_ACCOUNTS = True
     assert browser.post("/login/", {"username": "root", "password": "break-glass-pw"}).status_code == 302
+
+
+def test_a_failed_sign_in_comes_back_to_the_login_page_saying_so(live_server, sso_provider, transactional_db):
+    back = requests.get(f"{live_server.url}/oidc/callback/?code=forged&state=forged", timeout=10)
+    assert back.url.startswith(f"{live_server.url}/login/") and "Single sign-on did not complete" in back.text

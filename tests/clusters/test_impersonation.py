@@ -121,7 +121,11 @@ def test_the_clusters_rbac_decides_writes_made_through_the_api_and_pages(kube, r
     assert api(bob).delete(f"{URL}{row.pk}/").status_code == 403
     assert kube.read(row.kube, row.name) is not None
 
-    other = {**manifest, "metadata": {**manifest["metadata"], "name": "by-a-group"}}
+    other = {
+        **manifest,
+        "metadata": {**manifest["metadata"], "name": "by-a-group"},
+        "spec": {**manifest["spec"], "modelName": "by-a-group"},  # a gateway id of its own
+    }
     by_group = api(carol).post(f"{URL}?cluster={cluster.name}", other, format="json")
     assert by_group.status_code == 201, by_group.content  # one of her groups (teams) is bound
     assert InferenceModel.objects.get(name="by-a-group").uid

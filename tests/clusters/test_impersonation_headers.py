@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from clusters.gateway import ClusterGateway, NotFoundError
 from clusters.kinds import all_models
+from clusters.kube.client import ClusterGateway, NotFoundError
 from clusters.models import Cluster
 
 

@@ -1,8 +1,8 @@
-"""Staff manage teams and their namespace grants in the admin."""
+"""Staff manage teams, their namespace grants and the identity-provider group mappings in the admin."""
 
 from django.contrib import admin
 
-from accounts.models import NamespaceGrant, Team
+from accounts.models import GroupMapping, NamespaceGrant, Team
 
 
 class NamespaceGrantInline(admin.TabularInline):
@@ -16,3 +16,12 @@ class TeamAdmin(admin.ModelAdmin):
     search_fields = ["name", "members__username"]
     filter_horizontal = ["members"]
     inlines = [NamespaceGrantInline]
+
+
+@admin.register(GroupMapping)
+class GroupMappingAdmin(admin.ModelAdmin):
+    """Provider group -> team and role; applied at each person's next single sign-on."""
+
+    list_display = ["group", "team", "role"]
+    search_fields = ["group", "team__name", "role__name"]
+    list_filter = ["team", "role"]

@@ -68,3 +68,69 @@ class ApiToken(AbstractAuthToken):
 
     def __str__(self) -> str:
         return f"{self.user}: {self.name}"
+
+
+class KnownDevice(models.Model):
+    """A browser that once signed in as ``user`` with the right password (a signed cookie names it).
+
+    Such a browser still passes the per-account lockout, so wrong passwords typed elsewhere for
+    someone never lock them out of their own device. Only a digest of the cookie's secret is
+    stored; wrong passwords from the device itself count in ``failures`` and, at the failure
+    limit, end it (the browser is then a stranger like any other).
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="known_devices")
+    digest = models.CharField(max_length=64, unique=True)
+    failures = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+    last_login = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: device since {self.created:%Y-%m-%d}"
+
+
+class GroupMapping(models.Model):
+    """One identity-provider group and what it grants: membership of a team, a role, or both.
+
+    At every single sign-on the person's teams and roles named in any mapping follow their groups
+    claim: added when a mapped group is present, removed when it is gone. Teams and roles that no
+    mapping names are left as staff set them by hand.
+    """
+
+    group = models.CharField(max_length=255, help_text="The group's name as the provider's groups claim spells it.")
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="group_mappings")
+    role = models.ForeignKey(
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="The permission group (e.g. 'ML team member') the group's members get.",
+    )
+
+    class Meta:
+        ordering = ["group"]
+
+    def __str__(self) -> str:
+        return f"{self.group} -> {self.team or '-'} / {self.role or '-'}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if not self.team_id and not self.role_id:
+            raise ValidationError("a mapping grants a team, a role or both: choose at least one")
+
+
+class ExternalIdentity(models.Model):
+    """The provider account (issuer and subject) a portal user signs in as; never matched by e-mail
+    or user name, so no provider account can take over a local (break-glass) one."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identity")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="accounts_identity_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} = {self.subject}@{self.issuer}"

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
@@ -13,7 +18,39 @@ from accounts.forms import NewTokenForm
 from accounts.models import ApiToken, NamespaceGrant
 from accounts.tokens import TokenLimitReached, active_tokens, issue_token
 
-NEW_KEY = "accounts.new_token_key"  # the session key holding a just-created token until shown
+NEW_KEY = "accounts.new_token_sealed"  # the session key holding a just-created token, sealed, until shown
+SEAL_COOKIE = "portal_token_seal"  # the browser's half: the key that unseals it
+
+
+def _seal(request: HttpRequest, response: HttpResponse, key: str) -> None:
+    """Keeps ``key`` for the redirected page without writing it anywhere in clear.
+
+    The session (a database row) gets the key encrypted with a one-time Fernet key that only the
+    browser holds (a cookie for the account page, gone within minutes): a dump of the database,
+    sessions included, holds nothing that works against the API.
+    """
+    seal = Fernet.generate_key()
+    request.session[NEW_KEY] = Fernet(seal).encrypt(key.encode()).decode()
+    response.set_cookie(
+        SEAL_COOKIE,
+        seal.decode(),
+        max_age=300,
+        path="/account/",
+        httponly=True,
+        secure=request.is_secure(),
+        samesite="Strict",
+    )
+
+
+def _unseal(request: HttpRequest) -> str | None:
+    """The sealed key, taken out of the session; None when absent or the browser lacks the seal."""
+    sealed, seal = request.session.pop(NEW_KEY, None), request.COOKIES.get(SEAL_COOKIE)
+    if not sealed or not seal:
+        return None
+    try:
+        return Fernet(seal.encode()).decrypt(sealed.encode()).decode()
+    except (InvalidToken, ValueError):
+        return None
 
 
 def _page(
@@ -35,7 +72,9 @@ def _page(
 def account_page(request: HttpRequest) -> HttpResponse:
     """Lists tokens by name, creation and expiry; a new key once, right after it was created
     (taken out of the session as it is shown); never again (only its digest is stored)."""
-    return _page(request, new_key=request.session.pop(NEW_KEY, None))
+    response = _page(request, new_key=_unseal(request))
+    response.delete_cookie(SEAL_COOKIE, path="/account/")
+    return response
 
 
 @never_cache
@@ -45,8 +84,9 @@ def create_token(request: HttpRequest) -> HttpResponse:
     """A new named token, then post/redirect/get to the account page, which shows its key once.
 
     Rendering the key in the POST's answer made a reload post the form again, issuing another
-    token and losing the key just copied. The key waits in the session (server-side, never in a
-    URL) only until the redirected page takes it; ``never_cache`` keeps that page out of caches.
+    token and losing the key just copied. The key waits in the session, sealed (:func:`_seal`),
+    never in a URL, only until the redirected page takes it; ``never_cache`` keeps that page out of
+    caches.
     """
     form = NewTokenForm(request.POST)
     if not form.is_valid():
@@ -56,8 +96,9 @@ def create_token(request: HttpRequest) -> HttpResponse:
     except TokenLimitReached as refused:
         form.add_error(None, str(refused))
         return _page(request, form=form, status=400)
-    request.session[NEW_KEY] = key
-    return redirect("account")
+    response = redirect("account")
+    _seal(request, response, key)
+    return response
 
 
 @require_POST
@@ -67,3 +108,18 @@ def revoke_token(request: HttpRequest, digest: str) -> HttpResponse:
     deleted, _ = ApiToken.objects.filter(user=request.user, digest=digest).delete()
     messages.success(request, "API token revoked." if deleted else "No such token of yours.")
     return redirect("account")
+
+
+class PortalLoginView(LoginView):
+    """The login page: "Sign in with <provider>" when single sign-on is configured, and the
+    password form for local accounts unless ``LOCAL_ACCOUNTS`` is off."""
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context.update(
+            sso_enabled=bool(settings.OIDC_RP_CLIENT_ID),
+            sso_provider=settings.OIDC_PROVIDER_NAME,
+            sso_failed=self.request.GET.get("sso") == "failed",
+            local_accounts=settings.LOCAL_ACCOUNTS,
+        )
+        return context

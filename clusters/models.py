@@ -91,6 +91,11 @@ class Cluster(models.Model):
         help_text="Staff only: let the API server URL (and a Prometheus URL with an auth header) be plain "
         "http://, sending credentials unencrypted. Off: https:// is required.",
     )
+    impersonate_users = models.BooleanField(
+        default=False,
+        help_text="Staff only: send people's writes as them (Impersonate-User: their user name, Impersonate-Group: "
+        "their teams), so the cluster's RBAC decides too; the portal's credential then needs the impersonate verb.",
+    )
     healthy = models.BooleanField(null=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
     missing_kinds = models.JSONField(

@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from rest_framework.permissions import IsAuthenticated
 
 from accounts.api import ObtainTokenView
+from accounts.views import PortalLoginView
 from config.dashboard import HomeView
 from config.metrics_view import metrics
 
@@ -40,7 +41,8 @@ api_patterns = [
 
 urlpatterns = [
     path("", HomeView.as_view(), name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", PortalLoginView.as_view(), name="login"),
+    path("oidc/", include("mozilla_django_oidc.urls")),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("accounts.urls")),

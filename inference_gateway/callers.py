@@ -30,6 +30,7 @@ from knox.auth import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.access import VIEW, namespace_predicate
+from accounts.access_tokens import InvalidAccessToken, looks_like_jwt, verify_access_token
 from inference_gateway.db_thread import read
 
 PREFIXES = ("Bearer ", "Token ")
@@ -55,7 +56,16 @@ def key_from_header(header: str | None) -> str:
 
 
 def verify(key: str) -> tuple[Caller, float]:
-    """The token's caller and until when (Unix time) the token is valid; raises NotAuthenticated."""
+    """The token's caller and until when (Unix time) the token is valid; raises NotAuthenticated.
+
+    A JWT is an access token of the identity provider (``accounts.access_tokens``), anything else
+    a portal API token; either way the caller's namespaces come from the same rule."""
+    if looks_like_jwt(key):
+        try:
+            user, expires = verify_access_token(key)
+        except InvalidAccessToken as error:
+            raise NotAuthenticated(str(error)) from None
+        return Caller(user.pk, user.get_username(), namespace_predicate(user, VIEW)), expires
     try:
         user, token = TokenAuthentication().authenticate_credentials(key.encode())
     except AuthenticationFailed as error:

@@ -150,14 +150,41 @@ def build_api_client(cluster: Cluster) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
-class ClusterGateway:
-    """Verbs on custom resources of one cluster. One instance per thread (ApiClient is not shared)."""
+def impersonate(api_client: client.ApiClient, user: str, groups: list[str]) -> None:
+    """Every request of ``api_client`` goes as ``user`` in ``groups`` (``Impersonate-User`` and one
+    ``Impersonate-Group`` header per group: the API server reads repeated headers, not a list), so
+    the cluster's RBAC decides; the client's own identity needs only the ``impersonate`` verb."""
+    pool = api_client.rest_client.pool_manager
+    send = pool.request
 
-    def __init__(self, cluster: Cluster, api_client: client.ApiClient | None = None):
+    def request(method: str, url: str, *args: Any, headers: Any = None, **kwargs: Any) -> Any:
+        merged = urllib3.HTTPHeaderDict(headers or {})
+        merged["Impersonate-User"] = user
+        for group in groups:
+            merged.add("Impersonate-Group", group)
+        return send(method, url, *args, headers=merged, **kwargs)
+
+    pool.request = request
+
+
+class ClusterGateway:
+    """Verbs on custom resources of one cluster. One instance per thread (ApiClient is not shared).
+
+    ``acting_for`` (user name, groups): requests impersonate that person (see :func:`impersonate`).
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        api_client: client.ApiClient | None = None,
+        acting_for: tuple[str, list[str]] | None = None,
+    ):
         self.cluster = cluster
         self.timeout = cluster.request_timeout_seconds
         self.owns_api_client = api_client is None
         self.api_client = api_client or build_api_client(cluster)
+        if acting_for is not None:
+            impersonate(self.api_client, *acting_for)
         self.custom = client.CustomObjectsApi(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
 

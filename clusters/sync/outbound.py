@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.kube.client import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
+from clusters.kube.impersonation import acting_for
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.sync import stats as sync_stats
 from clusters.sync.audit import SYNC_ENGINE, json_diff, record
@@ -72,7 +73,7 @@ def apply_object(model: type[KubeObject], pk: int, gateway: ClusterGateway | Non
     if obj.sync_state not in (SyncState.PENDING_APPLY, SyncState.DELETING):
         return Outcome.NOTHING_TO_DO
     own_gateway = gateway is None
-    gateway = gateway or ClusterGateway(obj.cluster)
+    gateway = gateway or ClusterGateway(obj.cluster, acting_for=acting_for(obj))
     try:
         if obj.sync_state == SyncState.DELETING:
             return _delete(gateway, obj)

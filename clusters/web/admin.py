@@ -16,6 +16,7 @@ from clusters.sync.audit import Actor
 from clusters.sync.tasks import resync_cluster_task
 from clusters.validation.metadata_rules import DNS1123_LABEL
 from clusters.web.admin_quantities import QuantityAdminMixin
+from clusters.web.connection_rules import connection_change_errors
 from clusters.web.forms import KubeObjectForm, to_yaml
 from clusters.web.services import Resolution, request_delete, resolve_conflict, save_portal_edit
 
@@ -90,6 +91,7 @@ class ClusterForm(forms.ModelForm):
             "ca_cert",
             "insecure_skip_tls_verify",
             "allow_insecure_http",
+            "impersonate_users",
             "namespaces",
             "request_timeout_seconds",
             "managed_kinds",
@@ -97,20 +99,31 @@ class ClusterForm(forms.ModelForm):
             "prometheus_auth_header",
         ]
 
+    user = None  # the person editing, set by ClusterAdmin.get_form
+
     def clean(self) -> dict:
         """Put the stored credentials back before the model's checks run, so they see what is saved."""
         data = super().clean()
-        if self.instance.pk is None:
-            return data
-        stored = Cluster.objects.get(pk=self.instance.pk)
+        stored = Cluster.objects.get(pk=self.instance.pk) if self.instance.pk else None
+        candidate = Cluster(**{field: data.get(field) for field in self.Meta.fields if field in data})
         supplied = {name for name in Cluster.CREDENTIAL_FOR_URL.values() if data.get(name)}
+        refused = connection_change_errors(self.user, stored, candidate, supplied)
+        if stored is None:
+            self._add_errors(refused)
+            return data
         for name in Cluster.CREDENTIAL_FOR_URL.values():
             if name not in supplied:
                 data[name] = getattr(stored, name)
         candidate = Cluster(**{field: data.get(field, getattr(stored, field)) for field in Cluster.CREDENTIAL_FOR_URL})
-        for name, message in candidate.moved_credential_errors(stored, supplied).items():
-            self.add_error(name, message)
+        self._add_errors(candidate.moved_credential_errors(stored, supplied))
+        self._add_errors(refused)
         return data
+
+    def _add_errors(self, errors: dict[str, str]) -> None:
+        """One message per field: the first rule a field breaks is the one shown."""
+        for name, message in errors.items():
+            if name in self.fields and name not in self.errors:
+                self.add_error(name, message)
 
 
 @admin.register(Cluster)
@@ -121,6 +134,12 @@ class ClusterAdmin(admin.ModelAdmin):
     search_fields = ["name", "description", "server_url"]
     readonly_fields = ["healthy", "last_error", "missing_kinds", "last_full_resync_at", "created_at", "updated_at"]
     actions = ["sync_now", "test_connection"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        """The form knows who edits: connection settings are staff's (clusters/connection_rules.py)."""
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.user = request.user
+        return form
 
     @admin.action(description="Sync now: read every mirrored object from the selected clusters again")
     def sync_now(self, request, queryset):

@@ -15,6 +15,7 @@ from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.sync.audit import Actor, json_diff, record
 from clusters.validation.schemas import FieldError, ManifestInvalid
 from clusters.web.edits import lock_for_edit
+from clusters.web.impersonation import check_as_person
 
 
 def resolve_cluster(name: str | None) -> Cluster:
@@ -66,8 +67,10 @@ def save_portal_edit(obj: KubeObject, actor: Actor, *, made_from: str | None) ->
     :class:`clusters.web.edits.EditRefused` and saves nothing (see :func:`clusters.web.edits.lock_for_edit`).
     Snapshot clusters (demo data) have no API server: their rows are the truth and stay
     ``Synced``. Editing a row in ``Conflict`` is a resolution by edit: the cluster's side becomes
-    the merge base and the edit is applied over it.
+    the merge base and the edit is applied over it. A cluster that impersonates people is asked
+    first whether this person may make the change (:mod:`clusters.impersonation`).
     """
+    check_as_person(obj, actor)
     with transaction.atomic():
         stored = lock_for_edit(type(obj), obj.pk, made_from, obj.desired_document())
         before = stored.desired_document() if stored else {}
@@ -173,6 +176,7 @@ own cascade covers its rows."""
 def request_delete(obj: KubeObject, actor: Actor) -> bool:
     """Delete a row the cluster never had (or a snapshot row) now; otherwise mark it ``Deleting``
     and queue the cluster-side delete. Returns True when the row is gone."""
+    check_as_person(obj, actor, deleting=True)
     if obj.cluster.auth_method == Cluster.AuthMethod.SNAPSHOT or not obj.uid:
         with transaction.atomic():
             record(obj, AuditEntry.Action.DELETED, actor, message="removed in the portal (the cluster never had it)")

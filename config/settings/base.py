@@ -1,5 +1,6 @@
 """Settings shared by every environment; everything that varies is read from the environment."""
 
+import ipaddress
 import json
 import os
 from datetime import timedelta
@@ -39,6 +40,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "knox",
     "axes",
+    "mozilla_django_oidc",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -66,20 +68,52 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # last: turns a login refused by django-axes into its lockout response
     "axes.middleware.AxesMiddleware",
+    "accounts.devices.KnownDeviceMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
-# django-axes counts failed logins (the login form, the admin's, POST /api/token/) per user name and
-# client address and refuses that pair for AXES_COOLOFF_TIME once LOGIN_FAILURE_LIMIT is reached;
-# its backend goes first so a locked-out pair is refused before the password is even checked.
+# django-axes counts failed logins (the login form, the admin's, POST /api/token/) per user name and,
+# separately, per client address (password spraying: many user names from one address), and
+# refuses either once LOGIN_FAILURE_LIMIT is reached, for AXES_COOLOFF_TIME; its backend goes first
+# so a refused attempt never reaches the password check. A browser that signed in as the person
+# before (a known device, accounts/devices.py) passes both: nobody locks another person out of
+# their own browser. A success never resets the counts (it would let a sprayer who owns one account
+# start again). The client address honours X-Forwarded-For only from TRUSTED_PROXIES.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "accounts.oidc.LocalAccountBackend",
+    "accounts.oidc.PortalOIDCBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = False
+AXES_CLIENT_IP_CALLABLE = "accounts.client_address.client_ip"
+AXES_WHITELIST_CALLABLE = "accounts.devices.is_known_device"
+# Proxies (addresses or networks, comma-separated, e.g. the ingress controller's pod range) whose
+# X-Forwarded-For entry is believed; empty: the connecting address is the client's.
+TRUSTED_PROXIES = [str(ipaddress.ip_network(entry, strict=False)) for entry in env_list("TRUSTED_PROXIES", [])]
+KNOWN_DEVICE_DAYS = env_int("KNOWN_DEVICE_DAYS", 180)
+KNOWN_DEVICE_LIMIT = 20  # per person; the least recently used beyond it are forgotten
+
+# Single sign-on (OpenID Connect, accounts/oidc.py; docs/identity.md): on when OIDC_CLIENT_ID is set.
+# The authorization-code flow with PKCE; the ID token is checked against the provider's JWKS; the
+# groups claim decides teams and roles through the staff-edited group mappings.
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET", "")
+OIDC_ISSUER = env_str("OIDC_ISSUER", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_USERINFO_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGORITHM", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid email profile groups")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_USE_PKCE = True
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+# Local accounts (user name and password) stay for break-glass; off: single sign-on only.
+LOCAL_ACCOUNTS = env_bool("LOCAL_ACCOUNTS", True)
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -319,3 +353,18 @@ GATEWAY_CLIENT_TIMEOUT_SECONDS = env_int("GATEWAY_CLIENT_TIMEOUT_SECONDS", 30)
 GATEWAY_PUBLIC_URL = env_str("GATEWAY_PUBLIC_URL", "http://127.0.0.1:8080")
 GATEWAY_ALLOW_LOOPBACK = env_bool("GATEWAY_ALLOW_LOOPBACK", False)
 GATEWAY_OWN_HOSTS = env_list("GATEWAY_OWN_HOSTS", [])
+
+# The only directory a cluster's kubeconfig_path may name (clusters/web/connection_rules.py); empty:
+# clusters cannot use kubeconfig files through the admin or the API (`manage.py add_cluster` can).
+CLUSTER_KUBECONFIG_DIR = env_str("CLUSTER_KUBECONFIG_DIR", "")
+
+# Clusters with impersonate_users on (clusters/kube/impersonation.py) see a person as this prefix + their
+# user name, in one group per team: this prefix + the team's name.
+IMPERSONATE_USER_PREFIX = env_str("IMPERSONATE_USER_PREFIX", "")
+IMPERSONATE_GROUP_PREFIX = env_str("IMPERSONATE_GROUP_PREFIX", "portal:team:")
+
+# OIDC access tokens (JWTs) accepted by the inference gateway (accounts/access_tokens.py): the
+# audience they must carry (default OIDC_CLIENT_ID) and how long the provider's keys are cached.
+OIDC_AUDIENCE = env_str("OIDC_AUDIENCE", "")
+OIDC_JWKS_CACHE_SECONDS = env_int("OIDC_JWKS_CACHE_SECONDS", 300)
+OIDC_JWKS_REFRESH_COOLDOWN_SECONDS = env_int("OIDC_JWKS_REFRESH_COOLDOWN_SECONDS", 30)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from clusters.models import Cluster, KubeObject, SyncState
 from clusters.validation.manifests import validate_manifest
 from clusters.web.services import assign_manifest
 from tests.conftest import ALL_KIND_PERMS, ENDPOINTS, load_samples
+from tests.support.oidc_provider import OidcProvider
 
 SAMPLE_FILES = {
     "InferenceModel": "inferencemodel-llama-2-70b.yaml",
@@ -94,3 +96,15 @@ def world(make_user) -> World:
         viewer=make_user("wes", perms=ALL_KIND_PERMS, teams=[watchers]),
         staff=make_user("stan", perms=ALL_KIND_PERMS, staff=True, teams=[]),
     )
+
+
+@pytest.fixture
+def sso_provider(live_server, tmp_path, settings) -> Iterator[OidcProvider]:
+    """The test identity provider with one user (ada, group ml-vision), the portal configured for it."""
+    idp = OidcProvider(workdir=tmp_path, redirect_uris=[f"{live_server.url}/oidc/callback/"])
+    idp.add_user("u-ada", "ada", "ada-password", groups=["ml-vision"])
+    idp.start()
+    for name, value in idp.portal_settings().items():
+        setattr(settings, name, value)
+    yield idp
+    idp.stop()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.accounts.conftest import world  # noqa: F401 - a fixture
+from tests.accounts.conftest import sso_provider, world  # noqa: F401 - fixtures
 
 SCREENSHOTS = Path(settings.BASE_DIR) / "test-artifacts" / "screenshots"
 CHROMIUM_ARGS = [

@@ -13,6 +13,7 @@ from clusters.sync.merge import apply_merge_patch
 from clusters.validation.manifests import identity_errors, validate_manifest
 from clusters.validation.schemas import FieldError, ManifestInvalid
 from clusters.web.api.exceptions import field_error_detail
+from clusters.web.connection_rules import connection_change_errors
 from clusters.web.edits import VERSION_PATH
 from clusters.web.services import Resolution, assign_manifest, resolve_cluster, save_portal_edit
 
@@ -37,6 +38,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "ca_cert",
             "insecure_skip_tls_verify",
             "allow_insecure_http",
+            "impersonate_users",
             "namespaces",
             "request_timeout_seconds",
             "managed_kinds",
@@ -64,6 +66,9 @@ class ClusterSerializer(serializers.ModelSerializer):
             moved = candidate.moved_credential_errors(self.instance, set(attrs))
             if moved:
                 raise serializers.ValidationError({field: [message] for field, message in moved.items()})
+        refused = connection_change_errors(user, self.instance, candidate, {k for k, v in attrs.items() if v})
+        if refused:
+            raise serializers.ValidationError({field: [message] for field, message in refused.items()})
         candidate.clean()
         return attrs
 

@@ -1,0 +1,45 @@
+"""The client's address as the lockout and the login throttle count it.
+
+``X-Forwarded-For`` is honoured hop by hop, right to left, only while the hop that handed the
+request on is one of ``TRUSTED_PROXIES`` (addresses or networks, e.g. the ingress's pod range):
+the first hop that is not trusted is the client. A client talking to the portal directly, or
+through an untrusted hop, cannot choose its address by writing the header itself.
+
+django-ipware (what django-axes offers) was not used: its trusted-proxy list is matched against
+the header's own entries, not against the peer that actually connected, so a client that writes
+``X-Forwarded-For: <any>, <a trusted proxy>`` is believed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import lru_cache
+
+from django.conf import settings
+from django.http import HttpRequest
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@lru_cache(maxsize=8)
+def _networks(trusted: tuple[str, ...]) -> tuple[Network, ...]:
+    return tuple(ipaddress.ip_network(entry, strict=False) for entry in trusted)
+
+
+def _trusted(address: str, networks: tuple[Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The nearest address that is not a trusted proxy (``REMOTE_ADDR`` when no proxy is trusted)."""
+    meta = getattr(request, "META", {})
+    address = meta.get("REMOTE_ADDR", "") or ""
+    networks = _networks(tuple(settings.TRUSTED_PROXIES))
+    hops = [hop.strip() for hop in meta.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
+    while hops and _trusted(address, networks):
+        address = hops.pop()
+    return address

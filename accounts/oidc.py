@@ -1,0 +1,88 @@
+"""Single sign-on (OpenID Connect, mozilla-django-oidc): who the provider says signs in, and the
+teams and roles their groups claim gives them, brought in step at every login.
+
+mozilla-django-oidc was chosen over django-allauth: it is one authentication backend and two views
+(authorization-code flow with PKCE, ID token verified against the provider's JWKS), with nothing
+else to install or migrate; allauth brings its own account model, templates, e-mail flows and
+sites framework, none of which the portal needs beside its local break-glass accounts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
+from django.db import transaction
+from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+
+from accounts.models import ExternalIdentity, GroupMapping
+
+
+def sync_memberships(user: Any, groups: list[str]) -> None:
+    """Teams and roles named in any :class:`GroupMapping` follow ``groups``; others stay as they are."""
+    mappings = list(GroupMapping.objects.all())
+    present = set(groups)
+    managed_teams = {m.team_id for m in mappings if m.team_id}
+    managed_roles = {m.role_id for m in mappings if m.role_id}
+    wanted_teams = {m.team_id for m in mappings if m.team_id and m.group in present}
+    wanted_roles = {m.role_id for m in mappings if m.role_id and m.group in present}
+    user.teams.remove(*(managed_teams - wanted_teams))
+    user.teams.add(*wanted_teams)
+    user.groups.remove(*(managed_roles - wanted_roles))
+    user.groups.add(*wanted_roles)
+
+
+def _groups(claims: dict[str, Any]) -> list[str]:
+    value = claims.get(settings.OIDC_GROUPS_CLAIM) or []
+    return [str(group) for group in value] if isinstance(value, list) else [str(value)]
+
+
+class PortalOIDCBackend(OIDCAuthenticationBackend):
+    """Users are linked by the provider's issuer and subject (:class:`ExternalIdentity`), never by
+    e-mail or name; a new one gets the provider's preferred user name when it is free."""
+
+    def authenticate(self, request: Any, **kwargs: Any) -> Any:
+        if not settings.OIDC_RP_CLIENT_ID:  # single sign-on is not configured
+            return None
+        return super().authenticate(request, **kwargs)
+
+    def verify_claims(self, claims: dict[str, Any]) -> bool:
+        return bool(claims.get("sub"))
+
+    def filter_users_by_claims(self, claims: dict[str, Any]):
+        return self.UserModel.objects.filter(
+            external_identity__issuer=settings.OIDC_ISSUER, external_identity__subject=claims["sub"]
+        )
+
+    def create_user(self, claims: dict[str, Any]) -> Any:
+        base = str(claims.get("preferred_username") or claims["sub"])[:120]
+        username = base
+        if get_user_model().objects.filter(username=username).exists():
+            username = f"{base}.{hashlib.sha256(claims['sub'].encode()).hexdigest()[:8]}"
+        with transaction.atomic():
+            user = get_user_model().objects.create_user(username, email=claims.get("email", ""))
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+            ExternalIdentity.objects.create(user=user, issuer=settings.OIDC_ISSUER, subject=claims["sub"])
+        return self.update_user(user, claims)
+
+    def update_user(self, user: Any, claims: dict[str, Any]) -> Any:
+        user.email = claims.get("email", user.email)
+        user.first_name = str(claims.get("given_name", user.first_name))[:150]
+        user.last_name = str(claims.get("family_name", user.last_name))[:150]
+        user.save(update_fields=["email", "first_name", "last_name"])
+        sync_memberships(user, _groups(claims))
+        return user
+
+
+class LocalAccountBackend(ModelBackend):
+    """Passwords of local accounts, unless ``LOCAL_ACCOUNTS`` is off (single sign-on only); the
+    permissions of every user still come from here."""
+
+    def authenticate(self, request: Any, username: str | None = None, password: str | None = None, **kwargs: Any):
+        if not settings.LOCAL_ACCOUNTS:
+            return None
+        return super().authenticate(request, username=username, password=password, **kwargs)

@@ -1,0 +1,39 @@
+"""Whom the portal's requests to a cluster go as, for clusters with ``impersonate_users`` on.
+
+A person's identity in the cluster is ``IMPERSONATE_USER_PREFIX`` + their user name, in one group
+per team of theirs (``IMPERSONATE_GROUP_PREFIX`` + the team's name); ``ClusterGateway(...,
+acting_for=...)`` sends it as ``Impersonate-User`` / ``Impersonate-Group`` headers. The apply of a
+row goes as the person behind its newest change, so the portal's own credential needs only the
+``impersonate`` verb for people's writes; what the sync engine or a controller writes goes as the
+portal itself. (The check before a person's write is saved is ``clusters.web.impersonation``.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from clusters.models import AuditEntry, KubeObject
+
+
+def identity_of(user: Any) -> tuple[str, list[str]]:
+    """The user name and groups a person has in a cluster."""
+    teams = sorted(user.teams.values_list("name", flat=True)) if hasattr(user, "teams") else []
+    return settings.IMPERSONATE_USER_PREFIX + user.get_username(), [
+        settings.IMPERSONATE_GROUP_PREFIX + team for team in teams
+    ]
+
+
+def acting_for(obj: KubeObject) -> tuple[str, list[str]] | None:
+    """Whom an apply of ``obj`` impersonates: the person behind its newest change (None: the
+    portal itself, also for clusters that do not impersonate)."""
+    if not obj.cluster.impersonate_users:
+        return None
+    entry = (
+        AuditEntry.objects.filter(kind=obj.kube.kind, object_id=obj.pk, actor__isnull=False)
+        .exclude(source__in=[AuditEntry.Source.CLUSTER, AuditEntry.Source.SYNC])
+        .select_related("actor")
+        .first()
+    )
+    return identity_of(entry.actor) if entry is not None else None

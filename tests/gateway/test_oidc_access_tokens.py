@@ -1,0 +1,95 @@
+"""OIDC access tokens at the gateway: JWTs from the tests' real identity provider, verified with
+its JWKS (cached, fetched again for a rotated key), its issuer, the portal's audience and the
+expiry; the caller is scoped to their teams' namespaces exactly as with an API token."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from accounts.models import ExternalIdentity, NamespaceGrant, Team
+from clusters.models import Cluster
+from inference_gateway.callers import Callers, NotAuthenticated, verify
+from tests.gateway.test_callers import closed_reads, run  # noqa: F401 - a fixture
+from tests.support.oidc_provider import OidcProvider
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def start_provider(tmp_path, settings, ttl: str = "5m") -> OidcProvider:
+    idp = OidcProvider(workdir=tmp_path, redirect_uris=[], access_token_ttl=ttl)
+    idp.add_user("u-ada", "ada", "ada-password", groups=[])
+    idp.add_user("u-eve", "eve", "eve-password", groups=[])
+    idp.start()
+    for name, value in idp.portal_settings().items():
+        setattr(settings, name, value)
+    return idp
+
+
+@pytest.fixture
+def provider(tmp_path, settings) -> Iterator[OidcProvider]:
+    idp = start_provider(tmp_path, settings)
+    yield idp
+    idp.stop()
+
+
+@pytest.fixture
+def ada(provider, make_user):
+    """ada has signed in through the provider once: linked, in team vision (namespace vision)."""
+    cluster = Cluster.objects.create(name="east", auth_method=Cluster.AuthMethod.SNAPSHOT)
+    vision = Team.objects.create(name="vision")
+    NamespaceGrant.objects.create(team=vision, cluster=cluster, namespace="vision")
+    user = make_user("ada", teams=[vision])
+    ExternalIdentity.objects.create(user=user, issuer=provider.issuer, subject="u-ada")
+    return user, cluster
+
+
+def test_an_access_token_is_a_caller_scoped_like_an_api_token(provider, ada):
+    user, cluster = ada
+    token = provider.access_token("ada", "ada-password")
+    caller, expires = verify(token)
+    assert caller.user_id == user.pk and caller.username == "ada" and expires > time.time()
+    assert caller.visible(cluster.pk, "vision") and not caller.visible(cluster.pk, "nlp")
+    through_the_gateway = run(lambda: Callers(ttl=10).caller(f"Bearer {token}"))
+    assert through_the_gateway.username == "ada"
+
+
+def test_an_expired_token_is_refused(tmp_path, settings, make_user):
+    idp = start_provider(tmp_path, settings, ttl="-1m")  # the provider issues tokens already expired
+    try:
+        ExternalIdentity.objects.create(user=make_user("ada"), issuer=idp.issuer, subject="u-ada")
+        with pytest.raises(NotAuthenticated, match=r"(?i)expired"):
+            verify(idp.access_token("ada", "ada-password"))
+    finally:
+        idp.stop()
+
+
+def test_a_token_for_another_audience_is_refused(provider, ada, settings):
+    token = provider.access_token("ada", "ada-password")
+    settings.OIDC_AUDIENCE = "some-other-application"
+    with pytest.raises(NotAuthenticated, match=r"(?i)audience"):
+        verify(token)
+
+
+def test_a_rotated_key_is_fetched_and_the_old_keys_tokens_refused(provider, ada, settings):
+    settings.OIDC_JWKS_REFRESH_COOLDOWN_SECONDS = 0  # (default 30 s between fetches for unknown key ids)
+    before = provider.access_token("ada", "ada-password")
+    assert verify(before)[0].username == "ada"  # the provider's keys are now cached
+    provider.start()  # restarted: new signing keys, same address
+    after = provider.access_token("ada", "ada-password")
+    assert verify(after)[0].username == "ada"  # an unknown key id fetches the keys again
+    with pytest.raises(NotAuthenticated, match="signing key"):
+        verify(before)
+
+
+def test_a_provider_user_who_never_signed_in_to_the_portal_is_refused(provider, ada):
+    with pytest.raises(NotAuthenticated, match="has not signed in"):
+        verify(provider.access_token("eve", "eve-password"))
+
+
+def test_a_forged_token_is_refused(provider, ada):
+    header, payload, _ = provider.access_token("ada", "ada-password").split(".")
+    with pytest.raises(NotAuthenticated):
+        verify(f"{header}.{payload}.c2lnbmF0dXJl")

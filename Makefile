@@ -27,12 +27,14 @@ run: migrate
 
 ## test-deps: the real parts the tests start, installed and started when missing: PostgreSQL and
 ## Redis (started on loopback), Prometheus, Chromium (Debian packages), and the Kubernetes control
-## plane built from the pinned Go modules in tools/kube-control-plane (cached by go.sum hash)
+## plane and Helm built from the pinned Go modules in tools/kube-control-plane and tools/helm
+## (cached by go.sum hash)
 test-deps:
 	for script in .ci/setup.d/*.sh; do bash "$$script"; done  # apt-get install postgresql redis-server prometheus chromium, when missing
 	bash .ci/start-services.sh
 	@# exit 2: no Go toolchain here; the cluster tests then skip with that reason (CI fails them)
 	bash tools/kube-control-plane/build.sh >/dev/null || test $$? -eq 2
+	bash tools/helm/build.sh >/dev/null || test $$? -eq 2
 
 ## test: the whole suite on PostgreSQL (DATABASE_URL overrides; sqlite:///... works without the server)
 test: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test

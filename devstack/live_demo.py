@@ -47,8 +47,8 @@ from django.utils import timezone
 
 from accounts.models import ApiToken
 from accounts.tokens import issue_token
-from clusters.conditions import rfc3339
 from clusters.kinds import model_for
+from clusters.kube.conditions import rfc3339
 from clusters.management.commands.ensure_demo_admin import demo_password
 from clusters.models import Cluster
 from devstack.control_plane import (
@@ -243,7 +243,7 @@ class LiveDemo:
         POLLING_INTERVAL): cooldowns scale idle models to zero, waiting models are admitted."""
         from django.db import connection
 
-        from clusters.tasks import reconcile_managed_clusters
+        from clusters.sync.tasks import reconcile_managed_clusters
 
         while not self.stop.wait(PASS_SECONDS):
             try:

@@ -11,6 +11,13 @@ derived from the input's bytes. Every answer names the replica (``system_fingerp
 a sticky load balancer would). ``GET /stats`` reports how many requests each route saw, how many
 came with a cookie (``with_cookie``) and how many streams ended because the client went away
 (``cancelled``). ``--redirect URL`` answers every generation with a 307 to ``URL`` + its path.
+A body that is not a request it understands is a 400, as vLLM answers.
+
+``--hostile MODE`` makes it a backend the gateway must survive (``--size`` bytes where it matters):
+``huge`` a JSON answer of ``--size`` bytes without Content-Length; ``stream`` an SSE stream of
+``--size`` bytes, 64 KiB per event; ``endless`` an SSE stream that never ends; ``bad-gzip`` an
+answer labelled ``Content-Encoding: gzip`` that is not gzip; ``headers`` an answer with
+``Set-Cookie``, ``Location``, ``Alt-Svc`` and a header its ``Connection`` names hop-by-hop.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ DELAY = web.AppKey("delay", float)
 THINK = web.AppKey("think", float)
 FAIL = web.AppKey("fail", int)
 REDIRECT = web.AppKey("redirect", str)
+HOSTILE = web.AppKey("hostile", str)
+SIZE = web.AppKey("size", int)
+EVENT = b"data: " + b"x" * (64 * 1024 - 8) + b"\n\n"  # one 64 KiB SSE event
 
 
 def _words(body: dict[str, Any]) -> list[str]:
@@ -36,6 +46,8 @@ def _words(body: dict[str, Any]) -> list[str]:
     text = str(last)
     words = text.split() or ["ok"]
     limit = body.get("max_tokens") or len(words)
+    if not isinstance(limit, int) or not 0 < limit <= 100_000:
+        raise ValueError(f"max_tokens must be an integer from 1 to 100000, not {limit!r}")
     return [words[index % len(words)] for index in range(limit)]
 
 
@@ -48,8 +60,47 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def generate(request: web.Request) -> web.StreamResponse:
+    try:
+        body = await request.json()
+        _words(body)
+        if not isinstance(body.get("stream_options") or {}, dict):
+            raise ValueError("stream_options must be an object")
+    except Exception as error:  # any body it cannot read is the client's error
+        return _bad_request(error)
+    if request.app[HOSTILE]:
+        return await hostile(request, request.app[HOSTILE], request.app[SIZE])
+    return await _generate(request, body)
+
+
+async def hostile(request: web.Request, mode: str, size: int) -> web.StreamResponse:
+    """The answers of a broken or malicious backend (see the module's docstring)."""
+    stats = request.app[STATS]
+    stats[mode] = stats.get(mode, 0) + 1
+    if mode == "bad-gzip":
+        return web.Response(body=b"this is not gzip", headers={"Content-Encoding": "gzip",
+                                                                "Content-Type": "application/json"})
+    if mode == "headers":
+        return web.json_response({"object": "chat.completion", "choices": []}, headers={
+            "Set-Cookie": "session=stolen; Path=/", "Location": "http://127.0.0.1:1/internal",
+            "Alt-Svc": 'h3=":443"', "Connection": "X-Hop", "X-Hop": "secret", "X-Backend": request.app[NAME]})
+    event_stream = mode in ("stream", "endless")
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream" if event_stream else "application/json"})
+    await response.prepare(request)
+    chunk = EVENT if event_stream else b" " * len(EVENT)
+    sent = 0
+    try:
+        while mode == "endless" or sent < size:
+            await response.write(chunk)
+            sent += len(chunk)
+        await response.write(b"data: [DONE]\n\n" if event_stream else b"{}")
+    except (asyncio.CancelledError, ConnectionError):
+        stats["cancelled"] = stats.get("cancelled", 0) + 1
+        raise
+    return response
+
+
+async def _generate(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
     chat = request.path.endswith("/chat/completions")
-    body = await request.json()
     stats, name = request.app[STATS], request.app[NAME]
     stats[request.path] = stats.get(request.path, 0) + 1
     if "Cookie" in request.headers:
@@ -64,6 +115,8 @@ async def generate(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(request.app[THINK])
     created, ident = int(time.time()), f"cmpl-{name}-{stats[request.path]}"
     headers = {"X-Backend": name, "Set-Cookie": f"replica={name}; Path=/"}
+    if "traceparent" in request.headers:  # the trace context it was called in (W3C), shown to the test
+        headers["X-Received-Traceparent"] = request.headers["traceparent"]
     if not body.get("stream"):
         text = " ".join(words)
         choice = {"index": 0, "finish_reason": "stop", "logprobs": None}
@@ -109,11 +162,19 @@ async def generate(request: web.Request) -> web.StreamResponse:
     return response
 
 
+def _bad_request(error: Exception) -> web.Response:
+    return web.json_response({"error": {"message": f"bad request: {error}", "type": "invalid_request_error",
+                                        "code": None, "param": None}}, status=400)
+
+
 async def embeddings(request: web.Request) -> web.Response:
-    body = await request.json()
+    try:
+        body = await request.json()
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    except Exception as error:  # any body it cannot read is the client's error
+        return _bad_request(error)
     stats = request.app[STATS]
     stats[request.path] = stats.get(request.path, 0) + 1
-    inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
     data = [
         {"object": "embedding", "index": index, "embedding": [byte / 255 for byte in str(text).encode()[:8].ljust(8)]}
         for index, text in enumerate(inputs)
@@ -129,10 +190,11 @@ async def stats_view(request: web.Request) -> web.Response:
     return web.json_response(request.app[STATS])
 
 
-def make_app(name: str, chunk_delay: float, think: float = 0.0, fail: int = 0, redirect: str = "") -> web.Application:
+def make_app(name: str, chunk_delay: float, think: float = 0.0, fail: int = 0, redirect: str = "",
+             hostile: str = "", size: int = 0) -> web.Application:
     app = web.Application()
     app[STATS], app[NAME], app[DELAY], app[THINK], app[FAIL] = {}, name, chunk_delay, think, fail
-    app[REDIRECT] = redirect
+    app[REDIRECT], app[HOSTILE], app[SIZE] = redirect, hostile, size
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", generate)
     app.router.add_post("/v1/completions", generate)
@@ -150,11 +212,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--think", type=float, default=0.0, help="seconds before the first token (a model's prefill)")
     parser.add_argument("--fail", type=int, default=0, help="answer every generation with this HTTP status")
     parser.add_argument("--redirect", default="", help="answer every generation with a 307 to this URL + its path")
+    parser.add_argument("--hostile", default="", choices=("", "huge", "stream", "endless", "bad-gzip", "headers"),
+                        help="misbehave as a broken or hostile backend would (the gateway's tests)")
+    parser.add_argument("--size", type=int, default=0, help="bytes of a huge or stream answer")
 
 
-def serve(host: str, port: int, name: str, chunk_delay: float, think: float, fail: int, redirect: str) -> None:
+def serve(host: str, port: int, name: str, chunk_delay: float, think: float = 0.0, fail: int = 0,
+          redirect: str = "", hostile: str = "", size: int = 0) -> None:
     """Serve until interrupted (SIGINT or SIGTERM)."""
-    app = make_app(name, chunk_delay, think, fail, redirect)
+    app = make_app(name, chunk_delay, think, fail, redirect, hostile, size)
     web.run_app(app, host=host, port=port, print=None, access_log=None)
 
 
@@ -162,7 +228,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args()
-    serve(args.host, args.port, args.name, args.chunk_delay, args.think, args.fail, args.redirect)
+    serve(args.host, args.port, args.name, args.chunk_delay, args.think, args.fail, args.redirect, args.hostile,
+          args.size)
 
 
 if __name__ == "__main__":

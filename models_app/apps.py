@@ -8,8 +8,8 @@ class ModelsAppConfig(AppConfig):
     verbose_name = "Serving models"
 
     def ready(self) -> None:
-        from clusters.controllers import ChildKind, register_controller
-        from clusters.failures import register_warning_reasons
+        from clusters.controller_registry import ChildKind, register_controller
+        from clusters.kube.failures import register_warning_reasons
         from models_app import metrics
         from models_app.controller import FAILURES, FINALIZER, reconcile_inference_model, release_departed
 

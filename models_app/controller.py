@@ -8,7 +8,7 @@ never requested), back up when woken, dependencies first. Starting needs memory-
 from ``scheduler.admission``; a model that does not fit stays at zero with ``InsufficientMemory``
 and the planner's message (``InsufficientGPU`` when GPUs are short). A Deployment the cluster refuses
 (422 invalid, 403 admission) keeps the model at zero with the cluster's reason and message. Failures
-are recorded as Warning Events on the model (``clusters.failures``). The finalizer
+are recorded as Warning Events on the model (``clusters.kube.failures``). The finalizer
 ``inference.eh-ops.io/finalizer`` runs the reference's
 cleanup: release the budget, clean the model's metrics (its series leave ``/metrics`` once the row is
 ``Deleting``: ``models_app.metrics``), remove the finalizer.
@@ -24,14 +24,14 @@ from urllib.parse import urlsplit
 from django.db.models import Exists, OuterRef
 from django.utils.dateparse import parse_datetime
 
-from clusters.conditions import rfc3339, set_condition
-from clusters.failures import refusal, warn
-from clusters.gateway import ClusterGateway, NotFoundError, PermanentError
-from clusters.handover import remove_finalizer
-from clusters.inbound import upsert_from_cluster
+from clusters.kube.client import ClusterGateway, NotFoundError, PermanentError
+from clusters.kube.conditions import rfc3339, set_condition
+from clusters.kube.failures import refusal, warn
+from clusters.kube.owned import NotOwnedError, ensure, label_value
 from clusters.models import Cluster, SyncState
-from clusters.owned import NotOwnedError, ensure, label_value
-from clusters.quantities import quantity_to_int
+from clusters.sync.handover import remove_finalizer
+from clusters.sync.inbound import upsert_from_cluster
+from clusters.validation.quantities import quantity_to_int
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.admission import Demand, admit, release
 from scheduler.consumption import shapes_from_json
@@ -298,7 +298,7 @@ def _container_resources(resources: dict[str, Any]) -> dict[str, Any]:
 
 
 def _deployment(cr: dict[str, Any], current: dict[str, Any] | None, replicas: int, now: datetime) -> dict[str, Any]:
-    """The Deployment the portal wants for the model (applied by clusters.owned.ensure)."""
+    """The Deployment the portal wants for the model (applied by clusters.kube.owned.ensure)."""
     metadata, spec = cr["metadata"], cr["spec"]
     labels = deployment_labels(cr)
     requested = last_request_time(cr, current) or now

@@ -6,11 +6,11 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from clusters.audit import Actor, record
-from clusters.controllers import reconcile_row
-from clusters.failures import failing_condition, is_refusal, refusal_message
-from clusters.gateway import ClusterGateway, GatewayError, TransientError
+from clusters.kube.client import ClusterGateway, GatewayError, TransientError
+from clusters.kube.failures import failing_condition, is_refusal, refusal_message
 from clusters.models import AuditEntry
+from clusters.sync.audit import Actor, record
+from clusters.sync.controllers import reconcile_row
 from models_app.controller import KIND, dependency_closure, wake_in_cluster
 from models_app.models import InferenceModel
 

@@ -8,8 +8,8 @@ class RunsAppConfig(AppConfig):
     verbose_name = "Inference runs"
 
     def ready(self) -> None:
-        from clusters.controllers import ChildKind, register_controller
-        from clusters.failures import register_warning_reasons
+        from clusters.controller_registry import ChildKind, register_controller
+        from clusters.kube.failures import register_warning_reasons
         from runs_app.controller import FAILURES, JOB_LABEL, reconcile_inference_run
 
         register_controller(

@@ -7,10 +7,10 @@ with a cron ``schedule`` it becomes a CronJob instead (at most 52 characters: th
 controller appends an 11-character suffix to name its Jobs). ``status.contract`` is declared
 ``format: byte`` by the CRD, so it holds the contract's JSON base64-encoded, as the API server
 requires. Owned objects are written with server-side apply, only when they differ
-(``clusters.owned``). The run's status follows the Job (phase
+(``clusters.kube.owned``). The run's status follows the Job (phase
 Pending / Running / Succeeded / Failed, start and completion times, message, conditions, a
 reference to the Job); a missing InferenceConfig (``ConfigNotFound``) and a failed Job are
-recorded as Warning Events on the run (``clusters.failures``). ``autoDeletePolicy`` removes the Job
+recorded as Warning Events on the run (``clusters.kube.failures``). ``autoDeletePolicy`` removes the Job
 and its contract after success
 (``DeleteOnSuccess``) or after any end (``DeleteOnCompletion``). Unlike the public controller, a
 finished run is never started again when its Job disappears: the phase is checked first.
@@ -26,11 +26,11 @@ from typing import Any
 
 from croniter import croniter
 
-from clusters.conditions import as_rfc3339, rfc3339, set_condition
-from clusters.failures import warn
-from clusters.gateway import ClusterGateway, NotFoundError
-from clusters.inbound import upsert_from_cluster
-from clusters.owned import controller_uid, ensure, label_value
+from clusters.kube.client import ClusterGateway, NotFoundError
+from clusters.kube.conditions import as_rfc3339, rfc3339, set_condition
+from clusters.kube.failures import warn
+from clusters.kube.owned import controller_uid, ensure, label_value
+from clusters.sync.inbound import upsert_from_cluster
 from runs_app.models import InferenceConfig, InferenceRun
 
 KIND = InferenceRun.kube

@@ -14,11 +14,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.access import CHANGE, VIEW, restrict
-from clusters.audit import Actor
-from clusters.forms import to_yaml
-from clusters.health import connected
-from clusters.portal import PORTAL, list_page, object_context, require_perm, visible_object
-from clusters.services import assign_manifest, save_portal_edit
+from clusters.kube.health import connected
+from clusters.sync.audit import Actor
+from clusters.web.forms import to_yaml
+from clusters.web.portal import PORTAL, list_page, object_context, require_perm, visible_object
+from clusters.web.services import assign_manifest, save_portal_edit
 from runs_app.cancel import CancelRefused
 from runs_app.cancel import cancel as cancel_run
 from runs_app.cancel import refusal as cancel_refusal

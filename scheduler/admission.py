@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from clusters.quantities import format_bytes, quantity_to_int
+from clusters.validation.quantities import format_bytes, quantity_to_int
 from scheduler.accounting import account
 from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import MemoryReservation, NodePool

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from clusters import health
+from clusters.kube import health
 
 register = template.Library()
 

@@ -5,10 +5,10 @@ from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from clusters.api.permissions import ChangeModelPermission
-from clusters.api.views import KubeObjectViewSet
-from clusters.audit import Actor
 from clusters.models import AuditEntry
+from clusters.sync.audit import Actor
+from clusters.web.api.permissions import ChangeModelPermission
+from clusters.web.api.views import KubeObjectViewSet
 from models_app.api.serializers import InferenceModelSerializer, KubeAIModelSerializer, ModelServiceSerializer
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet
 from models_app.models import InferenceModel, KubeAIModel, ModelService

@@ -14,8 +14,8 @@ import requests
 from kombu import Connection
 from prometheus_client.parser import text_string_to_metric_families
 
-from clusters import sync_stats
 from clusters.models import Cluster, SyncStat, SyncState
+from clusters.sync import stats as sync_stats
 from devstack.control_plane import free_port
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for

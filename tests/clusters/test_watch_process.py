@@ -13,8 +13,8 @@ import time
 import kubernetes
 import pytest
 
-from clusters.gateway import ClusterGateway
-from clusters.leader import LeaseElector, LeaseTiming, lead_while, lease_name
+from clusters.kube.client import ClusterGateway
+from clusters.sync.leader import LeaseElector, LeaseTiming, lead_while, lease_name
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.support.services import REPO_ROOT, session_database_url

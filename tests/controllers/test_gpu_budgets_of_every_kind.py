@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from django.utils.dateparse import parse_datetime
 
-from clusters.controllers import reconcile_cluster
+from clusters.sync.controllers import reconcile_cluster
 from models_app.controller import ready_replicas
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel, KubeAIModel, ModelService
 from scheduler.accounting import pool_accounts

@@ -7,9 +7,9 @@ import html
 
 import pytest
 
-from clusters.audit import Actor
-from clusters.inbound import upsert_from_cluster
 from clusters.models import AuditEntry, Cluster, SyncState
+from clusters.sync.audit import Actor
+from clusters.sync.inbound import upsert_from_cluster
 from models_app.models import InferenceModel, KubeAIModel
 from runs_app.models import InferenceRun
 from tests.accounts.conftest import sample_in, store

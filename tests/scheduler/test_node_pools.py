@@ -13,7 +13,7 @@ import kubernetes
 import pytest
 from django.core.management import call_command
 
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
 from devstack.control_plane import NODE_POOLS
 from scheduler.models import NodePool
 from scheduler.refresh import refresh_node_pools

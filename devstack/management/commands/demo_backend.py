@@ -19,5 +19,5 @@ class Command(BaseCommand):
         add_arguments(parser)
 
     def handle(self, *args: Any, host: str, port: int, name: str, chunk_delay: float, think: float, fail: int,
-               redirect: str, **options: Any) -> None:
-        serve(host, port, name, chunk_delay, think, fail, redirect)
+               redirect: str, hostile: str, size: int, **options: Any) -> None:
+        serve(host, port, name, chunk_delay, think, fail, redirect, hostile, size)

@@ -32,20 +32,21 @@ from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, No
 LEASE_PREFIX = "inference-portal-watch"
 
 
-def installation_id() -> str:
-    """``INSTALLATION_ID``, else a digest of the database this installation keeps its rows in: the
-    replicas of one portal share it, another portal (its own database) has another."""
+def installation_id(database: dict[str, Any] | None = None) -> str:
+    """``INSTALLATION_ID``, else a digest of the database this installation keeps its rows in
+    (``database``: the default one's settings): the replicas of one portal share it, another
+    portal (its own database) has another."""
     if settings.INSTALLATION_ID:
         return settings.INSTALLATION_ID
-    database = settings.DATABASES["default"]
+    database = database or settings.DATABASES["default"]
     where = f"{database.get('HOST') or ''}:{database.get('PORT') or ''}/{database.get('NAME') or ''}"
     return hashlib.sha256(where.encode()).hexdigest()[:10]
 
 
-def lease_name() -> str:
+def lease_name(database: dict[str, Any] | None = None) -> str:
     """The watch Lease of this installation: several portals may share a cluster, each watching it.
     ``WATCH_LEASE_NAME`` names it outright where the deploy grants the Lease by name."""
-    return settings.WATCH_LEASE_NAME or f"{LEASE_PREFIX}-{installation_id()}"[:253].lower()
+    return settings.WATCH_LEASE_NAME or f"{LEASE_PREFIX}-{installation_id(database)}"[:253].lower()
 
 
 def lease_namespace(namespaces: list[str]) -> str:

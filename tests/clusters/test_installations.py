@@ -21,9 +21,8 @@ TIMING = LeaseTiming(lease_duration=3, renew_deadline=2, retry_period=0.2)
 
 def test_the_lease_name_carries_the_installation(settings) -> None:
     settings.INSTALLATION_ID = ""
-    first = lease_name()
-    settings.DATABASES = {"default": {**settings.DATABASES["default"], "NAME": "another_portal"}}
-    assert lease_name() != first and lease_name().startswith("inference-portal-watch-")
+    other = lease_name({**settings.DATABASES["default"], "NAME": "another_portal"})
+    assert lease_name() != other and other.startswith("inference-portal-watch-")
     settings.INSTALLATION_ID = "east"
     assert lease_name() == "inference-portal-watch-east"
 

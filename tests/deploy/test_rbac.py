@@ -147,6 +147,9 @@ def test_without_update_on_inferencemodels_finalizers_the_owned_deployment_is_re
     out = kube.sync()
     assert "reconcile InferenceModel" in out and "Forbidden" in out and "blockOwnerDeletion" in out, out
     assert kube.get("apps/v1", "Deployment", "llama-2-7b") is None
+    conditions = kube.read(InferenceModel.kube, "llama-2-7b")["status"]["conditions"]
+    ready = next(c for c in conditions if c["type"] == "Ready")
+    assert ready["reason"] == "Forbidden" and "blockOwnerDeletion" in ready["message"]  # on the model, not only here
 
 
 def refused(call, *args, **kwargs) -> None:

@@ -32,6 +32,8 @@ def test_a_run_waiting_in_the_snapshot_says_no_cluster_is_connected_and_does_not
     page = viewer.get(f"/runs/{waiting.pk}/").content.decode()
     assert "no cluster connected" in page.lower() and 'id="no-cluster"' in page
     assert 'hx-trigger="every 2s"' not in page and "(updates live)" not in page
+    listed = viewer.get("/runs/").content.decode().split("waiting-run")[1].split("</tr>")[0]
+    assert "no cluster connected" in listed
 
 
 def test_a_model_page_of_the_snapshot_says_no_cluster_is_connected(viewer) -> None:

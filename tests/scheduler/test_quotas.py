@@ -1,0 +1,111 @@
+"""Team quotas with borrowing (issue 27), decided by admission on PostgreSQL.
+
+Pool ``gpu`` has a 100Gi budget; team ``a`` (namespace ``a``) and team ``b`` (namespace ``b``)
+are each guaranteed 50Gi. The real control plane's version of these stories (kwok GPU nodes,
+the controller's reconcile pass) is tests/controllers/test_team_quotas.py.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from accounts.models import NamespaceGrant, Team
+from scheduler.admission import OVER_QUOTA, Demand, admit
+from scheduler.models import MemoryReservation, TeamQuota
+from scheduler.quotas import RECLAIM_HOLD, team_resolver
+from tests.scheduler.conftest import GI, NOW, make_model
+
+BUSY = NOW - timedelta(minutes=1)
+
+
+def demand(cluster, namespace: str, name: str, gi: int) -> Demand:
+    return Demand(cluster.pk, "gpu", "InferenceModel", namespace, name, gi * GI)
+
+
+@pytest.fixture
+def teams(cluster, gpu_pool) -> dict[str, TeamQuota]:
+    quotas = {}
+    for name, limit in (("a", 20), ("b", 40)):
+        team = Team.objects.create(name=name)
+        NamespaceGrant.objects.create(team=team, cluster=cluster, namespace=name)
+        quotas[name] = TeamQuota.objects.create(team=team, pool=gpu_pool, guaranteed_bytes=50 * GI,
+                                                borrowing_limit_bytes=limit * GI)  # fmt: skip
+    return quotas
+
+
+def test_a_namespace_belongs_to_the_team_with_the_most_specific_edit_grant(cluster, teams):
+    everywhere = Team.objects.create(name="everywhere")
+    NamespaceGrant.objects.create(team=everywhere, cluster=None, namespace="*")
+    viewer = Team.objects.create(name="aaa-viewer")
+    NamespaceGrant.objects.create(team=viewer, cluster=cluster, namespace="a", access=NamespaceGrant.Access.VIEW)
+    resolve = team_resolver(cluster.pk)
+    assert resolve("a") == (teams["a"].team_id, "a")  # exact beats *; view grants own nothing
+    assert resolve("elsewhere") == (everywhere.pk, "everywhere")
+
+
+def test_a_team_borrows_up_to_its_limit_and_the_refusal_names_the_quota(cluster, teams):
+    make_model(cluster, "b-base", "50Gi", namespace="b", last_request=BUSY)
+    assert admit(demand(cluster, "b", "b-borrow", 30), now=NOW).fits  # 30Gi borrowed of 40
+
+    refused = admit(demand(cluster, "b", "b-more", 15), now=NOW)  # 45Gi borrowed > 40, though the pool has 20Gi
+    assert not refused.fits and refused.reason == OVER_QUOTA
+    assert refused.message == (
+        "InferenceModel b/b-more would borrow 45Gi and 0 GPUs in pool gpu beyond team b's guarantee, over its "
+        "borrowing limit (quota b/gpu: guaranteed 50Gi and 0 GPUs, borrowing limit 40Gi and unlimited GPUs; "
+        "team b uses 80Gi and 0 GPUs there)"
+    )
+    assert not MemoryReservation.objects.filter(name="b-more").exists()
+    assert admit(demand(cluster, "a", "a-own", 20), now=NOW).fits  # a's guarantee is untouched by b's refusal
+
+
+def test_a_guaranteed_demand_stops_the_borrowers_idle_models_first(cluster, teams):
+    make_model(cluster, "b-busy", "50Gi", namespace="b", last_request=BUSY)
+    make_model(cluster, "b-idle", "30Gi", namespace="b", last_request=NOW - timedelta(hours=2))  # borrowed
+    make_model(cluster, "b-idle-small", "5Gi", namespace="b", last_request=NOW - timedelta(hours=1))
+    make_model(cluster, "a-idle-oldest", "10Gi", namespace="a", last_request=NOW - timedelta(hours=5))
+
+    decision = admit(demand(cluster, "a", "a-wants", 30), now=NOW)  # a: 10 + 30 within 50; the pool has 5Gi
+
+    assert not decision.fits and decision.frees_enough
+    # b's idle models first (oldest idle first), then the rest: a's own older idle model is not touched
+    assert [h.name for h in decision.idle_candidates] == ["b-idle"]
+    assert TeamQuota.objects.get(pk=teams["a"].pk).reclaiming_since is None  # stopping them makes room
+
+
+def test_when_idle_borrowers_are_not_enough_new_borrowing_is_refused_until_the_owner_is_admitted(cluster, teams):
+    make_model(cluster, "b-base", "50Gi", namespace="b", last_request=BUSY)
+    borrowed = make_model(cluster, "b-borrowed", "35Gi", namespace="b", last_request=BUSY)
+
+    refused = admit(demand(cluster, "a", "a-wants", 30), now=NOW)
+    assert not refused.fits and not refused.frees_enough
+    assert refused.message.endswith(
+        "; no idle model to scale to zero; within team a's guaranteed share: no new borrowing in pool gpu until "
+        "it is admitted (quota a/gpu: guaranteed 50Gi and 0 GPUs, borrowing limit 20Gi and unlimited GPUs)"
+    )
+    assert TeamQuota.objects.get(pk=teams["a"].pk).reclaiming_since == NOW
+
+    blocked = admit(demand(cluster, "b", "b-more", 5), now=NOW)  # the pool has 15Gi, b's limit allows it
+    assert not blocked.fits and blocked.reason == OVER_QUOTA
+    assert "team a is reclaiming its guaranteed share: no new borrowing there until it is admitted (quota a/gpu" in (
+        blocked.message
+    )
+    assert admit(demand(cluster, "a", "a-small", 5), now=NOW).fits  # within a's guarantee: never blocked
+    assert admit(demand(cluster, "b", "b-more", 5), now=NOW + RECLAIM_HOLD).fits  # the claim lapsed unrenewed
+
+    MemoryReservation.objects.filter(name="b-more").delete()
+    borrowed.status["replicas"] = 0
+    borrowed.save()
+    assert admit(demand(cluster, "a", "a-wants", 30), now=NOW).fits
+    assert TeamQuota.objects.get(pk=teams["a"].pk).reclaiming_since is None
+    assert admit(demand(cluster, "b", "b-more", 5), now=NOW).fits
+
+
+def test_a_team_without_a_quota_in_a_pool_with_quotas_only_borrows(cluster, teams):
+    make_model(cluster, "a-base", "45Gi", namespace="a", last_request=BUSY)
+    TeamQuota.objects.filter(pk=teams["a"].pk).update(reclaiming_since=NOW)
+    refused = admit(demand(cluster, "elsewhere", "stranger", 1), now=NOW)
+    assert refused.reason == OVER_QUOTA and "beyond team (no team)'s guarantee" in refused.message
+    TeamQuota.objects.filter(pk=teams["a"].pk).update(reclaiming_since=None)
+    assert admit(demand(cluster, "elsewhere", "stranger", 50), now=NOW).fits  # no limit but the pool

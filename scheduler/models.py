@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from clusters.models import Cluster
@@ -162,3 +163,29 @@ class TeamQuota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team}/{self.pool}"
+
+    def clean(self) -> None:
+        """The guarantees of a pool's quotas together fit the pool: a guarantee the pool cannot
+        honour for every team at once is no guarantee. Errors name the field, the value and the rule."""
+        if not self.pool_id:
+            return
+        pool = self.pool
+        others = TeamQuota.objects.filter(pool=pool).exclude(pk=self.pk)
+        totals = others.aggregate(memory=models.Sum("guaranteed_bytes"), gpus=models.Sum("guaranteed_gpus"))
+        errors = {}
+        if self.guaranteed_bytes is not None and self.guaranteed_bytes < 0:
+            errors["guaranteed_bytes"] = f"guaranteed_bytes: {self.guaranteed_bytes} must not be negative"
+        memory = (totals["memory"] or 0) + (self.guaranteed_bytes or 0)
+        if memory > pool.effective_budget_bytes:
+            errors["guaranteed_bytes"] = (
+                f"guaranteed_bytes: {format_bytes(self.guaranteed_bytes or 0)} brings the guarantees in pool {pool} "
+                f"to {format_bytes(memory)}, over its budget of {format_bytes(pool.effective_budget_bytes)}"
+            )
+        gpus = (totals["gpus"] or 0) + (self.guaranteed_gpus or 0)
+        if gpus > pool.gpu_count:
+            errors["guaranteed_gpus"] = (
+                f"guaranteed_gpus: {self.guaranteed_gpus} brings the guarantees in pool {pool} to {gpus} GPUs, "
+                f"over its {pool.gpu_count} GPUs"
+            )
+        if errors:
+            raise ValidationError(errors)

@@ -109,3 +109,43 @@ def test_a_team_without_a_quota_in_a_pool_with_quotas_only_borrows(cluster, team
     assert refused.reason == OVER_QUOTA and "beyond team (no team)'s guarantee" in refused.message
     TeamQuota.objects.filter(pk=teams["a"].pk).update(reclaiming_since=None)
     assert admit(demand(cluster, "elsewhere", "stranger", 50), now=NOW).fits  # no limit but the pool
+
+
+def test_staff_set_quotas_through_the_api_and_bad_input_names_the_field(api_as, cluster, gpu_pool):
+    Team.objects.create(name="a")
+    Team.objects.create(name="b")
+    staff = api_as(staff=True)
+    body = {"team": "a", "cluster": "prod", "pool": "gpu", "guaranteed_memory": "60Gi", "guaranteed_gpus": 0,
+            "borrowing_limit_memory": "20Gi"}  # fmt: skip
+    created = staff.post("/api/planning/quotas/", body, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["guaranteed_memory"] == "60Gi" and created.json()["borrowing_limit_gpus"] is None
+    quota = TeamQuota.objects.get(team__name="a")
+    assert (quota.guaranteed_bytes, quota.borrowing_limit_bytes) == (60 * GI, 20 * GI)
+
+    over = staff.post("/api/planning/quotas/", {**body, "team": "b", "guaranteed_memory": "50Gi"}, format="json")
+    assert over.status_code == 400
+    rule = "guaranteed_memory: 50Gi brings the guarantees in pool prod/gpu to 110Gi, over its budget of 100Gi"
+    assert over.json() == {"guaranteed_memory": [rule]}
+    for change, field in (({"pool": "nowhere"}, "pool"), ({"guaranteed_memory": "lots"}, "guaranteed_memory"),
+                          ({"guaranteed_gpus": 3}, "guaranteed_gpus"), ({"team": "a"}, "team"),
+                          ({"team": "zz"}, "team")):  # fmt: skip
+        bad = staff.post("/api/planning/quotas/", {**body, "team": "b", "guaranteed_memory": "10Gi", **change},
+                         format="json")  # fmt: skip
+        assert bad.status_code == 400 and field in bad.json(), (change, bad.content)
+    changed = staff.patch(f"/api/planning/quotas/{quota.pk}/", {"guaranteed_memory": "40Gi"}, format="json")
+    assert changed.status_code == 200 and TeamQuota.objects.get(pk=quota.pk).guaranteed_bytes == 40 * GI
+    assert api_as().get("/api/planning/quotas/").status_code == 403  # no team sets its own share
+
+
+def test_staff_set_quotas_in_the_admin_as_quantities(client, make_user, cluster, gpu_pool):
+    team = Team.objects.create(name="a")
+    client.force_login(make_user("admin", staff=True, perms=["scheduler.add_teamquota", "scheduler.view_teamquota"]))
+    form = {"team": team.pk, "pool": gpu_pool.pk, "guaranteed_bytes": "120Gi", "guaranteed_gpus": 0,
+            "borrowing_limit_bytes": "", "borrowing_limit_gpus": ""}  # fmt: skip
+    refused = client.post("/admin/scheduler/teamquota/add/", form)
+    assert "guaranteed_bytes: 120Gi brings the guarantees in pool prod/gpu to 120Gi, over its budget of 100Gi" in (
+        refused.content.decode()
+    )
+    assert client.post("/admin/scheduler/teamquota/add/", {**form, "guaranteed_bytes": "60Gi"}).status_code == 302
+    assert TeamQuota.objects.get().guaranteed_bytes == 60 * GI

@@ -26,7 +26,7 @@ from clusters.quantities import format_bytes, quantity_to_int
 from scheduler.accounting import account
 from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import MemoryReservation, NodePool
-from scheduler.quotas import QuotaState, Use, clear_reclaiming, mark_reclaiming, quota_state
+from scheduler.quotas import QuotaState, asks, clear_reclaiming, mark_reclaiming, quota_state
 
 DEFAULT_MAX_MODEL_MEMORY = "96Gi"
 INSUFFICIENT_MEMORY = "InsufficientMemory"
@@ -267,7 +267,7 @@ def admit(demand: Demand, now: datetime | None = None, stopping: set[ModelKey] =
                 or _gpu_decision(pool, items, others, reserved_gpus, now, first)
                 or _pool_decision(pool_name, budget, items, holders, reservations, now, first)
             )
-            owner = shares.within_guarantee(items, _asks) if shares else None
+            owner = shares.within_guarantee(items, asks) if shares else None
             if owner is not None:
                 guaranteed.append(owner)
                 if not decision.fits and not decision.frees_enough and decision.reason == INSUFFICIENT_MEMORY:
@@ -297,17 +297,12 @@ def release(cluster_id: int, kind: str, namespace: str, name: str) -> int:
     return deleted
 
 
-def _asks(demand: Identified) -> Use:
-    assert isinstance(demand, Demand)
-    return Use(demand.memory_bytes, demand.gpus)
-
-
 def _quota_decision(
     shares: QuotaState | None, pool_name: str, items: list[Demand], others: list[Holding], now: datetime
 ) -> AdmissionDecision | None:
     """A refusal when the demands would borrow beyond their team's limit, or while another team
     reclaims its guaranteed share (:mod:`scheduler.quotas`); None when the quotas allow them."""
-    refusal = shares.refusal(items, _asks, now) if shares else None
+    refusal = shares.refusal(items, asks, now) if shares else None
     if refusal is None:
         return None
     requested = sum(item.memory_bytes for item in items)

@@ -24,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Q
 
@@ -194,6 +195,54 @@ class QuotaState:
                 )
         return None
 
+    def breaks(self, additions: list[Identified], asks: Callable[[Identified], Use]) -> list[str]:
+        """Which quotas running ``additions`` beside what is counted now would break: a team past
+        its borrowing limit, or a team's unused guarantee no longer free in the pool. Each named."""
+        before = {key: (share.borrowed, self._short(share)) for key, share in self.shares.items()}
+        names: dict[int | None, list[str]] = defaultdict(list)
+        for item in additions:
+            share = self.share_of(item.namespace)
+            share.used.add(asks(item).bytes, asks(item).gpus)
+            names[share.team_id].append(item.label)
+        found = []
+        for key, share in sorted(self.shares.items(), key=lambda item: item[0] not in names):  # the movers first
+            borrowed_before, short_before = before.get(key, (Use(), Use()))
+            now_borrowed, quota = share.borrowed, share.quota
+            over = _past_limit(quota, now_borrowed, borrowed_before) if key in names and quota else []
+            if over:
+                found.append(
+                    f"{', '.join(names[key])} would take team {share.team} past its borrowing limit in pool "
+                    f"{self.pool.name}: borrowing {' and '.join(over)} ({_describe(quota)})"
+                )
+            short = self._short(share)
+            worse = short.bytes > short_before.bytes or short.gpus > short_before.gpus
+            if quota is not None and key not in names and worse:
+                others = ", ".join(label for labels in names.values() for label in labels)
+                found.append(
+                    f"{others} would leave team {share.team}'s unused guarantee short by {format_bytes(short.bytes)} "
+                    f"and {short.gpus} GPUs in pool {self.pool.name} ({_describe(quota)})"
+                )
+        return found
+
+    def _short(self, share: TeamShare) -> Use:
+        """How much of ``share``'s unused guarantee the pool could not give it now."""
+        used = Use()
+        for other in self.shares.values():
+            used.add(other.used.bytes, other.used.gpus)
+        unused = Use(max(0, share.guaranteed.bytes - share.used.bytes), max(0, share.guaranteed.gpus - share.used.gpus))
+        free = Use(self.pool.effective_budget_bytes - used.bytes, self.pool.gpu_count - used.gpus)
+        return Use(max(0, unused.bytes - max(0, free.bytes)), max(0, unused.gpus - max(0, free.gpus)))
+
+
+def _past_limit(quota: TeamQuota, now: Use, before: Use) -> list[str]:
+    """What a team borrows past its limits that it did not before, as words (memory, then GPUs)."""
+    over = []
+    if quota.borrowing_limit_bytes is not None and now.bytes > max(quota.borrowing_limit_bytes, before.bytes):
+        over.append(f"{format_bytes(now.bytes)} of {format_bytes(quota.borrowing_limit_bytes)}")
+    if quota.borrowing_limit_gpus is not None and now.gpus > max(quota.borrowing_limit_gpus, before.gpus):
+        over.append(f"{now.gpus} of {quota.borrowing_limit_gpus} GPUs")
+    return over
+
 
 def quota_state(
     pool: NodePool,
@@ -242,19 +291,59 @@ def clear_reclaiming(share: TeamShare) -> None:
         TeamQuota.objects.filter(pk=share.quota.pk).update(reclaiming_since=None)
 
 
-def pool_shares(cluster_id: int) -> dict[str, list[TeamShare]]:
-    """Every pool with quotas in the cluster: each team's guaranteed, used and borrowed (planning)."""
-    pools = NodePool.objects.filter(cluster_id=cluster_id, quotas__isnull=False).distinct()
-    if not pools:
-        return {}
-    running = load_holdings(cluster_id, pools=[pool.name for pool in pools], running_only=True)
-    by_pool: dict[str, list[Holding]] = defaultdict(list)
-    for holder in running:
-        by_pool[holder.pool].append(holder)
-    found = {}
-    for pool in pools:
-        reserved_bytes, reserved_gpus = pool.reserved()
-        state = quota_state(pool, by_pool[pool.name], reserved_bytes, reserved_gpus, set())
+@dataclass(frozen=True)
+class QuotaRow:
+    """One team's line of the planning page's quota table (and chart)."""
+
+    cluster: str
+    pool: str
+    team: str
+    guaranteed: Use
+    used: Use
+    borrowed: Use
+    quota: TeamQuota | None
+
+
+def quota_rows(cluster_ids: set[int] | None, team_ids: set[int] | None) -> list[QuotaRow]:
+    """Each team's guaranteed, used and borrowed memory and GPUs in every pool with quotas of the
+    clusters (None: all); ``team_ids`` keeps the rows of those teams only (None: staff, every team)."""
+    pools = NodePool.objects.filter(quotas__isnull=False).select_related("cluster").distinct()
+    if cluster_ids is not None:
+        pools = pools.filter(cluster_id__in=cluster_ids)
+    by_cluster: dict[int, list[NodePool]] = defaultdict(list)
+    for pool in pools.order_by("cluster__name", "name"):
+        by_cluster[pool.cluster_id].append(pool)
+    rows = []
+    for cluster_id, cluster_pools in by_cluster.items():
+        running = load_holdings(cluster_id, pools=[pool.name for pool in cluster_pools], running_only=True)
+        for pool in cluster_pools:
+            reserved_bytes, reserved_gpus = pool.reserved()
+            in_pool = [holder for holder in running if holder.pool == pool.name]
+            state = quota_state(pool, in_pool, reserved_bytes, reserved_gpus, set())
+            shares = sorted(state.shares.values(), key=lambda share: share.team) if state else []
+            rows.extend(
+                QuotaRow(
+                    pool.cluster.name, pool.name, share.team, share.guaranteed, share.used, share.borrowed, share.quota
+                )
+                for share in shares
+                if team_ids is None or share.team_id in team_ids
+            )
+    return rows
+
+
+def asks(item: Any) -> Use:
+    """What a demand or a proposal asks of its pool (both carry ``memory_bytes`` and ``gpus``)."""
+    return Use(item.memory_bytes or 0, item.gpus or 0)
+
+
+def what_if(cluster_id: int, proposals: list[Any], running: list[Holding]) -> list[str]:
+    """The quotas the proposals would break beside the ``running`` models (the plan's baseline),
+    pool by pool: the planning page's and API's answer to "which quota does this change break"."""
+    names = {proposal.pool for proposal in proposals}
+    pools = NodePool.objects.filter(cluster_id=cluster_id, name__in=names, quotas__isnull=False).distinct()
+    found = []
+    for pool in pools.order_by("name"):
+        state = quota_state(pool, [h for h in running if h.pool == pool.name], {}, {}, set())
         if state is not None:
-            found[pool.name] = sorted(state.shares.values(), key=lambda share: share.team)
+            found.extend(state.breaks([p for p in proposals if p.pool == pool.name], asks))
     return found

@@ -149,3 +149,35 @@ def test_staff_set_quotas_in_the_admin_as_quantities(client, make_user, cluster,
     )
     assert client.post("/admin/scheduler/teamquota/add/", {**form, "guaranteed_bytes": "60Gi"}).status_code == 302
     assert TeamQuota.objects.get().guaranteed_bytes == 60 * GI
+
+
+def test_planning_shows_each_teams_guarantee_use_and_borrowing_and_the_what_if_names_the_quota(
+    client, make_user, cluster, teams
+):
+    make_model(cluster, "b-base", "50Gi", namespace="b", last_request=BUSY)
+    make_model(cluster, "b-borrowed", "30Gi", namespace="b", last_request=BUSY)
+    make_model(cluster, "a-base", "10Gi", namespace="a", last_request=BUSY)
+    client.force_login(make_user("planner", staff=True))
+    page = client.get("/planning/")
+    rows = {(row.team, row.used.bytes // GI, row.borrowed.bytes // GI) for row in page.context["quotas"]}
+    assert rows == {("a", 10, 0), ("b", 80, 30)}
+    html = page.content.decode()
+    assert 'id="quota-table"' in html and "Team quotas: guaranteed vs used vs borrowed" in html  # the SVG chart
+
+    member = make_user("member-of-a", teams=[teams["a"].team])
+    client.force_login(member)
+    assert [row.team for row in client.get("/planning/").context["quotas"]] == ["a"]  # not b's share
+
+    client.force_login(make_user("planner-2", staff=True))
+    models = "- {estimate: {name: more, namespace: b, pool: gpu, memory: 15Gi}}"
+    planned = client.post("/planning/", {"cluster": "prod", "models": models, "include_running": "on"})
+    breaks = planned.context["plan"]["quota_breaks"]
+    assert breaks == [
+        "Estimate b/more would take team b past its borrowing limit in pool gpu: borrowing 45Gi of 40Gi "
+        "(quota b/gpu: guaranteed 50Gi and 0 GPUs, borrowing limit 40Gi and unlimited GPUs)",
+        "Estimate b/more would leave team a's unused guarantee short by 40Gi and 0 GPUs in pool gpu "
+        "(quota a/gpu: guaranteed 50Gi and 0 GPUs, borrowing limit 20Gi and unlimited GPUs)",
+    ]
+    assert "Breaks a team quota: Estimate b/more would take team b past its borrowing limit" in (
+        planned.content.decode()
+    )

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from clusters.quantities import format_bytes, quantity_to_int
+from clusters.validation.quantities import format_bytes, quantity_to_int
 from scheduler.accounting import account
 from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import MemoryReservation, NodePool
@@ -30,6 +30,7 @@ from scheduler.quotas import QuotaState, asks, clear_reclaiming, mark_reclaiming
 
 DEFAULT_MAX_MODEL_MEMORY = "96Gi"
 INSUFFICIENT_MEMORY = "InsufficientMemory"
+INSUFFICIENT_GPU = "InsufficientGPU"
 OVER_QUOTA = "OverQuota"
 
 
@@ -151,7 +152,7 @@ def _gpu_decision(
         f"insufficient GPUs in pool {pool.name} for {names}: requested {wanted}, free {max(free, 0)} of "
         f"{pool.gpu_count} ({held} held by running models, {reserved} reserved by models starting)"
         f"{idle_text}",
-        INSUFFICIENT_MEMORY, frees_enough=bool(candidates) and freed >= wanted - free,
+        INSUFFICIENT_GPU, frees_enough=bool(candidates) and freed >= wanted - free,
     )  # fmt: skip
 
 
@@ -270,7 +271,8 @@ def admit(demand: Demand, now: datetime | None = None, stopping: set[ModelKey] =
             owner = shares.within_guarantee(items, asks) if shares else None
             if owner is not None:
                 guaranteed.append(owner)
-                if not decision.fits and not decision.frees_enough and decision.reason == INSUFFICIENT_MEMORY:
+                short = decision.reason in (INSUFFICIENT_MEMORY, INSUFFICIENT_GPU)
+                if not decision.fits and not decision.frees_enough and short:
                     decision.message += mark_reclaiming(owner, now)
             decisions.append(decision)
         failed = next((d for d in decisions if not d.fits), None)

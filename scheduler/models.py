@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from clusters.models import Cluster
-from clusters.quantities import format_bytes
+from clusters.validation.quantities import format_bytes
 
 
 class NodePool(models.Model):

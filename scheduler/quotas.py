@@ -29,7 +29,7 @@ from typing import Any
 from django.db.models import Q
 
 from accounts.models import ALL_NAMESPACES, NamespaceGrant
-from clusters.quantities import format_bytes
+from clusters.validation.quantities import format_bytes
 from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import NodePool, TeamQuota
 

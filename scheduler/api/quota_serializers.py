@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from accounts.models import Team
-from clusters.quantities import format_bytes, quantity_to_int
+from clusters.validation.quantities import format_bytes, quantity_to_int
 from scheduler.models import NodePool, TeamQuota
 
 API_NAMES = {"guaranteed_bytes": "guaranteed_memory", "borrowing_limit_bytes": "borrowing_limit_memory"}

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from accounts.models import NamespaceGrant, Team
-from clusters.controllers import reconcile_row
+from clusters.sync.controllers import reconcile_row
 from models_app.controller import ready_replicas
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import MemoryReservation, NodePool, TeamQuota
@@ -132,4 +132,5 @@ def test_fifty_concurrent_wakes_from_two_teams_never_over_admit_the_pool_or_a_qu
     assert running == reserved == {"alpha": 3, "beta": 5}, (running, reserved)
     refused = next(f"a-{index}" for index in range(25) if replicas(alpha, f"a-{index}") == 0)
     ready = next(c for c in alpha.read(InferenceModel.kube, refused)["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "OverQuota"
     assert "over its borrowing limit (quota alpha/gpu-a100: guaranteed 128Gi and 2 GPUs" in ready["message"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import Team
@@ -20,6 +21,7 @@ API_NAMES = {"guaranteed_bytes": "guaranteed_memory", "borrowing_limit_bytes": "
 """The model's byte fields as the API names them (quantities, not bytes)."""
 
 
+@extend_schema_field({"oneOf": [{"type": "string", "example": "96Gi"}, {"type": "integer"}]})
 class MemoryQuantityField(serializers.Field):
     """Bytes as a Kubernetes quantity: ``"96Gi"`` or a number of bytes in, ``"96Gi"`` out."""
 

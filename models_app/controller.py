@@ -52,13 +52,16 @@ class Reason:
     FAILED = "Failed"
     INSUFFICIENT_MEMORY = "InsufficientMemory"
     INSUFFICIENT_GPU = "InsufficientGPU"
+    OVER_QUOTA = "OverQuota"  # a team quota (scheduler.quotas) refused it
     DEPENDENCY_NOT_FOUND = "DependencyNotFound"
     SCALED_TO_ZERO = "ScaledToZero"
     PENDING = "Pending"
     TERMINATING = "Terminating"
 
 
-FAILURES = {Reason.FAILED, Reason.INSUFFICIENT_MEMORY, Reason.INSUFFICIENT_GPU, Reason.DEPENDENCY_NOT_FOUND}
+FAILURES = {
+    Reason.FAILED, Reason.INSUFFICIENT_MEMORY, Reason.INSUFFICIENT_GPU, Reason.OVER_QUOTA, Reason.DEPENDENCY_NOT_FOUND,
+}  # fmt: skip
 """The ``Ready`` reasons that say something is wrong (a Warning Event, the object's ``lastError``)."""
 
 

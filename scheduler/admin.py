@@ -1,9 +1,9 @@
-"""Admin: staff set pool budgets and per-GPU memory; nodes and reservations are shown, not edited."""
+"""Admin: staff set pool budgets, per-GPU memory and team quotas; nodes and reservations are shown, not edited."""
 
 from django.contrib import admin
 
 from clusters.web.admin_quantities import QuantityAdminMixin
-from scheduler.models import MemoryReservation, Node, NodePool
+from scheduler.models import MemoryReservation, Node, NodePool, TeamQuota
 
 
 class NodeInline(QuantityAdminMixin, admin.TabularInline):
@@ -44,3 +44,17 @@ class MemoryReservationAdmin(QuantityAdminMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+@admin.register(TeamQuota)
+class TeamQuotaAdmin(QuantityAdminMixin, admin.ModelAdmin):
+    """A team's guaranteed share of a pool and its borrowing limit (scheduler/quotas.py)."""
+
+    list_display = [
+        "team", "pool", "guaranteed_bytes_quantity", "guaranteed_gpus", "borrowing_limit_bytes_quantity",
+        "borrowing_limit_gpus", "reclaiming_since",
+    ]  # fmt: skip
+    quantity_fields = ("guaranteed_bytes", "borrowing_limit_bytes")
+    list_filter = ["pool__cluster", "team"]
+    search_fields = ["team__name", "pool__name"]
+    readonly_fields = ["reclaiming_since"]

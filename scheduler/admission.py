@@ -26,10 +26,12 @@ from clusters.validation.quantities import format_bytes, quantity_to_int
 from scheduler.accounting import account
 from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import MemoryReservation, NodePool
+from scheduler.quotas import QuotaState, asks, clear_reclaiming, mark_reclaiming, quota_state
 
 DEFAULT_MAX_MODEL_MEMORY = "96Gi"
 INSUFFICIENT_MEMORY = "InsufficientMemory"
 INSUFFICIENT_GPU = "InsufficientGPU"
+OVER_QUOTA = "OverQuota"
 
 
 def max_model_memory_bytes() -> int | None:
@@ -88,15 +90,21 @@ class AdmissionDecision:
 
 
 def _idle_to_scale(
-    others: list[Holding], held: Callable[[Holding], int], shortfall: int, now: datetime, shown: Callable[[int], str]
+    others: list[Holding],
+    held: Callable[[Holding], int],
+    shortfall: int,
+    now: datetime,
+    shown: Callable[[int], str],
+    first: set[ModelKey] = frozenset(),
 ) -> tuple[list[Holding], int, str]:
-    """The idle models (oldest idle first, by :mod:`scheduler.idle`) whose scale-to-zero frees
+    """The idle models (oldest idle first, by :mod:`scheduler.idle`; those in ``first``, the models
+    of teams borrowing beyond their quota, before all others) whose scale-to-zero frees
     ``shortfall`` of what ``held`` measures (memory or GPUs), what they free, and the refusal's
     words about them (amounts written by ``shown``). A model that holds none of it is never
     offered: it would stop for nothing."""
     idle = sorted(
         (h for h in others if held(h) and h.idle_since(now) is not None),
-        key=lambda h: (h.idle_since(now), h.label),
+        key=lambda h: (h.key not in first, h.idle_since(now), h.label),
     )
     candidates, freed = [], 0
     for holder in idle:
@@ -113,7 +121,12 @@ def _idle_to_scale(
 
 
 def _gpu_decision(
-    pool: NodePool | None, demands: list[Demand], others: list[Holding], now: datetime
+    pool: NodePool | None,
+    demands: list[Demand],
+    others: list[Holding],
+    reserved_gpus: dict[ModelKey, int],
+    now: datetime,
+    first: set[ModelKey] = frozenset(),
 ) -> AdmissionDecision | None:
     """A refusal when the pool's GPUs (known from its Nodes) cannot hold the demands' GPUs, else None.
 
@@ -126,12 +139,14 @@ def _gpu_decision(
         return None
     held = sum(holder.gpu_count for holder in others)
     ignore = {demand.key for demand in demands} | {holder.key for holder in others}
-    reserved = sum(gpus for key, gpus in _reserved_gpus(pool).items() if key not in ignore)
+    reserved = sum(gpus for key, gpus in reserved_gpus.items() if key not in ignore)
     free = pool.gpu_count - held - reserved
     if wanted <= free:
         return None
     names = ", ".join(demand.label for demand in demands)
-    candidates, freed, idle_text = _idle_to_scale(others, lambda h: h.gpu_count, wanted - free, now, "{} GPUs".format)
+    candidates, freed, idle_text = _idle_to_scale(
+        others, lambda h: h.gpu_count, wanted - free, now, "{} GPUs".format, first
+    )
     return AdmissionDecision(
         False, pool.name, 0, None, pool.effective_budget_bytes, others, candidates,
         f"insufficient GPUs in pool {pool.name} for {names}: requested {wanted}, free {max(free, 0)} of "
@@ -148,6 +163,7 @@ def _pool_decision(
     holders: list[Holding],
     reservations: dict[ModelKey, int],
     now: datetime,
+    first: set[ModelKey] = frozenset(),
 ) -> AdmissionDecision:
     keys = {demand.key for demand in demands}
     others = [holder for holder in holders if holder.key not in keys]
@@ -185,7 +201,7 @@ def _pool_decision(
             f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}",
         )  # fmt: skip
     shortfall = requested - available
-    candidates, freed, idle_text = _idle_to_scale(others, lambda h: h.memory_bytes, shortfall, now, format_bytes)
+    candidates, freed, idle_text = _idle_to_scale(others, lambda h: h.memory_bytes, shortfall, now, format_bytes, first)
     return AdmissionDecision(
         False, pool_name, requested, available, budget, others, candidates,
         f"insufficient memory in pool {pool_name} for {names}: requested {format_bytes(requested)}, "
@@ -237,21 +253,33 @@ def admit(demand: Demand, now: datetime | None = None, stopping: set[ModelKey] =
             key: [d for d in items if d is demand or d.key not in running or running[d.key].pool != d.pool]
             for key, items in by_pool.items()
         }
-        decisions = []
+        decisions, guaranteed = [], []
         for (cluster_id, pool_name), items in sorted(pending.items(), key=lambda kv: kv[0][1] != demand.pool):
             pool = pools.get((cluster_id, pool_name))
             holders = [h for h in running.values() if h.cluster_id == cluster_id and h.pool == pool_name]
-            reservations = _reservations(pool) if pool else {}
+            reservations, reserved_gpus = pool.reserved() if pool else ({}, {})
             budget = pool.effective_budget_bytes if pool else None
             keys = {item.key for item in items}
             others = [holder for holder in holders if holder.key not in keys]
-            decisions.append(
-                _gpu_decision(pool, items, others, now)
-                or _pool_decision(pool_name, budget, items, holders, reservations, now)
+            shares = quota_state(pool, holders, reservations, reserved_gpus, keys) if pool else None
+            first = shares.borrowers if shares else frozenset()
+            decision = (
+                _quota_decision(shares, pool_name, items, others, now)
+                or _gpu_decision(pool, items, others, reserved_gpus, now, first)
+                or _pool_decision(pool_name, budget, items, holders, reservations, now, first)
             )
+            owner = shares.within_guarantee(items, asks) if shares else None
+            if owner is not None:
+                guaranteed.append(owner)
+                short = decision.reason in (INSUFFICIENT_MEMORY, INSUFFICIENT_GPU)
+                if not decision.fits and not decision.frees_enough and short:
+                    decision.message += mark_reclaiming(owner, now)
+            decisions.append(decision)
         failed = next((d for d in decisions if not d.fits), None)
         if failed:
             return failed
+        for owner in guaranteed:
+            clear_reclaiming(owner)
         admitted = []
         for (cluster_id, pool_name), items in pending.items():
             pool = pools.get((cluster_id, pool_name))
@@ -271,6 +299,18 @@ def release(cluster_id: int, kind: str, namespace: str, name: str) -> int:
     return deleted
 
 
+def _quota_decision(
+    shares: QuotaState | None, pool_name: str, items: list[Demand], others: list[Holding], now: datetime
+) -> AdmissionDecision | None:
+    """A refusal when the demands would borrow beyond their team's limit, or while another team
+    reclaims its guaranteed share (:mod:`scheduler.quotas`); None when the quotas allow them."""
+    refusal = shares.refusal(items, asks, now) if shares else None
+    if refusal is None:
+        return None
+    requested = sum(item.memory_bytes for item in items)
+    return AdmissionDecision(False, pool_name, requested, None, None, others, [], refusal, OVER_QUOTA)
+
+
 def _lock_pools(keys: list[tuple[int, str]]) -> dict[tuple[int, str], NodePool]:
     """Lock the pool rows in id order (a fixed order: no deadlock between two decisions)."""
     query = Q(pk__in=[])
@@ -278,22 +318,6 @@ def _lock_pools(keys: list[tuple[int, str]]) -> dict[tuple[int, str], NodePool]:
         query |= Q(cluster_id=cluster_id, name=name)
     locked = NodePool.objects.select_for_update().filter(query).order_by("pk")
     return {(pool.cluster_id, pool.name): pool for pool in locked}
-
-
-def _reservations(pool: NodePool) -> dict[ModelKey, int]:
-    return {
-        (kind, pool.cluster_id, namespace, name): amount
-        for kind, namespace, name, amount in pool.reservations.values_list("kind", "namespace", "name", "memory_bytes")
-    }
-
-
-def _reserved_gpus(pool: NodePool) -> dict[ModelKey, int]:
-    return {
-        (kind, pool.cluster_id, namespace, name): gpus
-        for kind, namespace, name, gpus in pool.reservations.filter(gpus__gt=0).values_list(
-            "kind", "namespace", "name", "gpus"
-        )
-    }
 
 
 def _reserve(pool: NodePool | None, demand: Demand) -> None:

@@ -1,20 +1,42 @@
-"""Model memory calculator: weights + KV cache + overhead against usable GPU memory.
+"""Model memory calculator: what serving a model needs on a GPU, term by term.
 
 Pure arithmetic, every term returned with its formula so the page and the API can show the
-working. Terms (bytes):
+working. Checked against memory measured on an NVIDIA H200 (tests/scheduler/test_calculator_measured.py
+and scheduler/data/gpu-measurements/). Terms (bytes):
 
 - weights = parameters x bytes per parameter (fp32 4, bf16/fp16 2, int8/fp8 1, int4 0.5; AWQ and
   GPTQ are 4-bit with one fp16 scale and one 4-bit zero point per group of 128 weights, so
   (4 + 20/128) / 8 = 0.51953125 bytes)
-- KV cache = values per token and layer x layers x KV bytes per value x context length x
-  concurrent sequences, where values per token and layer is 2 (K and V) x KV heads x head dim, or
-  a preset's own figure (DeepSeek's MLA caches one latent of kv_lora_rank + rope dims)
-- overhead = a fixed allowance per GPU (CUDA context, activations, engine buffers; default 1Gi)
+- KV cache = values per token and layer x KV bytes per value x cached tokens, summed over layers:
+  a full-attention layer caches context length x sequences tokens; a sliding-window layer keeps
+  the last window - 1 tokens of each sequence plus the tokens of the step being processed
+  (sequences x (window - 1) + max batched tokens, as vLLM sizes a sliding-window layer), never
+  more than full attention. Values per token and layer is 2 (K and V) x KV heads x head dim, or
+  a preset's own figure (DeepSeek's MLA caches one latent of kv_lora_rank + rope dims).
+- activations = the largest buffers one forward step of ``max_batched_tokens`` tokens (N) holds
+  at once, in the activation dtype (A bytes: 2, or 4 for fp32 models). A chunked-prefill step
+  over a context of L tokens builds one boolean attention mask (N x L bytes) and then peaks in
+  either of two places:
+  the MLP: N x (4 x hidden + 3 x intermediate) x A (the residual stream, its normalized copy, the
+  MLP output and the embeddings at hidden width; gate, activated gate and up projection, or the
+  fused gate-up pair and its product, at intermediate width: 4 x intermediate when gate and up
+  are one matrix); or attention at the last chunk: N x (2 x hidden + (heads + 2 x KV heads) x
+  head dim) x A for the residual stream and Q, K, V, plus the mask as an additive bias (N x L x
+  A), plus - when KV heads are fewer than query heads - K and V gathered to every query head over
+  the whole context (2 x sequences x heads x L x head dim x A). For a mixture of experts the
+  intermediate width a token passes through is experts per token x expert intermediate size
+  (plus shared experts).
+- logits = sequences x vocabulary x 4 bytes: the last position of each sequence only, in fp32
+  for sampling (serving engines do not keep logits for the whole prompt).
+- CUDA context = what the device reports in use with only a CUDA context (measured 0.61 GiB on
+  an H200 with CUDA 13; an input).
 
-Usable memory per GPU is GPU memory x utilization (vLLM's ``gpu_memory_utilization``, default
-0.9). The suggested ``memory`` is the total rounded up to a whole Gi (a valid InferenceModel
-quantity). With tensor parallelism each GPU holds 1/tp of the weights and the KV cache plus its
-own overhead; :func:`gpus_needed` finds the smallest split that fits a GPU.
+``max_batched_tokens`` defaults to 2,048, vLLM's ``--max-num-batched-tokens`` default for its
+OpenAI server with chunked prefill. Usable memory per GPU is GPU memory x utilization (vLLM's
+``gpu_memory_utilization``, default 0.9). The suggested ``memory`` is the total rounded up to a
+whole Gi (a valid InferenceModel quantity). With tensor parallelism each GPU holds 1/tp of the
+weights and the KV cache plus a whole copy of the per-GPU terms (activations, logits, CUDA
+context: counted in full, the safe side); :func:`gpus_needed` finds the smallest split that fits.
 """
 
 from __future__ import annotations
@@ -34,9 +56,14 @@ BYTES_PER_PARAMETER = {
     "gptq": 0.51953125,
 }
 GI = 1024**3
-DEFAULT_OVERHEAD_BYTES = GI
+MI = 1024**2
+DEFAULT_OVERHEAD_BYTES = GI  # right-sizing's per-GPU engine allowance (scheduler/rightsizing/gpu_policy.py)
+DEFAULT_CUDA_CONTEXT_BYTES = 621 * MI  # measured on an H200 (CUDA 13): 650,969,088 bytes
+DEFAULT_MAX_BATCHED_TOKENS = 2048
 DEFAULT_UTILIZATION = 0.9
+LOGIT_BYTES = 4
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)  # one node: vLLM splits within a node by powers of two
+SHARED_TERMS = ("weights", "kv_cache")  # what tensor parallelism divides among the GPUs
 
 
 @dataclass(frozen=True)
@@ -62,11 +89,12 @@ class Estimate:
     @property
     def shared_bytes(self) -> int:
         """Weights and KV cache: what tensor parallelism divides among the GPUs."""
-        return sum(term.bytes for term in self.terms if term.name != "overhead")
+        return sum(term.bytes for term in self.terms if term.name in SHARED_TERMS)
 
     @property
-    def overhead_bytes(self) -> int:
-        return next(term.bytes for term in self.terms if term.name == "overhead")
+    def per_gpu_fixed_bytes(self) -> int:
+        """Activations, logits and the CUDA context: what every GPU of a split holds in full."""
+        return self.total_bytes - self.shared_bytes
 
 
 @dataclass(frozen=True)
@@ -83,12 +111,81 @@ class GPUSplit:
         return self.tensor_parallel * self.pipeline_parallel
 
 
-def per_gpu_bytes(shared_bytes: int, overhead_bytes: int, gpus: int) -> int:
-    return math.ceil(shared_bytes / gpus) + overhead_bytes
+def per_gpu_bytes(shared_bytes: int, fixed_bytes: int, gpus: int) -> int:
+    return math.ceil(shared_bytes / gpus) + fixed_bytes
 
 
 def usable_bytes(gpu_memory_bytes: int, utilization: float) -> int:
     return math.floor(gpu_memory_bytes * utilization)
+
+
+def _kv_term(
+    values: int,
+    per_layer: str,
+    layers: int,
+    kv_bytes: float,
+    kv_label: str,
+    context_length: int,
+    sequences: int,
+    max_batched_tokens: int,
+    sliding_window: int,
+    sliding_layers: int,
+) -> Term:
+    """Full-attention layers cache the whole context; sliding-window layers their window plus a step."""
+    sliding_layers = min(sliding_layers, layers) if sliding_window else 0
+    full_layers = layers - sliding_layers
+    full_tokens = context_length * sequences
+    window_tokens = min(full_tokens, sequences * (sliding_window - 1) + max_batched_tokens) if sliding_layers else 0
+    kv = math.ceil(values * kv_bytes * (full_layers * full_tokens + sliding_layers * window_tokens))
+    formula = (
+        f"{per_layer} x {kv_bytes:g} bytes ({kv_label}) x ({full_layers} full-attention layers x "
+        f"{context_length:,} tokens x {sequences} sequences"
+    )
+    if sliding_layers:
+        formula += (
+            f" + {sliding_layers} sliding-window layers x min({full_tokens:,}, {sequences} sequences x "
+            f"({sliding_window:,} window - 1) + {max_batched_tokens:,} batched tokens)"
+        )
+    return Term("kv_cache", formula + ")", kv)
+
+
+def _activation_term(
+    tokens: int,
+    sequences: int,
+    context_length: int,
+    hidden_size: int,
+    intermediate_size: int,
+    attention_heads: int,
+    kv_heads: int,
+    head_dim: int,
+    act_bytes: int,
+    gate_up_fused: bool,
+) -> Term:
+    """The peak of one chunked-prefill step: the mask, then the larger of the MLP and attention."""
+    mask = tokens * context_length
+    widths = 4 if gate_up_fused else 3
+    mlp = tokens * (4 * hidden_size + widths * intermediate_size) * act_bytes
+    grouped = attention_heads > kv_heads  # grouped-query attention: K and V are copied out per query head
+    gathered = 2 * sequences * attention_heads * context_length * head_dim * act_bytes if grouped else 0
+    attention = (
+        tokens * (2 * hidden_size + (attention_heads + 2 * kv_heads) * head_dim) * act_bytes
+        + tokens * context_length * act_bytes
+        + gathered
+    )
+    gather_text = (
+        f" + 2 x {sequences} sequences x {attention_heads} heads x {context_length:,} tokens x {head_dim} head dim x "
+        f"{act_bytes} bytes (K and V gathered per query head)"
+        if gathered
+        else ""
+    )
+    formula = (
+        f"{tokens:,} batched tokens x {context_length:,} tokens x 1 byte (attention mask) + max(MLP: {tokens:,} x "
+        f"(4 x {hidden_size} hidden + {widths} x {intermediate_size} intermediate) x {act_bytes} bytes = {mlp:,}; "
+        f"attention: {tokens:,} x (2 x {hidden_size} hidden + ({attention_heads} + 2 x {kv_heads}) heads x "
+        f"{head_dim} head dim) x {act_bytes} bytes + {tokens:,} x {context_length:,} x {act_bytes} bytes (mask as bias)"
+        f"{gather_text} = {attention:,})"
+    )
+    return Term("activations", formula, mask + max(mlp, attention))
 
 
 def estimate(
@@ -100,15 +197,26 @@ def estimate(
     context_length: int = 0,
     concurrent_sequences: int = 1,
     kv_dtype: str | None = None,
-    overhead_bytes: int = DEFAULT_OVERHEAD_BYTES,
     gpu_memory_bytes: int | None = None,
     gpu_utilization: float = DEFAULT_UTILIZATION,
     tensor_parallel: int = 1,
     kv_values_per_token: int | None = None,
+    hidden_size: int = 0,
+    attention_heads: int = 0,
+    intermediate_size: int = 0,
+    vocab_size: int = 0,
+    sliding_window: int = 0,
+    sliding_window_layers: int = 0,
+    gate_up_fused: bool = False,
+    max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
+    cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT_BYTES,
 ) -> Estimate:
-    """Memory for serving a model; ``kv_dtype`` defaults to ``dtype`` (the KV cache is kept at model precision)."""
+    """Memory for serving a model; ``kv_dtype`` defaults to ``dtype`` (the KV cache is kept at model
+    precision). ``intermediate_size`` is the MLP width one token passes through (for a mixture of
+    experts: experts per token x expert size, plus shared experts)."""
     weight_bytes = BYTES_PER_PARAMETER[dtype]
     kv_bytes = BYTES_PER_PARAMETER[kv_dtype or dtype]
+    act_bytes = 4 if dtype == "fp32" else 2  # quantized weights still compute in 16-bit
     weights = math.ceil(parameters * weight_bytes)
     if kv_values_per_token:
         per_layer = f"{kv_values_per_token} values per token"
@@ -116,20 +224,31 @@ def estimate(
     else:
         per_layer = f"2 x {kv_heads} KV heads x {head_dim} head dim"
         values = 2 * kv_heads * head_dim
-    kv = math.ceil(values * layers * kv_bytes * context_length * concurrent_sequences)
+    kv = _kv_term(
+        values, per_layer, layers, kv_bytes, kv_dtype or dtype, context_length, concurrent_sequences,
+        max_batched_tokens, sliding_window, sliding_window_layers,
+    )  # fmt: skip
+    activations = _activation_term(
+        max_batched_tokens, concurrent_sequences, context_length, hidden_size, intermediate_size, attention_heads,
+        kv_heads, head_dim, act_bytes, gate_up_fused,
+    )  # fmt: skip
+    logits = concurrent_sequences * vocab_size * LOGIT_BYTES
     terms = [
         Term("weights", f"{parameters:,.0f} parameters x {weight_bytes:g} bytes ({dtype})", weights),
+        kv,
+        activations,
         Term(
-            "kv_cache",
-            f"{per_layer} x {layers} layers x {kv_bytes:g} bytes "
-            f"({kv_dtype or dtype}) x {context_length:,} tokens x {concurrent_sequences} sequences",
-            kv,
+            "logits",
+            f"{concurrent_sequences} sequences x {vocab_size:,} vocabulary x {LOGIT_BYTES} bytes "
+            "(fp32, last position only)",
+            logits,
         ),
-        Term("overhead", "fixed allowance per GPU", overhead_bytes),
+        Term("cuda_context", "per GPU, what the device uses with only a CUDA context", cuda_context_bytes),
     ]
-    total = weights + kv + overhead_bytes
+    total = sum(term.bytes for term in terms)
+    shared = weights + kv.bytes
     usable = usable_bytes(gpu_memory_bytes, gpu_utilization) if gpu_memory_bytes else None
-    each = per_gpu_bytes(weights + kv, overhead_bytes, tensor_parallel)
+    each = per_gpu_bytes(shared, total - shared, tensor_parallel)
     return Estimate(
         terms=terms,
         total_bytes=total,
@@ -150,10 +269,10 @@ def gpus_needed(
     """The smallest split of ``result`` over GPUs with ``usable_per_gpu`` bytes each.
 
     Tensor parallel first (sizes 1, 2, 4, 8 up to ``max_per_node``; vLLM needs the attention heads
-    divisible by it), then pipeline stages of a full node. None when the overhead alone does not
+    divisible by it), then pipeline stages of a full node. None when the per-GPU terms alone do not
     fit one GPU, or when more than 64 pipeline stages would be needed.
     """
-    if usable_per_gpu <= result.overhead_bytes:
+    if usable_per_gpu <= result.per_gpu_fixed_bytes:
         return None
     sizes = [
         tp for tp in TENSOR_PARALLEL_SIZES if tp <= max_per_node and (not attention_heads or attention_heads % tp == 0)
@@ -161,12 +280,12 @@ def gpus_needed(
     if not sizes:
         return None
     for tp in sizes:
-        each = per_gpu_bytes(result.shared_bytes, result.overhead_bytes, tp)
+        each = per_gpu_bytes(result.shared_bytes, result.per_gpu_fixed_bytes, tp)
         if each <= usable_per_gpu:
             return GPUSplit(tp, 1, each)
     widest = sizes[-1]
     for stages in range(2, 65):
-        each = per_gpu_bytes(result.shared_bytes, result.overhead_bytes, widest * stages)
+        each = per_gpu_bytes(result.shared_bytes, result.per_gpu_fixed_bytes, widest * stages)
         if each <= usable_per_gpu:
             return GPUSplit(widest, stages, each)
     return None

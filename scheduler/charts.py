@@ -9,6 +9,7 @@ from pygal.style import LightSolarizedStyle, Style
 
 from config.charts import chart, render
 from scheduler.accounting import PoolAccount
+from scheduler.quotas import QuotaRow
 
 GI = 1024**3
 
@@ -28,6 +29,19 @@ def pool_usage_chart(accounts: list[PoolAccount]) -> str:
     graph.add("budget", [round((a.budget_bytes or 0) / GI, 1) for a in accounts])
     graph.add("allocated", [round(a.committed_bytes / GI, 1) for a in accounts])
     graph.add("observed", [round(a.observed_bytes / GI, 1) for a in accounts])
+    return render(graph)
+
+
+def quota_chart(rows: list[QuotaRow]) -> str:
+    """Each team's guaranteed, used and borrowed memory per pool, in Gi, as inline SVG."""
+    graph = chart(
+        pygal.Bar, height=320, style=LightSolarizedStyle, x_label_rotation=20, legend_at_bottom=True,
+        y_title="GiB", title="Team quotas: guaranteed vs used vs borrowed",
+    )  # fmt: skip
+    graph.x_labels = [f"{row.cluster}/{row.pool} {row.team}" for row in rows]
+    graph.add("guaranteed", [round(row.guaranteed.bytes / GI, 1) for row in rows])
+    graph.add("used", [round(row.used.bytes / GI, 1) for row in rows])
+    graph.add("borrowed", [round(row.borrowed.bytes / GI, 1) for row in rows])
     return render(graph)
 
 

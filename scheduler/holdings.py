@@ -154,8 +154,9 @@ def load_holdings(
     that would find them.
     """
     holdings: list[Holding] = []
+    managed = list(Cluster.objects.values_list("pk", "managed_kinds"))  # once for every kind
     for model in serving_models():
-        portal_controlled = portal_controlled_clusters(model.kube.kind)
+        portal_controlled = {pk for pk, kinds in managed if model.kube.kind in (kinds or [])}
         rows = holding_rows(model, cluster_id, pools, restrict)
         running = running_condition(portal_controlled)
         if running_only:

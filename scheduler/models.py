@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from clusters.models import Cluster
@@ -52,6 +53,18 @@ class NodePool(models.Model):
     @property
     def effective_budget_bytes(self) -> int:
         return self.budget_bytes if self.budget_bytes is not None else self.allocatable_bytes
+
+    def reserved(self) -> tuple[dict[tuple[str, int, str, str], int], dict[tuple[str, int, str, str], int]]:
+        """(memory, GPUs) reserved per model key ``(kind, cluster id, namespace, name)``: one query."""
+        memory, gpus = {}, {}
+        for kind, namespace, name, amount, count in self.reservations.values_list(
+            "kind", "namespace", "name", "memory_bytes", "gpus"
+        ):
+            key = (kind, self.cluster_id, namespace, name)
+            memory[key] = amount
+            if count:
+                gpus[key] = count
+        return memory, gpus
 
 
 class Node(models.Model):
@@ -110,3 +123,69 @@ class MemoryReservation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}: {format_bytes(self.memory_bytes)}"
+
+
+class TeamQuota(models.Model):
+    """A team's share of one node pool: guaranteed memory and GPUs, and how far beyond it may borrow.
+
+    Admission (:mod:`scheduler.quotas`) gives a team its guaranteed share first; beyond it the
+    team borrows what other teams leave unused, up to the borrowing limit (empty: no limit but the
+    pool). When a team's demand within its guarantee finds the pool full, borrowers' idle models
+    are scaled to zero first; if that is not enough the quota is marked ``reclaiming_since`` and
+    every other team's new borrowing in the pool is refused, naming this quota, until the team is
+    admitted or the claim lapses (:data:`scheduler.quotas.RECLAIM_HOLD`).
+    """
+
+    team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="quotas")
+    pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="quotas")
+    guaranteed_bytes = models.BigIntegerField(default=0, help_text="Declared model memory guaranteed to the team.")
+    guaranteed_gpus = models.PositiveIntegerField(default=0, help_text="GPUs guaranteed to the team.")
+    borrowing_limit_bytes = models.BigIntegerField(
+        null=True, blank=True, help_text="Memory the team may use beyond its guarantee; empty: no limit."
+    )
+    borrowing_limit_gpus = models.PositiveIntegerField(
+        null=True, blank=True, help_text="GPUs the team may use beyond its guarantee; empty: no limit."
+    )
+    reclaiming_since = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Last time a demand within the guarantee found the pool full."
+    )
+
+    class Meta:
+        ordering = ["pool", "team__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "pool"], name="uniq_quota_per_team_and_pool"),
+            models.CheckConstraint(condition=models.Q(guaranteed_bytes__gte=0), name="quota_guarantee_not_negative"),
+            models.CheckConstraint(
+                condition=models.Q(borrowing_limit_bytes__isnull=True) | models.Q(borrowing_limit_bytes__gte=0),
+                name="quota_borrowing_limit_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team}/{self.pool}"
+
+    def clean(self) -> None:
+        """The guarantees of a pool's quotas together fit the pool: a guarantee the pool cannot
+        honour for every team at once is no guarantee. Errors name the field, the value and the rule."""
+        if not self.pool_id:
+            return
+        pool = self.pool
+        others = TeamQuota.objects.filter(pool=pool).exclude(pk=self.pk)
+        totals = others.aggregate(memory=models.Sum("guaranteed_bytes"), gpus=models.Sum("guaranteed_gpus"))
+        errors = {}
+        if self.guaranteed_bytes is not None and self.guaranteed_bytes < 0:
+            errors["guaranteed_bytes"] = f"guaranteed_bytes: {self.guaranteed_bytes} must not be negative"
+        memory = (totals["memory"] or 0) + (self.guaranteed_bytes or 0)
+        if memory > pool.effective_budget_bytes:
+            errors["guaranteed_bytes"] = (
+                f"guaranteed_bytes: {format_bytes(self.guaranteed_bytes or 0)} brings the guarantees in pool {pool} "
+                f"to {format_bytes(memory)}, over its budget of {format_bytes(pool.effective_budget_bytes)}"
+            )
+        gpus = (totals["gpus"] or 0) + (self.guaranteed_gpus or 0)
+        if gpus > pool.gpu_count:
+            errors["guaranteed_gpus"] = (
+                f"guaranteed_gpus: {self.guaranteed_gpus} brings the guarantees in pool {pool} to {gpus} GPUs, "
+                f"over its {pool.gpu_count} GPUs"
+            )
+        if errors:
+            raise ValidationError(errors)

@@ -30,6 +30,7 @@ from scheduler.holdings import Holding, ModelKey, dependencies_of, load_holdings
 from scheduler.models import Node, NodePool
 from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, biggest_first, place
 from scheduler.proposals import Proposal
+from scheduler.quotas import what_if
 from scheduler.savings import Recommender, recommended_bytes
 
 # GPUs are not checked on nodes synthesized from pool figures that give no GPU count.
@@ -146,6 +147,8 @@ class Plan:
     baseline: list[Holding]
     suggestions: dict[str, dict[str, Any]] = field(default_factory=dict)
     repacked: bool = False
+    quota_breaks: list[str] = field(default_factory=list)
+    """The team quotas the proposal would break (scheduler.quotas.what_if), each named."""
 
     @property
     def fits(self) -> bool:
@@ -253,7 +256,9 @@ def _plan(
     new = [item for proposal in models for item in proposal_items(proposal)]
     running = biggest_first([item for holding in baseline for item in holding_items(holding)])
     placement = place(shapes.spaces(), [*new, *running], ()) if repack else place(shapes.spaces(), new, running)
-    result = Plan(cluster, placement, models, baseline, repacked=repack)
+    result = Plan(
+        cluster, placement, models, baseline, repacked=repack, quota_breaks=what_if(cluster.pk, models, baseline)
+    )
     proposed = {proposal.label for proposal in models}
     by_pool: dict[str, list[Holding]] = {}
     for holding in baseline:
@@ -399,6 +404,7 @@ def plan_to_dict(result: Plan) -> dict[str, Any]:
         ],
         "running_models": len(result.baseline),
         "overcommitted": result.overcommitted,
+        "quota_breaks": result.quota_breaks,
         "pools": pools,
         "unknown_pool": [
             {"model": miss.item.label, "pool": miss.item.pool, "detail": miss.detail}

@@ -8,11 +8,19 @@ from typing import Any
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.views.generic import FormView
 
-from accounts.access import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
+from accounts.access import (
+    VIEW,
+    is_unrestricted,
+    namespace_predicate,
+    restrict,
+    visible_cluster_ids,
+    visible_clusters,
+)
 from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
-from scheduler.charts import placement_chart, pool_usage_chart
+from scheduler.charts import placement_chart, pool_usage_chart, quota_chart
 from scheduler.forms import PlanForm, picked_models
 from scheduler.planner import plan, plan_to_dict
+from scheduler.quotas import quota_rows
 from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
 
 
@@ -46,6 +54,9 @@ class PlanningView(LoginRequiredMixin, FormView):
         )
         context["accounts"] = accounts
         context["chart"] = pool_usage_chart(accounts) if accounts else ""
+        teams = None if is_unrestricted(user) else set(user.teams.values_list("pk", flat=True))
+        context["quotas"] = quota_rows(visible_cluster_ids(user), teams)
+        context["quota_chart"] = quota_chart(context["quotas"]) if context["quotas"] else ""
         return context
 
     def form_valid(self, form: PlanForm) -> Any:

@@ -6,6 +6,7 @@ import yaml
 from django.test import Client
 
 from tests.scheduler.conftest import make_model
+from tests.support.html_forms import form_fields
 
 
 def logged_in(make_user) -> Client:
@@ -44,10 +45,28 @@ def test_planning_page_shows_accounts_chart_and_a_plan(make_user, cluster, gpu_p
 def test_calculator_page_shows_every_term(make_user, db):
     client = logged_in(make_user)
     form = {"parameters": "7e9", "dtype": "bf16", "layers": 32, "kv_heads": 32, "head_dim": 128,
-            "context_length": 4096, "concurrent_sequences": 1, "kv_dtype": "same", "overhead": "1Gi",
+            "context_length": 4096, "concurrent_sequences": 1, "kv_dtype": "same", "cuda_context": "621Mi",
             "gpu_memory": "24Gi", "gpu_utilization": 0.9}  # fmt: skip
     page = client.post("/calculator/", form).content.decode()
     assert "7,000,000,000 parameters x 2 bytes (bf16)" in page and "<td>2.0 GiB</td>" in page  # the KV cache
-    assert "<code>17Gi</code>" in page
-    bad = client.post("/calculator/", {**form, "overhead": "lots"}).content.decode()
-    assert "overhead: &#x27;lots&#x27; is not a non-negative Kubernetes quantity" in bad
+    for term in ("activations", "logits", "cuda_context", "(attention mask)", "last position only"):
+        assert term in page
+    assert "<code>16Gi</code>" in page
+    bad = client.post("/calculator/", {**form, "cuda_context": "lots"}).content.decode()
+    assert "cuda_context: &#x27;lots&#x27; is not a non-negative Kubernetes quantity" in bad
+
+
+def test_a_preset_chosen_in_the_form_is_what_calculate_computes(make_user, db):
+    """The form's own preset field, chosen on a page opened without one: the 7B defaults the page
+    showed give way to the preset's architecture; a field the user changed still wins."""
+    client = logged_in(make_user)
+    fields = form_fields(client.get("/calculator/").content.decode().split('id="calculator"')[1])
+    assert fields["parameters"] == "7B"
+    chosen = {**fields, "preset": "llama-3.1-70b-instruct"}
+    result = client.post("/calculator/", chosen).context["answer"]
+    terms = {term.name: term for term in result.estimate.terms}
+    assert terms["weights"].bytes == 2 * 70553706496
+    assert terms["kv_cache"].bytes == 2 * 8 * 128 * 80 * 2 * 4096
+    assert "80 full-attention layers" in terms["kv_cache"].formula
+    changed = client.post("/calculator/", {**chosen, "layers": 40}).context["answer"]
+    assert "40 full-attention layers" in next(t.formula for t in changed.estimate.terms if t.name == "kv_cache")

@@ -1,0 +1,136 @@
+"""Team quotas with borrowing on the real control plane (issue 27): the portal as InferenceModel
+controller admits the models of two teams into the session's ``gpu-a100`` pool (2 kwok nodes x 4
+GPUs, read from the Nodes), each team in its own namespace, each model one GPU.
+
+The DB-level stories (limits, reclaim marks, the API and the pages) are tests/scheduler/test_quotas.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from accounts.models import NamespaceGrant, Team
+from clusters.sync.controllers import reconcile_row
+from models_app.controller import ready_replicas
+from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
+from scheduler.models import MemoryReservation, NodePool, TeamQuota
+from scheduler.refresh import refresh_node_pools
+from tests.clusters.conftest import sample_manifest, wait_for
+from tests.support.clusters import KubeCluster
+
+GI = 1024**3
+POOL = "gpu-a100"
+
+
+def model(name: str, cooldown: str = "1h", last_request: str | None = None) -> dict:
+    """One GPU and 16Gi in the pool; ``last_request``: when it was last called (the wake annotation)."""
+    manifest = sample_manifest("inferencemodel-llama-2-7b.yaml")
+    manifest["metadata"]["name"] = manifest["spec"]["modelName"] = name
+    manifest["spec"]["cooldownPeriod"] = cooldown
+    if last_request:
+        manifest["metadata"]["annotations"] = {LAST_REQUEST_ANNOTATION: last_request}
+    return manifest
+
+
+def replicas(kube: KubeCluster, name: str) -> int:
+    deployment = kube.get("apps/v1", "Deployment", name)
+    return deployment["spec"]["replicas"] if deployment else 0
+
+
+@pytest.fixture
+def teams(transactional_db, kube, settings) -> Iterator[tuple[KubeCluster, KubeCluster, object]]:
+    """Team alpha in the test's namespace, team beta in a second one, one managed Cluster row."""
+    settings.MAX_RECONCILE_RATE = 8
+    beta = KubeCluster(kube.api_client, name=kube.name, plane=kube.plane, proxy=kube.proxy)
+    try:
+        cluster = kube.register(namespaces=[kube.namespace, beta.namespace], managed_kinds=["InferenceModel"])
+        refresh_node_pools(cluster)
+        assert NodePool.objects.get(cluster=cluster, name=POOL).gpu_count == 8
+        for name, namespace in (("alpha", kube.namespace), ("beta", beta.namespace)):
+            team = Team.objects.create(name=name)
+            NamespaceGrant.objects.create(team=team, cluster=cluster, namespace=namespace)
+        yield kube, beta, cluster
+    finally:
+        beta.close()
+
+
+def quota(cluster, team: str, gpus: int, limit: int | None) -> TeamQuota:
+    pool = NodePool.objects.get(cluster=cluster, name=POOL)
+    return TeamQuota.objects.create(team=Team.objects.get(name=team), pool=pool, guaranteed_bytes=128 * GI,
+                                    guaranteed_gpus=gpus, borrowing_limit_gpus=limit)  # fmt: skip
+
+
+def test_a_guaranteed_share_is_admitted_in_one_reconcile_by_stopping_the_borrowers_idle_models(teams):
+    """Beta borrows 3 GPUs of alpha's unused guarantee and fills the pool; two of its models go
+    idle, and so does alpha's own older one. Alpha wakes a model within its guarantee: the one
+    reconcile of that model stops beta's oldest idle model (a borrower's, not alpha's own older
+    idle one, not beta's newer idle one) and starts alpha's."""
+    alpha, beta, cluster = teams
+    quota(cluster, "alpha", gpus=4, limit=0)
+    quota(cluster, "beta", gpus=4, limit=4)
+    # idle 2, 5 and 10 minutes after they were created; the busy ones only after an hour
+    alpha.write(model("alpha-idle", cooldown="2m"))
+    names = ["beta-1", "beta-2", "beta-3", "beta-4", "beta-5"]
+    for name in names:
+        beta.write(model(name))
+    created = beta.write(model("beta-idle-old", cooldown="5m"))
+    beta.write(model("beta-idle-new", cooldown="10m"))
+    alpha.sync()
+    for kube, name in [(alpha, "alpha-idle"), *((beta, n) for n in [*names, "beta-idle-old", "beta-idle-new"])]:
+        wait_for(lambda k=kube, n=name: ready_replicas(k.get("apps/v1", "Deployment", n)) == 1, timeout=60,
+                 message=f"{name} ready")  # fmt: skip
+    alpha.sync()  # the reported replicas mirrored: 8 of 8 GPUs held, beta borrowing 3
+    later = parse_datetime(created["metadata"]["creationTimestamp"]) + timedelta(minutes=20)
+    alpha.write(model("alpha-wants", last_request=later.isoformat()))
+    alpha.sync()  # the pass now: everyone busy but the newcomer, which finds no GPU and nothing idle
+    assert replicas(alpha, "alpha-wants") == 0
+
+    row = InferenceModel.objects.get(cluster=cluster, name="alpha-wants")
+    reconcile_row(row, now=later)  # one reconcile of the woken model, 20 minutes on
+
+    assert replicas(alpha, "alpha-wants") == 1
+    assert MemoryReservation.objects.get(name="alpha-wants").gpus == 1
+    assert replicas(beta, "beta-idle-old") == 0  # the borrower's oldest idle model
+    assert replicas(beta, "beta-idle-new") == 1 and replicas(alpha, "alpha-idle") == 1
+    assert all(replicas(beta, name) == 1 for name in names)
+
+
+def test_fifty_concurrent_wakes_from_two_teams_never_over_admit_the_pool_or_a_quota(teams):
+    """25 sleeping models per team wake at once; one reconcile pass (8 at a time, each admission
+    under the pool's row lock) admits each team exactly its guarantee plus its borrowing limit
+    (alpha 2 + 1, beta 3 + 2): together the pool's 8 GPUs, so neither the pool nor a guarantee
+    ever turns a model away, and any race past a quota or the pool would show in the counts."""
+    alpha, beta, cluster = teams
+    quota(cluster, "alpha", gpus=2, limit=1)
+    quota(cluster, "beta", gpus=3, limit=2)
+    long_ago = "2026-01-01T00:00:00Z"
+    for index in range(25):
+        alpha.write(model(f"a-{index}", cooldown="10m", last_request=long_ago))
+        beta.write(model(f"b-{index}", cooldown="10m", last_request=long_ago))
+    alpha.sync()  # asleep: idle since January, every Deployment at zero
+    assert not MemoryReservation.objects.exists()
+
+    now = timezone.now().isoformat()
+    for index in range(25):
+        alpha.write(model(f"a-{index}", cooldown="10m", last_request=now))
+        beta.write(model(f"b-{index}", cooldown="10m", last_request=now))
+    alpha.sync()  # one pass: 50 wakes decided 8 at a time
+
+    running = {
+        team: sum(replicas(kube, f"{prefix}-{index}") for index in range(25))
+        for team, kube, prefix in (("alpha", alpha, "a"), ("beta", beta, "b"))
+    }
+    reserved = {
+        team: sum(MemoryReservation.objects.filter(namespace=kube.namespace).values_list("gpus", flat=True))
+        for team, kube in (("alpha", alpha), ("beta", beta))
+    }
+    assert running == reserved == {"alpha": 3, "beta": 5}, (running, reserved)
+    refused = next(f"a-{index}" for index in range(25) if replicas(alpha, f"a-{index}") == 0)
+    ready = next(c for c in alpha.read(InferenceModel.kube, refused)["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "OverQuota"
+    assert "over its borrowing limit (quota alpha/gpu-a100: guaranteed 128Gi and 2 GPUs" in ready["message"]

@@ -64,6 +64,10 @@ class CatalogRows:
     def __getitem__(self, window: slice) -> list[dict[str, Any]]:
         if not isinstance(window, slice) or window.stop is None:
             raise TypeError("the catalog is read by pages: slice it as [start:stop]")
+        if window.stop <= (window.start or 0):
+            # nothing to read (the Paginator's [0:0] when no row matches): a QuerySet sliced to
+            # nothing is empty, and a union of it returns the other, already sliced, branch
+            return []
         if len(self.parts) < 2:
             return list(self.parts[0].order_by(*self.order)[window]) if self.parts else []
         parts = self.parts

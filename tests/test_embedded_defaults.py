@@ -14,6 +14,8 @@ from django.conf import settings
 PAGES = """
 /
 /models/
+/models/?q=nomatch
+/models/?node_pool=nonexistent
 /runs/
 /runs/new/
 /configs/

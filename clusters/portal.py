@@ -94,6 +94,18 @@ def _drop(data: dict[str, Any], path: tuple[str, ...]) -> None:
         parent.pop(path[-1], None)
 
 
+def in_order_of(value: Any, reference: Any) -> Any:
+    """``value`` with its mappings' keys in ``reference``'s order (keys ``reference`` lacks last):
+    a form puts the fields it edits back one by one, and saving unchanged must write the same text."""
+    if isinstance(value, dict) and isinstance(reference, dict):
+        ordered = {key: in_order_of(value[key], reference[key]) for key in reference if key in value}
+        return ordered | {key: item for key, item in value.items() if key not in ordered}
+    if isinstance(value, list) and isinstance(reference, list):
+        return [in_order_of(item, reference[index]) if index < len(reference) else item
+                for index, item in enumerate(value)]  # fmt: skip
+    return value
+
+
 def _path_under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
@@ -181,6 +193,8 @@ class KubeObjectPageForm(CopyVersionMixin, forms.Form):
             for error in invalid.errors:
                 self.add_error(self.field_for(error.path), error.message)
             return data
+        if self.instance is not None:  # the fields were put back one by one, and defaults filled in last
+            self.manifest["spec"] = in_order_of(self.manifest["spec"], self.instance.spec or {})
         self.check_copy(self.instance, data.get(self.COPY_FIELD, ""), cluster_document(self.manifest))
         return data
 

@@ -70,7 +70,9 @@ def test_invalid_input_is_a_field_level_400_and_nothing_is_stored(editor, cluste
     assert response.status_code == 400
     assert response.json() == {
         "spec.maxReplicas": ["spec.maxReplicas: 2 is greater than the maximum 1"],
-        "spec.memory": ['spec.memory: "16GB" does not match the pattern ^[0-9]+(Ki|Mi|Gi|Ti)$'],
+        "spec.memory": [
+            'spec.memory: "16GB" is not a Kubernetes quantity such as 16Gi (a whole number of Ki, Mi, Gi or Ti)'
+        ],
     }
     assert not InferenceModel.objects.exists()
 

@@ -50,7 +50,8 @@ def test_member_logs_in_filters_creates_and_fixes_a_model(page, shoot, world):
     page.fill("#id_backend_url", "http://phi:8000")
     page.fill("#id_more_spec", "nodeSelector:\n  inference-pool: gpu\n")
     page.click("#object-form button[type=submit]")
-    expect(page.locator("#error-memory")).to_contain_text('spec.memory: "16GB" does not match the pattern')
+    error = page.locator("#error-memory")
+    expect(error).to_contain_text('spec.memory: "16GB" is not a Kubernetes quantity such as 16Gi')
     expect(page.locator("#field-memory")).to_have_class(re.compile("field-error"))
     shoot(page, "create-model-field-error")
 

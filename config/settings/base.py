@@ -62,6 +62,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "config.not_found.NotFoundPageMiddleware",  # the portal's 404 page for hidden objects, DEBUG or not
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # last: turns a login refused by django-axes into its lockout response
     "axes.middleware.AxesMiddleware",
@@ -160,6 +161,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PARSER_CLASSES": [
         "clusters.api.parsers.JSONParser",
+        "clusters.api.parsers.MergePatchJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

@@ -6,6 +6,7 @@ from functools import partial
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
+from django.http import HttpRequest, HttpResponse
 from django.views.generic import FormView
 
 from accounts.access import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
@@ -31,6 +32,15 @@ class PlanningView(LoginRequiredMixin, FormView):
         if picked:
             initial["models"] = picked
         return initial
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        """``?plan=1&pick=Kind:id...&cluster=``: the what-if chooser's "Plan these", planned at once."""
+        if not (request.GET.get("plan") and request.GET.getlist("pick")):
+            return super().get(request, *args, **kwargs)
+        cluster = request.GET.get("cluster") or self.get_initial()["cluster"]
+        data = {"cluster": cluster, "models": picked_models(request.GET), "include_running": "on"}
+        form = self.form_class(**{**self.get_form_kwargs(), "data": data})
+        return self.form_valid(form) if form.is_valid() else self.form_invalid(form)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)

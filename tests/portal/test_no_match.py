@@ -10,6 +10,7 @@ from __future__ import annotations
 import django_filters
 import pytest
 
+from fleet.filtersets import AuditEntryFilterSet
 from models_app.catalog import FILTERSETS
 from runs_app.filtersets import InferenceConfigFilterSet, InferenceRunFilterSet
 from scheduler.rightsizing.filters import FILTERS as REPORT_FILTERS
@@ -30,6 +31,9 @@ PAGES = [
     ("/models/", text_filters(*(filterset for _, filterset in FILTERSETS.values())), "No model matches."),
     ("/runs/", text_filters(InferenceRunFilterSet), "No run."),
     ("/configs/", text_filters(InferenceConfigFilterSet), "No InferenceConfig."),
+    ("/fleet/pods/", ["q", "namespace", "cluster"], "No pods match these filters."),
+    ("/fleet/events/", ["q", "namespace", "cluster"], "No events match these filters."),
+    ("/audit/", text_filters(AuditEntryFilterSet), "No changes match these filters."),
     ("/rightsizing/", [key for key in REPORT_FILTERS if key not in ("state", "ordering")], "No observations match"),
 ]
 CASES = [(path, key, empty) for path, keys, empty in PAGES for key in keys]

@@ -59,15 +59,24 @@ class PlanningView(LoginRequiredMixin, FormView):
         return context
 
     def form_valid(self, form: PlanForm) -> Any:
-        data = form.cleaned_data["validated"]
-        visible = namespace_predicate(self.request.user)
-        hidden = hidden_proposals(data["proposals"], data["models"], data["cluster"].name, visible)
-        if hidden:
-            for error in hidden:
-                form.add_error(None, error.message)
+        shown = plan_for(form, self.request.user)
+        if shown is None:
             return self.form_invalid(form)
-        result = plan(data["cluster"], data["proposals"], data["include_running"], repack=data["repack"])
-        proposed = {proposal.label for proposal in data["proposals"]}
-        shown = redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)
         chart = placement_chart(shown)
         return self.render_to_response(self.get_context_data(form=form, plan=shown, placement_chart=chart))
+
+
+def plan_for(form: PlanForm, user: Any) -> dict[str, Any] | None:
+    """The plan of a valid PlanForm as ``user`` may see it; None (errors added to the form) when
+    it proposes models of namespaces the user may not see. The planning page and the guided
+    deploy's what-if both ask this."""
+    data = form.cleaned_data["validated"]
+    visible = namespace_predicate(user)
+    hidden = hidden_proposals(data["proposals"], data["models"], data["cluster"].name, visible)
+    if hidden:
+        for error in hidden:
+            form.add_error(None, error.message)
+        return None
+    result = plan(data["cluster"], data["proposals"], data["include_running"], repack=data["repack"])
+    proposed = {proposal.label for proposal in data["proposals"]}
+    return redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)

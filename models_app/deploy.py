@@ -24,7 +24,7 @@ from accounts.access import visible_clusters as clusters_of
 from clusters.audit import Actor
 from clusters.forms import to_yaml
 from clusters.models import Cluster, KubeObject
-from clusters.portal import PORTAL, ManifestForm, obj_url, require_perm
+from clusters.portal import PORTAL, ManifestForm, obj_url, preselect_only_cluster, require_perm
 from models_app.models import InferenceModel, KubeAIModel
 from scheduler.api.calculator_serializers import CalculatorRequestSerializer
 from scheduler.calculator_answer import Answer, Row, answer
@@ -71,10 +71,8 @@ class DeployForm(forms.Form):
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        clusters = clusters_of(user).order_by("name")
-        self.fields["cluster"].queryset = clusters
-        if clusters.count() == 1:
-            self.fields["cluster"].initial = clusters.first().name
+        self.fields["cluster"].queryset = clusters_of(user).order_by("name")
+        preselect_only_cluster(self.fields["cluster"], user)
         editable = sorted({ns for _, ns in grants_of(user, ADD) if ns != "*"})
         if editable and not is_unrestricted(user):
             self.fields["namespace"].initial = editable[0]

@@ -154,4 +154,38 @@ class InferenceConfigPageForm(KubeObjectPageForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["more_spec"].label = "Storage and more (YAML)"
-        self.fields["more_spec"].help_text = "storage.input and storage.output, passed to the runner as they are."
+        self.fields["more_spec"].help_text = (
+            "storage.input and storage.output (required), passed to the runner as they are. A new config "
+            "starts from the Krateo runner's layout: name your storage endpoint and paths."
+        )
+        if self.instance is None and "more_spec" not in self.initial:
+            self.initial["more_spec"] = STORAGE_TEMPLATE
+
+
+# The required storage of a new config, in the layout the Krateo runner reads (the reference
+# sample's): the endpoint and paths are the team's to name.
+STORAGE_TEMPLATE = """\
+storage:
+  input:
+    krateo:
+      api:
+        endpointRef:
+          name: my-storage-endpoint
+          namespace: my-namespace
+        path: /compute/input
+        verb: POST
+        headers:
+        - 'Accept: application/json'
+        - 'Content-Type: application/json'
+  output:
+    krateo:
+      api:
+        endpointRef:
+          name: my-storage-endpoint
+          namespace: my-namespace
+        path: /compute/output
+        verb: POST
+        headers:
+        - 'Accept: application/json'
+        - 'Content-Type: application/json'
+"""

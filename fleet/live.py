@@ -17,7 +17,9 @@ from kubernetes.config import ConfigException
 
 from clusters.gateway import ClusterGateway, GatewayError
 from clusters.kinds import all_models
-from clusters.live import POD, WORKLOAD_KINDS
+from clusters.live import POD, WORKLOAD_KINDS, EventRow, PodRow
+from clusters.live import _event_row as event_row
+from clusters.live import _pod_row as pod_row
 from clusters.models import Cluster
 from clusters.portal import obj_url
 from fleet.scopes import ClusterScope
@@ -37,27 +39,21 @@ class Owner:
 
 @dataclass(frozen=True)
 class FleetPod:
+    """A pod as an object page lists it (clusters.live.PodRow), with where it runs and its owner."""
+
     cluster: str
     namespace: str
-    name: str
-    phase: str
-    ready: str
-    restarts: int
-    node: str
-    created: str
+    row: PodRow
     owner: Owner
 
 
 @dataclass(frozen=True)
 class FleetEvent:
+    """An event as an object page lists it (clusters.live.EventRow), with where and whose it is."""
+
     cluster: str
     namespace: str
-    last_seen: str
-    type: str
-    reason: str
-    involved: str
-    message: str
-    count: int
+    row: EventRow
     owner: Owner
 
 
@@ -111,26 +107,11 @@ class _Tree:
 
 
 def _pod(cluster: Cluster, item: dict[str, Any], owner: Owner) -> FleetPod:
-    status, spec, metadata = item.get("status") or {}, item.get("spec") or {}, item["metadata"]
-    statuses = status.get("containerStatuses") or []
-    return FleetPod(
-        cluster=cluster.name, namespace=metadata.get("namespace", ""), name=metadata["name"],
-        phase=status.get("phase") or "Pending",
-        ready=f"{sum(1 for c in statuses if c.get('ready'))}/{len(spec.get('containers') or [])}",
-        restarts=sum(c.get("restartCount") or 0 for c in statuses), node=spec.get("nodeName") or "",
-        created=metadata.get("creationTimestamp") or "", owner=owner,
-    )  # fmt: skip
+    return FleetPod(cluster.name, item["metadata"].get("namespace", ""), pod_row(item, owner.text), owner)
 
 
 def _event(cluster: Cluster, item: dict[str, Any], owner: Owner) -> FleetEvent:
-    involved = item.get("involvedObject") or {}
-    return FleetEvent(
-        cluster=cluster.name, namespace=item["metadata"].get("namespace", ""),
-        last_seen=item.get("lastTimestamp") or item.get("eventTime") or item["metadata"].get("creationTimestamp") or "",
-        type=item.get("type") or "", reason=item.get("reason") or "",
-        involved=f"{involved.get('kind')}/{involved.get('name')}", message=item.get("message") or "",
-        count=item.get("count") or 1, owner=owner,
-    )  # fmt: skip
+    return FleetEvent(cluster.name, item["metadata"].get("namespace", ""), event_row(item), owner)
 
 
 def _read_cluster(scope: ClusterScope, gateway: ClusterGateway, fleet: Fleet, events: bool) -> None:
@@ -166,8 +147,8 @@ def read_fleet(scopes: Iterable[ClusterScope], events: bool) -> Fleet:
             fleet.errors.append(f"Cluster {scope.cluster.name} could not be read just now: {error}")
         finally:
             gateway.close()
-    fleet.pods.sort(key=lambda pod: (pod.cluster, pod.namespace, pod.name))
-    fleet.events.sort(key=lambda event: event.last_seen, reverse=True)
+    fleet.pods.sort(key=lambda pod: (pod.cluster, pod.namespace, pod.row.name))
+    fleet.events.sort(key=lambda event: event.row.last_seen, reverse=True)
     return fleet
 
 

@@ -36,8 +36,8 @@ def _fleet_context(request: HttpRequest, events: bool) -> dict[str, Any]:
 def pods_page(request: HttpRequest) -> HttpResponse:
     context = _fleet_context(request, events=False)
     q, phase = request.GET.get("q", ""), request.GET.get("phase", "")
-    rows = [pod for pod in context["fleet"].pods if matches(q, pod.name, pod.owner.text, pod.owner.mirrored)
-            and (not phase or pod.phase == phase)]  # fmt: skip
+    rows = [pod for pod in context["fleet"].pods if matches(q, pod.row.name, pod.owner.text, pod.owner.mirrored)
+            and (not phase or pod.row.phase == phase)]  # fmt: skip
     return render(request, "fleet/pods.html", {**context, "rows": rows[:MAX_ROWS], "total": len(rows),
                                                "phases": POD_PHASES})  # fmt: skip
 
@@ -47,8 +47,8 @@ def events_page(request: HttpRequest) -> HttpResponse:
     context = _fleet_context(request, events=True)
     q, kind = request.GET.get("q", ""), request.GET.get("type", "")
     rows = [event for event in context["fleet"].events
-            if matches(q, event.involved, event.reason, event.message, event.owner.mirrored)
-            and (not kind or event.type == kind)]  # fmt: skip
+            if matches(q, event.row.involved, event.row.reason, event.row.message, event.owner.mirrored)
+            and (not kind or event.row.type == kind)]  # fmt: skip
     return render(request, "fleet/events.html", {**context, "rows": rows[:MAX_ROWS], "total": len(rows),
                                                  "types": EVENT_TYPES})  # fmt: skip
 

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from models_app.models import InferenceModel
+from tests.browser.test_portal_in_browser import log_in
 from tests.conftest import ALL_KIND_PERMS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,10 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_member_deploys_a_preset_on_the_pool_that_fits(page, shoot, make_user):
     call_command("load_demo", stdout=io.StringIO())
     make_user("deployer", perms=ALL_KIND_PERMS)
-    page.goto("/login/")
-    page.fill("#id_username", "deployer")
-    page.fill("#id_password", "pw-for-tests")
-    page.click("button[type=submit]")
+    log_in(page, "deployer")
     page.click('header a:text-is("Models")')
     page.click("#deploy-link")
     expect(page.locator("h1")).to_have_text("Deploy a model")

@@ -10,6 +10,8 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
+from tests.browser.test_portal_in_browser import log_in
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -42,10 +44,7 @@ def test_models_picked_in_the_catalog_are_planned_with_a_placement_chart(page, s
 def test_the_what_if_chooser_finds_models_by_name_and_pool_and_plans_them(page, shoot, make_user):
     call_command("load_demo", stdout=io.StringIO())
     make_user("planner", staff=True)
-    page.goto("/login/")
-    page.fill("#id_username", "planner")
-    page.fill("#id_password", "pw-for-tests")
-    page.click("button[type=submit]")
+    log_in(page, "planner")
     page.goto("/planning/")
     expect(page.locator("#what-if-yaml")).not_to_have_attribute("open", "")  # the YAML is the advanced path
     page.fill("#whatif-q", "llama")

@@ -8,22 +8,16 @@ from django.test import Client
 from django.utils import timezone
 
 from clusters.models import AuditEntry, Cluster
-from models_app.models import InferenceModel
-from tests.clusters.conftest import sample_manifest, wait_for
+from tests.clusters.conftest import wait_for
 from tests.conftest import ALL_KIND_PERMS
-from tests.portal.test_live_objects import pods_running, teams  # noqa: F401 - a fixture
+from tests.portal.test_live_objects import running_llama, teams  # noqa: F401 - a fixture
 from tests.support.html_forms import form_fields
 
 
 def test_pods_and_events_of_the_fleet_link_to_their_models(managed, teams) -> None:  # noqa: F811
     kube, cluster = managed
     member, other = teams
-    kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml", kube.namespace))
-    kube.sync()
-    replicas = kube.get("apps/v1", "Deployment", "llama-2-7b")["spec"]["replicas"]
-    wait_for(lambda: pods_running(kube, "app.kubernetes.io/name=llama-2-7b", replicas), timeout=30,
-             message="kwok to run the Deployment's pods")  # fmt: skip
-    model = InferenceModel.objects.get(cluster=cluster, name="llama-2-7b")
+    model = running_llama(kube, cluster)
     selector = "app.kubernetes.io/name=llama-2-7b"
     pods = [pod["metadata"]["name"] for pod in kube.list("v1", "Pod", label_selector=selector)]
 

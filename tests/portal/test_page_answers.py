@@ -37,6 +37,10 @@ def test_the_enum_value_none_is_labelled_as_a_value(world):
     page = world.browser("member").get("/configs/new/").content.decode()
     assert '<option value="None">&quot;None&quot; (a value of its own, not unset)</option>' in page
     assert '<option value="DeleteOnSuccess">DeleteOnSuccess</option>' in page
+    config = world.objects[("InferenceConfig", "vision")]  # the sample's autoDeletePolicy: None
+    assert config.auto_delete_policy == "None"
+    for path in ("/configs/", f"/configs/{config.pk}/"):
+        assert "&quot;None&quot; (a value of its own, not unset)" in world.browser("member").get(path).content.decode()
 
 
 def test_a_run_form_without_configs_says_why(world, make_user):

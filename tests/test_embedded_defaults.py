@@ -21,6 +21,12 @@ PAGES = """
 /configs/
 /planning/
 /calculator/
+/fleet/pods/
+/fleet/events/
+/audit/
+/audit/?who=admin&since=2020-01-01
+/models/deploy/?preset=llama-3.1-8b-instruct
+/models/what-if/?q=llama&node_pool=gpu-a100
 /calculator/?preset=llama-3.1-8b-instruct
 /rightsizing/
 /account/

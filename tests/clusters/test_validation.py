@@ -95,7 +95,7 @@ WHOLE_QUANTITY = "is not a Kubernetes quantity such as 16Gi (a whole number of K
         (KUBEAI, {"targetRequests": 0}, "spec.targetRequests: 0 is less than the minimum 1"),
         (KUBEAI, {"engine": "TGI"}, 'spec.engine: "TGI" is not one of: OLlama, VLLM, FasterWhisper, Infinity'),
         (KUBEAI, {"features": ["ImageGeneration"]}, 'spec.features[0]: "ImageGeneration" is not one of'),
-        (KUBEAI, {"resourceProfile": "nvidia-gpu-l4"}, 'spec.resourceProfile: "nvidia-gpu-l4" is not a resource profile and count'),
+        (KUBEAI, {"resourceProfile": "nvidia-gpu-l4"}, '"nvidia-gpu-l4" is not a resource profile and count'),
         (KUBEAI, {"loadBalancing": {"strategy": "RoundRobin"}}, 'spec.loadBalancing.strategy: "RoundRobin" is not one'),
         (
             KUBEAI,

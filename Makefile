@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+GATEWAY_PORT ?= 8001
 
 .PHONY: run test test-deps control-plane bench lint install migrate worker clean assets
 
@@ -18,20 +19,22 @@ install: $(BIN)/.installed
 migrate: install
 	$(BIN)/python manage.py migrate --noinput
 
-## run: embedded defaults (SQLite, in-process Celery, demo data); serves on http://$(HOST):$(PORT)
+## run: the demo on http://$(HOST):$(PORT) (embedded defaults: SQLite, in-process Celery). With Go
+## installed it is live: a local Kubernetes control plane (kwok GPU nodes), the watcher, the gateway
+## on $(GATEWAY_PORT) and a demo model server (docs/demo.md); without Go, snapshot data. Ctrl-C stops all.
 run: migrate
-	$(BIN)/python manage.py load_demo
-	$(BIN)/python manage.py ensure_demo_admin
-	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+	$(BIN)/python manage.py run_demo --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT)
 
 ## test-deps: the real parts the tests start, installed and started when missing: PostgreSQL and
 ## Redis (started on loopback), Prometheus, Chromium (Debian packages), and the Kubernetes control
-## plane built from the pinned Go modules in tools/kube-control-plane (cached by go.sum hash)
+## plane and Helm built from the pinned Go modules in tools/kube-control-plane and tools/helm
+## (cached by go.sum hash)
 test-deps:
 	for script in .ci/setup.d/*.sh; do bash "$$script"; done  # apt-get install postgresql redis-server prometheus chromium, when missing
 	bash .ci/start-services.sh
 	@# exit 2: no Go toolchain here; the cluster tests then skip with that reason (CI fails them)
 	bash tools/kube-control-plane/build.sh >/dev/null || test $$? -eq 2
+	bash tools/helm/build.sh >/dev/null || test $$? -eq 2
 
 ## test: the whole suite on PostgreSQL (DATABASE_URL overrides; sqlite:///... works without the server)
 test: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test

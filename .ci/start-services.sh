@@ -9,6 +9,9 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
   if ! pg_lsclusters -h | awk '{print $1, $2}' | grep -qx "$version main"; then
     pg_createcluster "$version" main >/dev/null
   fi
+  # Room for the suite's live servers, workers and watchers beside whatever else holds connections
+  # on the machine (other clones' suites, a developer's portal): 100 runs out.
+  pg_conftool "$version" main set max_connections 300
   echo "starting PostgreSQL $version"
   pg_ctlcluster --skip-systemctl-redirect "$version" main start
   for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done

@@ -26,8 +26,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from bench.web_worker import collector_as_in_web_workers
-from clusters.manifests import resolve_kind, validate_manifest
 from clusters.models import Cluster, SyncState
+from clusters.validation.manifests import resolve_kind, validate_manifest
 from config.gc_tuning import load_application_code
 from models_app.models import InferenceModel
 

@@ -1,6 +1,6 @@
 """The inference gateway against the same backend called directly, in one run, 64 concurrent clients.
 
-Three processes besides this one: the OpenAI-compatible backend (tests/support/openai_backend.py,
+Three processes besides this one: the OpenAI-compatible backend (devstack/openai_backend.py,
 taking ``THINK_SECONDS`` before answering, as a small model's prefill would), the gateway
 (``manage.py gateway``) and the load generator (bench/load_generator.py), so the load does not
 share the gateway's event loop. In both arms the same 64 clients each hold one keep-alive
@@ -48,8 +48,8 @@ from django.db import connection
 
 from accounts.tokens import issue_token
 from clusters.models import Cluster, SyncState
+from devstack.control_plane import free_port
 from models_app.models import InferenceModel
-from tests.support.control_plane import free_port
 
 CLIENTS = 64
 SECONDS = 16.0  # per load, both arms' slices together
@@ -113,7 +113,7 @@ def run() -> dict[str, float]:
     _, key = issue_token(User.objects.create_user("bench-gateway", is_staff=True), "bench")
     env = {**os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false"}
     processes = [
-        _start(["-m", "tests.support.openai_backend", "--port", str(backend_port), "--think", str(THINK_SECONDS)],
+        _start(["-m", "devstack.openai_backend", "--port", str(backend_port), "--think", str(THINK_SECONDS)],
                f"{backend_url}/stats"),
         _start(["manage.py", "gateway", "--host", "127.0.0.1", "--port", str(gateway_port)],
                f"{gateway_url}/healthz", env),

@@ -57,15 +57,15 @@ from django.db import connection
 from django.utils import timezone
 
 from bench.list_watch_server import ListWatchServer
-from clusters.audit import Actor
-from clusters.ingest import ingest_items
 from clusters.models import AuditEntry, Cluster
-from clusters.resync import PAGE_SIZE, resync_cluster
-from clusters.watcher import ClusterWatch, KindWatcher
+from clusters.sync.audit import Actor
+from clusters.sync.ingest import ingest_items
+from clusters.sync.resync import PAGE_SIZE, resync_cluster
+from clusters.sync.watcher import ClusterWatch, KindWatcher
+from devstack.control_plane import apply_crds_to, running_control_plane
 from models_app.models import InferenceModel
 from scheduler.models import NodePool
-from tests.support.clusters import KubeCluster, apply_crds_to
-from tests.support.control_plane import running_control_plane
+from tests.support.clusters import KubeCluster
 from tests.support.fault_proxy import FaultProxy
 
 OBJECTS = 10_000
@@ -290,9 +290,9 @@ CHILD_RESYNC = """
 import re, sys
 import django
 django.setup()
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway
 from clusters.models import Cluster
-from clusters.resync import ResyncReport, resync_namespace
+from clusters.sync.resync import ResyncReport, resync_namespace
 from models_app.models import InferenceModel
 from scheduler.models import NodePool
 cluster = Cluster.objects.get(pk=int(sys.argv[1]))
@@ -354,7 +354,7 @@ def _apply_latencies(kube: KubeCluster, cluster: Cluster) -> list[float] | None:
             made_from = obj.edit_version()
             obj.spec = {**obj.spec, "memory": memory}
             started = time.perf_counter()
-            from clusters.services import save_portal_edit
+            from clusters.web.services import save_portal_edit
 
             save_portal_edit(obj, Actor("bench", "api"), made_from=made_from)
             while kube.read(InferenceModel.kube, "applied")["spec"]["memory"] != memory:

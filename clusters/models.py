@@ -12,10 +12,12 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 from encrypted_fields.fields import EncryptedTextField
 
+from clusters.controller_registry import controllable_kinds
 from clusters.kinds import KindInfo
-from clusters.metadata_rules import DNS1123_LABEL
 from clusters.url_rules import redact_url, validate_http_url
-from clusters.validation import clip
+from clusters.validation.manifests import ManifestInvalid, validate_manifest
+from clusters.validation.metadata_rules import DNS1123_LABEL
+from clusters.validation.schemas import clip
 
 
 class SyncState(models.TextChoices):
@@ -33,7 +35,7 @@ class Cluster(models.Model):
     """A Kubernetes API endpoint the portal syncs with. Credentials are write-only everywhere.
 
     They are also encrypted at rest (Fernet, keys from ``SECRET_KEY`` and ``FIELD_ENCRYPTION_KEYS``,
-    see README "Secrets at rest"), so a database dump or backup does not reveal them; the library
+    see docs/security.md, "Secrets at rest"), so a database dump or backup does not reveal them; the library
     stores an empty credential as NULL.
     """
 
@@ -129,8 +131,6 @@ class Cluster(models.Model):
             raise ValidationError(
                 {"namespaces": f"{clip(repr(self.namespaces))} must be a list of namespace names (RFC 1123 labels)"}
             )
-        from clusters.controllers import controllable_kinds
-
         allowed = controllable_kinds()
         if not isinstance(self.managed_kinds, list) or any(kind not in allowed for kind in self.managed_kinds):
             raise ValidationError(
@@ -248,6 +248,11 @@ class KubeObject(models.Model):
         return []
 
     @classmethod
+    def cluster_rules(cls, cluster: Cluster, manifest: dict[str, Any]) -> list:
+        """Rules that depend on the cluster's other objects and staff's settings; FieldErrors."""
+        return []
+
+    @classmethod
     def referenced_namespaces(cls, manifest: dict[str, Any]) -> dict[str, str]:
         """Other namespaces the object makes the cluster read from, by field path (access checks)."""
         return {}
@@ -261,10 +266,8 @@ class KubeObject(models.Model):
         return []
 
     def clean(self) -> None:
-        from clusters.manifests import ManifestInvalid, validate_manifest
-
         try:
-            validated = validate_manifest(type(self), self.to_manifest())
+            validated = validate_manifest(type(self), self.to_manifest(), self.cluster if self.cluster_id else None)
         except ManifestInvalid as invalid:
             raise ValidationError(errors_by_model_field(invalid.errors)) from None
         self.spec = validated["spec"]
@@ -421,8 +424,8 @@ def errors_by_model_field(errors: list) -> dict[str, list[str]]:
 class SyncStat(models.Model):
     """One figure of the sync's health per cluster and kind, kept in the database because the
     processes that see it happen (the watcher, Celery workers) are not the one that serves
-    ``/metrics``: the web process reads them at scrape time (``clusters.metrics``), so every gunicorn
-    worker answers the same. Written through ``clusters.sync_stats`` only."""
+    ``/metrics``: the web process reads them at scrape time (``clusters.sync.metrics``), so every gunicorn
+    worker answers the same. Written through ``clusters.sync.stats`` only."""
 
     class Counter(models.TextChoices):
         LAST_LIST = "last_list", "Last successful list (Unix time)"
@@ -431,6 +434,7 @@ class SyncStat(models.Model):
         APPLY_ERRORS = "apply_errors", "Failed applies, by HTTP code"
         RECONCILES = "reconciles", "Reconciles run"
         RECONCILE_SECONDS = "reconcile_seconds", "Seconds spent reconciling"
+        LEASE_WAITING = "lease_waiting", "1 while this installation's watcher waits for the cluster's Lease"
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
     kind = models.CharField(max_length=63)

@@ -32,7 +32,7 @@ def search_and_list_indexes(table: str, searched: list[str], hashed: list[str]) 
     """The indexes a mirrored kind's lists need on PostgreSQL, as one reversible operation.
 
     - ``(name, namespace, id)``: ``ordering=name`` (the catalog's and the API's), read in index
-      order, and deep offsets answered from the index alone (see clusters.api.pagination);
+      order, and deep offsets answered from the index alone (see clusters.web.api.pagination);
     - a trigram GIN index per ``searched`` column on ``UPPER(column)``, the expression Django's
       ``icontains`` compares, so ``q=`` (a substring search over those columns) is no sequential scan;
     - a hash index per ``hashed`` column: exact filters on text columns that may hold more than a

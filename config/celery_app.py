@@ -14,6 +14,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 app = Celery("inference_portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+app.autodiscover_tasks(["clusters.sync"])  # the sync's tasks live in a sub-package of the app
 
 
 @worker_ready.connect
@@ -27,6 +28,16 @@ def _tune_collector(**_: object) -> None:
     from config.gc_tuning import tune_collector
 
     tune_collector()
+
+
+@worker_ready.connect
+@worker_process_init.connect
+def _tracing(**_: object) -> None:
+    """Traces of the tasks run here, when an OTLP endpoint is set (config.tracing), in the process
+    that runs them (as ``_tune_collector``)."""
+    from config.tracing import configure_tracing
+
+    configure_tracing("inference-portal-worker")
 
 
 def _polling_interval_seconds() -> float:
@@ -44,12 +55,12 @@ def _polling_interval_seconds() -> float:
 # Every periodic schedule, in one place. Each expires before the next run so a backlog never piles up.
 app.conf.beat_schedule = {
     "resync-all-clusters": {  # repairs what watches missed; re-queues applies left waiting
-        "task": "clusters.tasks.resync_all_clusters",
+        "task": "clusters.sync.tasks.resync_all_clusters",
         "schedule": 300.0,
         "options": {"expires": 240},
     },
     "reconcile-managed-kinds": {  # the portal as controller, every POLLING_INTERVAL
-        "task": "clusters.tasks.reconcile_managed_clusters",
+        "task": "clusters.sync.tasks.reconcile_managed_clusters",
         "schedule": _polling_interval_seconds(),
         "options": {"expires": _polling_interval_seconds()},
     },

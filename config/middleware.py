@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from clusters.limits import MAX_REQUEST_BODY_BYTES
-from clusters.validation import FieldError
+from clusters.validation.limits import MAX_REQUEST_BODY_BYTES
+from clusters.validation.schemas import FieldError
 
 
 class RequestLimitsMiddleware:

@@ -12,11 +12,12 @@ from config.dashboard import HomeView
 from config.metrics_view import metrics
 
 api_patterns = [
-    path("", include("clusters.api.urls")),
+    path("", include("clusters.web.api.urls")),
     path("", include("models_app.api.urls")),
     path("", include("runs_app.api.urls")),
     path("", include("scheduler.api.urls")),
     path("", include("scheduler.rightsizing.api.urls")),
+    path("", include("inference_gateway.api")),
     path("token/", ObtainTokenView.as_view(), name="api-token"),
     # anonymous users see nothing but the login page: the schema and its docs need a login too;
     # the docs are pages for people, so they send a logged-out visitor to the login page
@@ -45,7 +46,7 @@ urlpatterns = [
     path("", include("accounts.urls")),
     path("", include("models_app.urls")),
     path("", include("runs_app.urls")),
-    path("", include("clusters.live_urls")),
+    path("", include("clusters.web.live_urls")),
     path("", include("fleet.urls")),
     path("", include("scheduler.urls")),
     path("", include("scheduler.rightsizing.urls")),

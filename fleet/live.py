@@ -15,13 +15,13 @@ from typing import Any
 
 from kubernetes.config import ConfigException
 
-from clusters.gateway import ClusterGateway, GatewayError
 from clusters.kinds import all_models
-from clusters.live import POD, WORKLOAD_KINDS, EventRow, PodRow
-from clusters.live import _event_row as event_row
-from clusters.live import _pod_row as pod_row
+from clusters.kube.client import ClusterGateway, GatewayError
+from clusters.kube.live import POD, WORKLOAD_KINDS, EventRow, PodRow
+from clusters.kube.live import _event_row as event_row
+from clusters.kube.live import _pod_row as pod_row
 from clusters.models import Cluster
-from clusters.portal import obj_url
+from clusters.web.portal import obj_url
 from fleet.scopes import ClusterScope
 
 MAX_ROWS = 500  # pods, and events, per page: a fleet view is filtered, not scrolled through

@@ -13,7 +13,7 @@ from django.shortcuts import render
 from accounts.access import VIEW, restrict, visible_clusters
 from clusters.kinds import all_models
 from clusters.models import AuditEntry
-from clusters.portal import list_page, obj_url
+from clusters.web.portal import list_page, obj_url
 from fleet.filtersets import AuditEntryFilterSet
 from fleet.live import MAX_ROWS, matches, read_fleet
 from fleet.scopes import fleet_scopes

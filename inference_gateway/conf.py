@@ -18,6 +18,9 @@ class GatewaySettings:
     eject_seconds: float
     upstream_timeout: float
     wake_poll: float
+    max_response_bytes: int
+    connect_timeout: float
+    client_timeout: float
 
     @classmethod
     def from_django(cls) -> GatewaySettings:
@@ -31,4 +34,7 @@ class GatewaySettings:
             eject_seconds=float(settings.GATEWAY_EJECT_SECONDS),
             upstream_timeout=float(settings.GATEWAY_UPSTREAM_TIMEOUT_SECONDS),
             wake_poll=float(settings.GATEWAY_WAKE_POLL_SECONDS),
+            max_response_bytes=int(settings.GATEWAY_MAX_RESPONSE_BYTES),
+            connect_timeout=float(settings.GATEWAY_CONNECT_TIMEOUT_SECONDS),
+            client_timeout=float(settings.GATEWAY_CLIENT_TIMEOUT_SECONDS),
         )

@@ -17,7 +17,7 @@ import logging
 
 from kubernetes import client
 
-from clusters.gateway import ClusterGateway, GatewayError, NotFoundError, translated
+from clusters.kube.client import ClusterGateway, GatewayError, NotFoundError, translated
 from clusters.models import Cluster
 from inference_gateway.routes import Route
 

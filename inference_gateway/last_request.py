@@ -2,7 +2,7 @@
 model's Deployment (reference 000, "Auto-generated Annotations" of managed Deployments).
 
 **Why the Deployment, by a direct merge patch, and not the portal's write path.** The portal's
-write path (edit the row, apply through clusters/outbound.py) is for what people intend: every
+write path (edit the row, apply through clusters/sync/outbound.py) is for what people intend: every
 stamp there would be an audited edit of the InferenceModel, a PendingApply row and a three-way
 merge, and it would change the custom resource's ``metadata.resourceVersion`` every few seconds,
 so a person's edit in flight would keep meeting a newer object (more merges, more chances of a
@@ -30,8 +30,8 @@ from datetime import UTC, datetime
 from django.utils.dateparse import parse_datetime
 from kubernetes import client
 
-from clusters.conditions import rfc3339
-from clusters.gateway import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
+from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
+from clusters.kube.conditions import rfc3339
 from clusters.models import Cluster
 from inference_gateway.db_thread import CLUSTER_CALLS, in_thread
 from inference_gateway.routes import Route

@@ -22,23 +22,25 @@ REGISTRY = CollectorRegistry()
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 REQUESTS = Counter(
-    "gateway_requests", "Requests through the inference gateway, by model and HTTP status.",
+    "inference_portal_gateway_requests", "Requests through the inference gateway, by model and HTTP status.",
     ["model", "status"], registry=REGISTRY,
 )
 LATENCY = Histogram(
-    "gateway_request_duration_seconds", "Time from request to the last byte of the answer.",
+    "inference_portal_gateway_request_duration_seconds", "Time from request to the last byte of the answer.",
     ["model"], buckets=BUCKETS, registry=REGISTRY,
 )
 FIRST_TOKEN = Histogram(
-    "gateway_time_to_first_token_seconds", "Time from request to the first byte (first SSE chunk) of the answer.",
+    "inference_portal_gateway_time_to_first_token_seconds",
+    "Time from request to the first byte (first SSE chunk) of the answer.",
     ["model"], buckets=BUCKETS, registry=REGISTRY,
 )
 TOKENS = Counter(
-    "gateway_tokens", "Tokens the backends reported in usage, by model and type (prompt, completion).",
+    "inference_portal_gateway_tokens", "Tokens the backends reported in usage, by model and type (prompt, completion).",
     ["model", "type"], registry=REGISTRY,
 )
 UPSTREAM_ERRORS = Counter(
-    "gateway_upstream_errors", "Replicas that could not be reached (each then skipped for a while), by model.",
+    "inference_portal_gateway_upstream_errors",
+    "Replicas that could not be reached (each then skipped for a while), by model.",
     ["model"], registry=REGISTRY,
 )
 CONTENT_TYPE = CONTENT_TYPE_LATEST

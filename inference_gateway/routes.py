@@ -11,7 +11,7 @@
 - **ModelService** (reference 004): the operator exposes decode pods only through its
   InferencePool and the Gateway API; the gateway talks to a Service named after the ModelService
   in its namespace, on ``spec.engine.port`` (default 8000), selecting the pods the operator labels
-  ``llm-d.ai/model: <name>`` (README "Inference gateway" shows the Service to add).
+  ``llm-d.ai/model: <name>`` (docs/gateway.md shows the Service to add).
 
 Only a kind the portal manages in the model's cluster (``Cluster.manages``) is woken from zero;
 a mirrored one is routed whatever its status says, as another controller owns its replicas.
@@ -19,10 +19,10 @@ a mirrored one is routed whatever its status says, as another controller owns it
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from inference_gateway.placement import gateway_id, service_of
 from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
 
 KUBEAI_SERVICE, KUBEAI_PORT, KUBEAI_PREFIX = "kubeai", 80, "/openai"
@@ -48,6 +48,15 @@ class Route:
     wakeable: bool
     ready: bool
     features: tuple[str, ...] = field(default=())
+    # Why the gateway will not route it (``inference_gateway.placement``); None: it may.
+    refusal: str | None = None
+    # Staff let several objects serve this route's id (``SharedGatewayId``).
+    shared: bool = False
+
+    @property
+    def id(self) -> str:
+        """The gateway id, unique across the portal: ``namespace/modelName``."""
+        return gateway_id(self.namespace, self.model)
 
     @property
     def key(self) -> tuple[str, int, str, str]:
@@ -59,27 +68,12 @@ class Route:
         return f"{self.scheme}://{host}:{self.port}{self.prefix}"
 
 
-def _service_of(host: str, namespace: str) -> tuple[str | None, str]:
-    """The Service a host names, and its namespace; (None, namespace) for an IP or another name."""
-    try:
-        ipaddress.ip_address(host)
-        return None, namespace
-    except ValueError:
-        pass
-    parts = host.split(".")
-    if len(parts) == 1:
-        return parts[0], namespace
-    if len(parts) == 2 or parts[2:] in (["svc"], ["svc", "cluster", "local"]):
-        return parts[0], parts[1]
-    return None, namespace
-
-
 def inference_model_route(row: InferenceModel) -> Route:
     url = urlsplit(row.spec.get("backendUrl") or "")
     prefix = url.path.rstrip("/")
     prefix = prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix
     host = url.hostname or ""
-    service, service_namespace = _service_of(host, row.namespace)
+    service, service_namespace = service_of(host, row.namespace)
     return Route(
         model=row.model_name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
         name=row.name, scheme=url.scheme or "http", host=host,

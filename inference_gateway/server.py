@@ -26,25 +26,34 @@ neither the engine nor its metrics see them), and idle connections close after a
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import logging
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 from django.conf import settings
+from django.db import DatabaseError
+from multidict import CIMultiDictProxy
 
 from inference_gateway import metrics
 from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.callers import Caller, Callers, NotAuthenticated
-from inference_gateway.catalog import Catalog
+from inference_gateway.catalog import AmbiguousModel, Catalog, ConflictingId
 from inference_gateway.conf import GatewaySettings
 from inference_gateway.db_thread import close_reads
 from inference_gateway.errors import error_response, model_not_found
 from inference_gateway.last_request import LastRequests
+from inference_gateway.notices import listen
+from inference_gateway.placement import BACKEND_URL_FIELD, address_refusal
+from inference_gateway.resolver import GuardedResolver
 from inference_gateway.routes import Route
 from inference_gateway.waking import NotAwake, Waker
 
@@ -52,11 +61,16 @@ logger = logging.getLogger(__name__)
 
 GATEWAY = web.AppKey("gateway", "Gateway")
 API_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
-# Headers that describe one connection or the body's framing, which the gateway re-does itself.
-HOP_HEADERS = frozenset(
+# Headers of a backend's answer the client never sees: those describing one connection or the
+# body's framing (the gateway does its own), and those that would make the answer the backend's
+# rather than the gateway's: cookies set for the gateway's host (every team calls it) and where to
+# go next (a redirect or a location naming the backend's own addresses).
+DROPPED_HEADERS = frozenset(
     name.lower()
-    for name in ("Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length", "Content-Encoding", "Date",
-                 "Server", "Upgrade", "Proxy-Authenticate", "Trailer", "TE")
+    for name in ("Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Content-Length", "Date",
+                 "Server", "Upgrade", "Proxy-Authenticate", "Proxy-Authorization", "Trailer", "TE",
+                 "Set-Cookie", "Set-Cookie2", "Location", "Content-Location", "Refresh", "Alt-Svc",
+                 "Strict-Transport-Security", "Clear-Site-Data")
 )
 FIRST_BYTE = web.RequestKey("first_byte", float)  # seconds from the request to the answer's first byte
 NO_MODEL = "-"  # the metrics label of requests that named no model the caller may use
@@ -77,6 +91,34 @@ def usage_in(data: bytes) -> Any:
     return value
 
 
+def answer_headers(upstream: CIMultiDictProxy[str]) -> dict[str, str]:
+    """The backend's headers the client may see: not ``DROPPED_HEADERS``, nor those its
+    ``Connection`` header names (hop-by-hop by RFC 9110)."""
+    named = {name.strip().lower() for value in upstream.getall("Connection", ()) for name in value.split(",")}
+    return {name: value for name, value in upstream.items()
+            if name.lower() not in DROPPED_HEADERS and name.lower() not in named}
+
+
+def too_large(route: Route, cap: int) -> web.Response:
+    return error_response(502, f"the answer of model {route.id}'s backend is larger than {cap} bytes, the most "
+                          "the gateway relays when it is not a stream (GATEWAY_MAX_RESPONSE_BYTES)",
+                          "upstream_response_too_large")
+
+
+def replica_refusal(url: str) -> str | None:
+    """Why a replica's address may not be reached (an IP literal: a route's own, or from an
+    EndpointSlice); names are checked when they resolve (``inference_gateway.resolver``)."""
+    return _replica_refusal(url, settings.GATEWAY_ALLOW_LOOPBACK)
+
+
+@functools.lru_cache(maxsize=4096)
+def _replica_refusal(url: str, _allow_loopback: bool) -> str | None:
+    """Cached per URL and development setting (the answer depends on both)."""
+    host = urlsplit(url).hostname or ""
+    refused = address_refusal(host)
+    return None if refused is None else f"{host} {refused}"
+
+
 class Gateway:
     """The request path's state: caches, wakes, replicas, the upstream connection pool."""
 
@@ -88,32 +130,51 @@ class Gateway:
         self.waker = Waker(config.wake_timeout, config.wake_poll)
         self.last_requests = LastRequests(config.stamp_interval)
         self.session: aiohttp.ClientSession | None = None
+        self.notices: asyncio.Task | None = None
+        self.listening = asyncio.Event()  # set once catalog change notices arrive
 
     async def start(self, _app: web.Application) -> None:
+        self.notices = asyncio.ensure_future(listen(self.catalog.changed, self.listening))
         # No cookie jar: one shared by every caller would hand one caller's cookies to the next.
         self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=10),
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=10, resolver=GuardedResolver()),
             cookie_jar=aiohttp.DummyCookieJar(),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.config.upstream_timeout),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout,
+                                          sock_read=self.config.upstream_timeout),
             skip_auto_headers=("Accept-Encoding",),
             auto_decompress=False,
         )
 
     async def stop(self, _app: web.Application) -> None:
+        if self.notices is not None:
+            self.notices.cancel()
+            await asyncio.gather(self.notices, return_exceptions=True)
         await self.last_requests.drain()
         if self.session is not None:
             await self.session.close()
         await close_reads()
 
     # -- handlers ----------------------------------------------------------------------------------
+    def _database_unavailable(self, error: DatabaseError) -> web.Response:
+        """The portal's database failed (a token check, the catalog): the portal's fault, a 503."""
+        logger.warning("database unavailable: %s", error)
+        return error_response(503, "the portal's database is unavailable; try again", "database_unavailable",
+                              headers={"Retry-After": str(self.config.retry_after)})
+
     async def list_models(self, request: web.Request) -> web.Response:
+        try:
+            return await self._list_models(request)
+        except DatabaseError as error:
+            return self._database_unavailable(error)
+
+    async def _list_models(self, request: web.Request) -> web.Response:
         try:
             caller = await self.callers.caller(request.headers.get("Authorization"))
         except NotAuthenticated as error:
             return error_response(401, str(error), "invalid_api_key")
         data = []
         for route in await self.catalog.visible(caller.visible):
-            entry: dict[str, Any] = {"id": route.model, "object": "model", "created": 0,
+            entry: dict[str, Any] = {"id": route.id, "object": "model", "created": 0,
                                      "owned_by": f"{route.kind} {route.namespace}/{route.name}"}
             if route.features:
                 entry["features"] = list(route.features)
@@ -124,33 +185,64 @@ class Gateway:
         started = time.monotonic()
         model, response = NO_MODEL, None
         try:
-            model, response = await self._serve(request, started)
+            try:
+                model, response = await self._serve(request, started)
+            except DatabaseError as error:
+                response = self._database_unavailable(error)
             return response
         finally:
             status = response.status if response is not None else 499  # cancelled: the client left
             metrics.observe(model, status, time.monotonic() - started, request.get(FIRST_BYTE))
 
     async def _serve(self, request: web.Request, started: float) -> tuple[str, web.StreamResponse]:
+        """One proxied request: who calls, which model, its wake, then :meth:`_forward`."""
         try:
             caller = await self.callers.caller(request.headers.get("Authorization"))
         except NotAuthenticated as error:
             return NO_MODEL, error_response(401, str(error), "invalid_api_key")
-        body = await request.read()
+        body, refused = await self._read_body(request)
+        if refused is not None:
+            return NO_MODEL, refused
         try:
             name = orjson.loads(body).get("model")  # parsed only for this: passed on as received
         except (ValueError, AttributeError):
             return NO_MODEL, error_response(400, "the request body must be a JSON object", "invalid_json")
         if not isinstance(name, str) or not name:
             return NO_MODEL, error_response(400, "model: a model name (string) is required", "missing_model", "model")
-        route = await self.catalog.find(name, caller.visible)
+        try:
+            route = await self.catalog.find(name, caller.visible)
+        except AmbiguousModel as error:
+            return NO_MODEL, error_response(400, str(error), "model_ambiguous", "model")
+        except ConflictingId as error:
+            return NO_MODEL, error_response(409, str(error), "model_id_conflict", "model")
         if route is None:
             return NO_MODEL, model_not_found(name)
+        if route.refusal is not None:
+            return route.id, error_response(
+                502, f"the gateway does not route model {route.id}: {BACKEND_URL_FIELD} {route.refusal}",
+                "backend_refused")
         self.last_requests.seen(route)
         if route.wakeable and not route.ready:
             refused = await self._wake(route, caller)
             if refused is not None:
-                return route.model, refused
-        return route.model, await self._forward(request, route, body, started, caller)
+                return route.id, refused
+        return route.id, await self._forward(request, route, body, started, caller)
+
+    async def _read_body(self, request: web.Request) -> tuple[bytes, web.Response | None]:
+        """The request body, decoded as its Content-Encoding says; a 4xx in the OpenAI shape for a
+        body too large, undecodable or too slow to arrive."""
+        try:
+            async with asyncio.timeout(self.config.client_timeout):
+                return await request.read(), None
+        except web.HTTPRequestEntityTooLarge:
+            return b"", error_response(413, f"the request body is larger than {request.client_max_size} bytes",
+                                       "request_too_large")
+        except (HttpProcessingError, RequestPayloadError) as error:
+            detail = " ".join(str(error).split())  # aiohttp's "400, message: ..." on one line
+            return b"", error_response(400, f"the request body cannot be read: {detail}", "invalid_body")
+        except TimeoutError:
+            return b"", error_response(408, f"the request body did not arrive within {self.config.client_timeout:g} s",
+                                       "request_timeout")
 
     async def _wake(self, route: Route, caller: Caller) -> web.Response | None:
         try:
@@ -158,6 +250,10 @@ class Gateway:
         except NotAwake as error:
             return error_response(503, str(error), "model_not_ready",
                                   headers={"Retry-After": str(self.config.retry_after)})
+        except Exception as error:  # the cluster's client or the database failed: the cluster's fault, not the client's
+            logger.warning("wake of %s failed: %s", route.id, error, exc_info=True)
+            return error_response(503, f"model {route.id} could not be woken: {type(error).__name__}: {error}",
+                                  "wake_failed", headers={"Retry-After": str(self.config.retry_after)})
         self.catalog.expire()
         self.balancer.forget(route)
         return None
@@ -165,9 +261,11 @@ class Gateway:
     async def _forward(
         self, request: web.Request, route: Route, body: bytes, started: float, caller: Caller
     ) -> web.StreamResponse:
-        """Send to one replica; a replica that cannot be reached is marked failed and the next one
-        tried (nothing was sent to the client yet). None reachable: wake once when the model is
-        managed (it may have scaled to zero since the catalog last looked), else 502 with the reason."""
+        """Send to one replica; a replica that cannot be reached (or may not be: its address is
+        refused) is marked failed and the next one tried (nothing was sent to the client yet). None
+        reachable: wake once when the model is managed (it may have scaled to zero since the
+        catalog last looked), else 502 with the reason. A replica that accepted the request but
+        sends no answer in time is a 504: the request may be running there, so it is not resent."""
         tried: set[str] = set()
         woken = False
         reason = "no ready replica"
@@ -181,18 +279,38 @@ class Gateway:
                     if refused is not None:
                         return refused
                     continue
-                return error_response(502, f"the backend of model {route.model} is unreachable: {reason}",
+                return error_response(502, f"the backend of model {route.id} is unreachable: {reason}",
                                       "backend_unreachable")
+            except Exception as error:  # discovery failed in a way endpoints.discover does not translate
+                logger.warning("replicas of %s: %s", route.id, error, exc_info=True)
+                return error_response(503, f"the replicas of model {route.id} cannot be listed: {error}",
+                                      "cluster_unavailable", headers={"Retry-After": str(self.config.retry_after)})
             tried.add(replica.url)
+            refused_address = replica_refusal(replica.url)
+            if refused_address is not None:
+                reason = f"{replica.url}: {refused_address}"
+                continue
             replica.outstanding += 1
             try:
                 upstream = await self._send(request, replica, body)
-            except (aiohttp.ClientConnectionError, TimeoutError) as error:
+            except aiohttp.SocketTimeoutError:
                 replica.outstanding -= 1
                 self.balancer.failed(replica)
-                metrics.UPSTREAM_ERRORS.labels(route.model).inc()
+                metrics.UPSTREAM_ERRORS.labels(route.id).inc()
+                return error_response(504, f"the backend of model {route.id} sent no answer within "
+                                      f"{self.config.upstream_timeout:g} s", "upstream_timeout")
+            except (aiohttp.ClientConnectionError, aiohttp.InvalidURL, TimeoutError) as error:
+                replica.outstanding -= 1
+                self.balancer.failed(replica)
+                metrics.UPSTREAM_ERRORS.labels(route.id).inc()
                 reason = f"{replica.url}: {type(error).__name__}: {error}"
                 continue
+            except aiohttp.ClientResponseError as error:  # an answer that is not HTTP (bad status line, headers)
+                replica.outstanding -= 1
+                self.balancer.failed(replica)
+                metrics.UPSTREAM_ERRORS.labels(route.id).inc()
+                return error_response(502, f"the backend of model {route.id} sent a broken answer: {error.message}",
+                                      "upstream_broken")
             self.balancer.answered(replica, upstream.status)
             try:
                 response = await self._relay(request, upstream, route, started)
@@ -208,31 +326,79 @@ class Gateway:
         headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
         if "Accept" in request.headers:
             headers["Accept"] = request.headers["Accept"]
-        # a redirect is the client's to follow (or not), like any other answer
+        # a redirect is never followed: the answer must come from the replica the gateway chose
         return await self.session.post(replica.url + request.path, data=body, headers=headers, allow_redirects=False)
 
     async def _relay(
         self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, started: float
     ) -> web.StreamResponse:
-        headers = {name: value for name, value in upstream.headers.items() if name.lower() not in HOP_HEADERS}
-        if upstream.content_type != "text/event-stream":
-            data = await upstream.read()
-            response = web.Response(body=data, status=upstream.status, headers=headers)
-            request[FIRST_BYTE] = time.monotonic() - started
-            if upstream.status == 200:
-                metrics.count_usage(route.model, usage_in(data))
-            return response
+        """The backend's answer as the gateway's own (see ``DROPPED_HEADERS``): a stream passed on
+        chunk by chunk, anything else read whole up to ``max_response_bytes`` (a 502 beyond)."""
+        if 300 <= upstream.status < 400:
+            return error_response(502, f"the backend of model {route.id} answered {upstream.status} (a redirect); "
+                                  "the gateway follows none", "upstream_redirect")
+        headers = answer_headers(upstream.headers)
+        if upstream.content_type == "text/event-stream":
+            return await self._stream(request, upstream, route, started, headers)
+        cap = self.config.max_response_bytes
+        if upstream.content_length is not None and upstream.content_length > cap:
+            return too_large(route, cap)
+        data = bytearray()
+        try:
+            async for chunk in upstream.content.iter_any():
+                data += chunk
+                if len(data) > cap:
+                    return too_large(route, cap)
+        except TimeoutError:
+            return error_response(504, f"the backend of model {route.id} stopped sending its answer for "
+                                  f"{self.config.upstream_timeout:g} s", "upstream_timeout")
+        except aiohttp.ClientError as error:
+            return error_response(502, f"the backend of model {route.id} sent a broken answer: {error}",
+                                  "upstream_broken")
+        request[FIRST_BYTE] = time.monotonic() - started
+        if upstream.status == 200:
+            metrics.count_usage(route.id, usage_in(data))
         response = web.StreamResponse(status=upstream.status, headers=headers)
+        response.content_length = len(data)
         await response.prepare(request)
-        async for chunk in upstream.content.iter_any():
-            if FIRST_BYTE not in request:
-                request[FIRST_BYTE] = time.monotonic() - started
-            await response.write(chunk)
-            if b'"usage":{' in chunk or b'"usage": {' in chunk:
-                metrics.count_usage(route.model, usage_in(chunk))
-        await response.write_eof()
+        try:
+            async with asyncio.timeout(self.config.client_timeout):  # a client that does not read is dropped
+                await response.write(data)
+                await response.write_eof()
+        except (TimeoutError, ConnectionError) as error:
+            logger.info("answer of %s not taken by the client: %s", route.id, type(error).__name__)
+            if request.transport is not None:
+                request.transport.abort()
         return response
 
+    async def _stream(
+        self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, started: float,
+        headers: dict[str, str],
+    ) -> web.StreamResponse:
+        """Chunk by chunk with back-pressure: a chunk is read from the backend only once the last
+        one was handed to the client, so a slow client slows the backend instead of filling memory.
+        A client that takes no chunk for ``client_timeout`` is dropped, and so is the stream of a
+        backend that breaks off (the client sees the connection end, never a made-up last chunk)."""
+        response = web.StreamResponse(status=upstream.status, headers=headers)
+        await response.prepare(request)
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(None) as deadline:
+                async for chunk in upstream.content.iter_any():
+                    if FIRST_BYTE not in request:
+                        request[FIRST_BYTE] = time.monotonic() - started
+                    deadline.reschedule(loop.time() + self.config.client_timeout)
+                    await response.write(chunk)
+                    deadline.reschedule(None)
+                    if b'"usage":{' in chunk or b'"usage": {' in chunk:
+                        metrics.count_usage(route.id, usage_in(chunk))
+            await response.write_eof()
+        except (TimeoutError, aiohttp.ClientError, ConnectionError) as error:
+            logger.info("stream of %s ended early: %s: %s", route.id, type(error).__name__, error)
+            metrics.UPSTREAM_ERRORS.labels(route.id).inc()
+            if request.transport is not None:
+                request.transport.abort()
+        return response
     async def metrics_view(self, request: web.Request) -> web.Response:
         """Prometheus exposition; like the portal's ``/metrics``, only for ``Bearer <METRICS_TOKEN>``."""
         expected = f"Bearer {settings.METRICS_TOKEN}"
@@ -241,9 +407,11 @@ class Gateway:
             return web.Response(status=403, text="metrics need Authorization: Bearer <METRICS_TOKEN>\n")
         return web.Response(body=metrics.exposition(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
-    @staticmethod
-    async def healthz(_request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+    async def healthz(self, _request: web.Request) -> web.Response:
+        """Alive; ``X-Catalog-Notices`` says whether route changes arrive as notices (``listening``)
+        or only with the periodic reload (``periodic``: SQLite, or the listener is reconnecting)."""
+        notices = "listening" if self.listening.is_set() else "periodic"
+        return web.Response(text="ok\n", headers={"X-Catalog-Notices": notices})
 
 
 def make_app(config: GatewaySettings | None = None) -> web.Application:
@@ -262,8 +430,11 @@ def make_app(config: GatewaySettings | None = None) -> web.Application:
 
 async def run(host: str, port: int, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
     """Serve until ``stop`` is set (forever without one). ``handler_cancellation``: a client that
-    disconnects cancels its handler, and with it the upstream call."""
-    runner = web.AppRunner(make_app(), handler_cancellation=True, access_log=None)
+    disconnects cancels its handler, and with it the upstream call. ``keepalive_timeout``: a
+    connection that has sent no complete request (slow headers) or sits idle between requests for
+    ``GATEWAY_CLIENT_TIMEOUT_SECONDS`` is closed."""
+    runner = web.AppRunner(make_app(), handler_cancellation=True, access_log=None,
+                           keepalive_timeout=float(settings.GATEWAY_CLIENT_TIMEOUT_SECONDS))
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()

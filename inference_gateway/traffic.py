@@ -2,7 +2,7 @@
 the gateway's metrics (``inference_gateway.metrics``) in Prometheus.
 
 Which Prometheus: the model's cluster's ``prometheus_url`` (and auth header), the one right-sizing
-reads; the README asks for the gateway's ``/metrics`` to be scraped there. One range query per
+reads; docs/gateway.md asks for the gateway's ``/metrics`` to be scraped there. One range query per
 figure, a point every ``STEP`` (96 points a day), each a rate over that step, so every request is
 counted once. Prometheus unreachable or without the series: the page says so instead of a chart.
 """
@@ -43,13 +43,13 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def queries(model_name: str) -> dict[str, str]:
+def queries(model_id: str) -> dict[str, str]:
     """PromQL of each line of the charts, by legend."""
-    selector = f"{{model={_quoted(model_name)}}}"
+    selector = f"{{model={_quoted(model_id)}}}"
     window = f"[{int(STEP.total_seconds() // 60)}m]"
-    latency = f"sum by (le) (rate(gateway_request_duration_seconds_bucket{selector}{window}))"
+    latency = f"sum by (le) (rate(inference_portal_gateway_request_duration_seconds_bucket{selector}{window}))"
     return {
-        "requests/min": f"sum(rate(gateway_requests_total{selector}{window})) * 60",
+        "requests/min": f"sum(rate(inference_portal_gateway_requests_total{selector}{window})) * 60",
         "p50 ms": f"histogram_quantile(0.5, {latency}) * 1000",
         "p95 ms": f"histogram_quantile(0.95, {latency}) * 1000",
     }
@@ -92,7 +92,7 @@ def traffic(model: ServingModel, now: datetime | None = None) -> Traffic:
     try:
         with RangeClient(cluster.prometheus_url, cluster.prometheus_auth_header or "", TIMEOUT_SECONDS) as client:
             lines = {legend: client.query_range(promql, start, end, STEP)
-                     for legend, promql in queries(model.model_name).items()}
+                     for legend, promql in queries(model.gateway_id).items()}
     except PrometheusError as error:
         return Traffic(note=str(error))
     if not any(lines.values()):

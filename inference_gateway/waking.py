@@ -4,7 +4,7 @@ that arrives while it runs, and held until the model serves or ``timeout`` passe
 The first request for a sleeping managed model starts one wake: ``models_app.wake.wake`` stamps
 the request on the model and its dependencies and reconciles them, dependencies first, through
 memory admission. Then the model is reconciled again every ``poll`` seconds (reconciles are
-idempotent and run one at a time per object, clusters/work_queue.py) until the controller reports
+idempotent and run one at a time per object, clusters/sync/work_queue.py) until the controller reports
 it ``Deployed``, i.e. its Deployment has a ready replica; a dependency that became ready in the
 meantime lets the model start at the next pass. Requests arriving meanwhile wait on the same wake.
 A wake that does not finish within ``timeout`` answers 503 with the last reason the controller
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth import get_user_model
 
-from clusters.audit import Actor
-from clusters.controllers import reconcile_row
 from clusters.models import AuditEntry
+from clusters.sync.audit import Actor
+from clusters.sync.controllers import reconcile_row
 from inference_gateway.callers import Caller
 from inference_gateway.db_thread import WAKES, in_thread
 from inference_gateway.routes import Route

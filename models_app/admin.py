@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from clusters.admin import KubeObjectAdmin
+from clusters.web.admin import KubeObjectAdmin
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 
 

@@ -8,9 +8,10 @@ class ModelsAppConfig(AppConfig):
     verbose_name = "Serving models"
 
     def ready(self) -> None:
-        from clusters.controllers import ChildKind, register_controller
+        from clusters.controller_registry import ChildKind, register_controller
+        from clusters.kube.failures import register_warning_reasons
         from models_app import metrics
-        from models_app.controller import FINALIZER, reconcile_inference_model, release_departed
+        from models_app.controller import FAILURES, FINALIZER, reconcile_inference_model, release_departed
 
         metrics.register_collector()
 
@@ -21,3 +22,4 @@ class ModelsAppConfig(AppConfig):
             sweep=release_departed,
             finalizer=FINALIZER,
         )
+        register_warning_reasons("InferenceModel", FAILURES)

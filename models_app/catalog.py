@@ -20,8 +20,8 @@ from django.db.models import CharField, F, PositiveSmallIntegerField, QuerySet, 
 from django.db.models.functions import Cast
 
 from accounts.access import VIEW, restrict
-from clusters.api.ordering import ordering_error
 from clusters.postgres_only import LONGEST_INDEXED_TEXT
+from clusters.web.api.ordering import ordering_error
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 

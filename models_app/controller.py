@@ -6,7 +6,10 @@ reference to the model. Replicas follow demand: scale to zero once ``cooldownPer
 since the ``inference.eh-ops.io/last-request-time`` annotation (the model's creation when it was
 never requested), back up when woken, dependencies first. Starting needs memory-budget admission
 from ``scheduler.admission``; a model that does not fit stays at zero with ``InsufficientMemory``
-and the planner's message. The finalizer ``inference.eh-ops.io/finalizer`` runs the reference's
+and the planner's message (``InsufficientGPU`` when GPUs are short). A Deployment the cluster refuses
+(422 invalid, 403 admission) keeps the model at zero with the cluster's reason and message. Failures
+are recorded as Warning Events on the model (``clusters.kube.failures``). The finalizer
+``inference.eh-ops.io/finalizer`` runs the reference's
 cleanup: release the budget, clean the model's metrics (its series leave ``/metrics`` once the row is
 ``Deleting``: ``models_app.metrics``), remove the finalizer.
 """
@@ -21,13 +24,14 @@ from urllib.parse import urlsplit
 from django.db.models import Exists, OuterRef
 from django.utils.dateparse import parse_datetime
 
-from clusters.conditions import rfc3339, set_condition
-from clusters.gateway import ClusterGateway, NotFoundError
-from clusters.handover import remove_finalizer
-from clusters.inbound import upsert_from_cluster
+from clusters.kube.client import ClusterGateway, NotFoundError, PermanentError
+from clusters.kube.conditions import rfc3339, set_condition
+from clusters.kube.failures import refusal, warn
+from clusters.kube.owned import NotOwnedError, ensure, label_value
 from clusters.models import Cluster, SyncState
-from clusters.owned import NotOwnedError, ensure, label_value
-from clusters.quantities import quantity_to_int
+from clusters.sync.handover import remove_finalizer
+from clusters.sync.inbound import upsert_from_cluster
+from clusters.validation.quantities import quantity_to_int
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.admission import Demand, admit, release
 from scheduler.consumption import shapes_from_json
@@ -47,9 +51,15 @@ class Reason:
     DEPLOYED = "Deployed"
     FAILED = "Failed"
     INSUFFICIENT_MEMORY = "InsufficientMemory"
+    INSUFFICIENT_GPU = "InsufficientGPU"
+    DEPENDENCY_NOT_FOUND = "DependencyNotFound"
     SCALED_TO_ZERO = "ScaledToZero"
     PENDING = "Pending"
     TERMINATING = "Terminating"
+
+
+FAILURES = {Reason.FAILED, Reason.INSUFFICIENT_MEMORY, Reason.INSUFFICIENT_GPU, Reason.DEPENDENCY_NOT_FOUND}
+"""The ``Ready`` reasons that say something is wrong (a Warning Event, the object's ``lastError``)."""
 
 
 @dataclass
@@ -117,12 +127,15 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
             deployment = ensure(deployments, _deployment(cr, deployment, plan.replicas, now))
         except NotOwnedError as error:
             plan, deployment = Plan(0, Reason.FAILED, str(error)), None
+        except PermanentError as error:  # the cluster refused the Deployment (422 invalid, 403 admission...)
+            plan = Plan(0, *refusal(error))
     if plan.replicas == 0:
         release(row.cluster_id, KIND.kind, row.namespace, row.name)
     status = _status(cr, deployment, plan, now)
     if status != {key: cr.get("status", {}).get(key) for key in status}:
         cr = gateway.patch_status(KIND, row.namespace, row.name, status)
         upsert_from_cluster(InferenceModel, row.cluster, cr)
+    warn(gateway, KIND, {**cr, "status": {**(cr.get("status") or {}), **status}}, now)
     return f"{status['conditions'][0]['reason']}: {status['conditions'][0]['message']}"
 
 
@@ -181,7 +194,7 @@ def _plan(
     if not decision.fits and decision.frees_enough:
         decision = admit(demand, now, stopping=_scale_idle_now(gateway, decision.idle_candidates, now))
     if not decision.fits:
-        return Plan(0, Reason.INSUFFICIENT_MEMORY, decision.message)
+        return Plan(0, decision.reason or Reason.INSUFFICIENT_MEMORY, decision.message)
     return Plan(spec.get("maxReplicas", 1))
 
 
@@ -242,7 +255,7 @@ def _dependencies_not_ready(
     try:
         closure = dependency_closure(row)
     except ValueError as error:
-        reason = Reason.FAILED if "cycle" in str(error) else Reason.PENDING
+        reason = Reason.FAILED if "cycle" in str(error) else Reason.DEPENDENCY_NOT_FOUND
         return Plan(0, reason, str(error))
     waiting = []
     deployments = gateway.builtin("apps/v1", "Deployment")
@@ -285,7 +298,7 @@ def _container_resources(resources: dict[str, Any]) -> dict[str, Any]:
 
 
 def _deployment(cr: dict[str, Any], current: dict[str, Any] | None, replicas: int, now: datetime) -> dict[str, Any]:
-    """The Deployment the portal wants for the model (applied by clusters.owned.ensure)."""
+    """The Deployment the portal wants for the model (applied by clusters.kube.owned.ensure)."""
     metadata, spec = cr["metadata"], cr["spec"]
     labels = deployment_labels(cr)
     requested = last_request_time(cr, current) or now

@@ -21,10 +21,10 @@ from django.shortcuts import redirect, render
 
 from accounts.access import ADD, grants_of, is_unrestricted, namespace_predicate, visible_cluster_ids
 from accounts.access import visible_clusters as clusters_of
-from clusters.audit import Actor
-from clusters.forms import to_yaml
 from clusters.models import Cluster, KubeObject
-from clusters.portal import PORTAL, ManifestForm, obj_url, preselect_only_cluster, require_perm
+from clusters.sync.audit import Actor
+from clusters.web.forms import to_yaml
+from clusters.web.portal import PORTAL, ManifestForm, obj_url, preselect_only_cluster, require_perm
 from models_app.models import InferenceModel, KubeAIModel
 from scheduler.api.calculator_serializers import CalculatorRequestSerializer
 from scheduler.calculator_answer import Answer, Row, answer

@@ -2,7 +2,7 @@
 
 import django_filters
 
-from clusters.filtersets import ServingModelFilterSet
+from clusters.web.filtersets import ServingModelFilterSet
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
-from clusters.forms import crd_enum
-from clusters.portal import KubeObjectPageForm
+from clusters.web.forms import crd_enum
+from clusters.web.portal import KubeObjectPageForm
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 
 

@@ -12,10 +12,11 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.kinds import KindInfo, register
 from clusters.models import KubeObject
-from clusters.quantities import quantity_to_int, saturate_int64
 from clusters.serving import PodResources
-from clusters.spec_rules import requests_within_limits
-from clusters.validation import FieldError
+from clusters.validation.quantities import quantity_to_int, saturate_int64
+from clusters.validation.schemas import FieldError
+from clusters.validation.spec_rules import requests_within_limits
+from inference_gateway.placement import backend_url_errors, gateway_id, gateway_id_errors
 from scheduler.consumption import (
     GPU_RESOURCE_BY_ACCELERATOR,
     PodShape,
@@ -84,6 +85,21 @@ class ServingModel(KubeObject):
     # the spec, so right-sizing only recommends); whether the CRD's status carries right-sizing fields.
     pod_memory_path: ClassVar[str | None] = None
     rightsizing_status: ClassVar[bool] = False
+    # The field the served model's name (``model_name``, the gateway id's second half) comes from.
+    model_name_path: ClassVar[str] = "spec.modelName"
+
+    @classmethod
+    def cluster_rules(cls, cluster: Any, manifest: dict[str, Any]) -> list[FieldError]:
+        """One object per gateway id in the portal (``inference_gateway.placement``)."""
+        metadata = manifest["metadata"]
+        row = cls(cluster=cluster, namespace=metadata["namespace"], name=metadata["name"], spec=manifest["spec"])
+        row.project()
+        return gateway_id_errors(row, cluster, cls.model_name_path, ServingModel.__subclasses__())
+
+    @property
+    def gateway_id(self) -> str:
+        """What clients send as ``model`` to the gateway: unique across the portal."""
+        return gateway_id(self.namespace, self.model_name)
 
     @classmethod
     def projected_fields(cls) -> list[str]:
@@ -157,6 +173,12 @@ class InferenceModel(ServingModel):
             errors.append(FieldError("spec.dependencies", dependencies, "must not repeat a name"))
         return errors
 
+    @classmethod
+    def cluster_rules(cls, cluster: Any, manifest: dict[str, Any]) -> list[FieldError]:
+        """Where the model may answer (``inference_gateway.placement``), then its gateway id."""
+        errors = backend_url_errors(cluster, manifest["metadata"]["namespace"], manifest["spec"])
+        return errors or super().cluster_rules(cluster, manifest)
+
     def project(self) -> None:
         spec, status = self.spec or {}, self.status or {}
         self.model_name = spec.get("modelName", "")
@@ -216,6 +238,7 @@ class KubeAIModel(ServingModel):
 
     kube = KindInfo("kubeai.org", "v1", "Model", "models")
     url_slug = "kubeai-models"
+    model_name_path = "metadata.name"
 
     url = models.TextField(blank=True, editable=False)
     features = models.TextField(
@@ -293,6 +316,7 @@ class ModelService(ServingModel):
 
     kube = KindInfo("model.otterscale.io", "v1alpha1", "ModelService", "modelservices")
     url_slug = "modelservices"
+    model_name_path = "spec.model.name"
 
     @classmethod
     def extra_rules(cls, manifest: dict[str, Any]) -> list[FieldError]:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from clusters.portal import DeleteObjectView
+from clusters.web.portal import DeleteObjectView
 from models_app import deploy, views, whatif
 
 urlpatterns = [

@@ -1,7 +1,7 @@
 """Portal pages of the serving kinds: catalog, model page, create/edit forms and YAML mode.
 
 Thin views: filtering is the kinds' FilterSets (models_app.catalog), access is
-accounts.access.restrict, writes are clusters.services through clusters.portal's forms.
+accounts.access.restrict, writes are clusters.web.services through clusters.web.portal's forms.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from accounts.access import VIEW, restrict
-from clusters.forms import crd_enum
 from clusters.models import Cluster, KubeObject, SyncState
-from clusters.portal import (
+from clusters.web.forms import crd_enum
+from clusters.web.portal import (
     KubeObjectPageForm,
     ManifestForm,
     ResolveConflictView,

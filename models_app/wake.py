@@ -6,16 +6,44 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from clusters.audit import Actor, record
-from clusters.controllers import reconcile_row
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway, GatewayError, TransientError
+from clusters.kube.failures import failing_condition, is_refusal, refusal_message
 from clusters.models import AuditEntry
-from models_app.controller import dependency_closure, wake_in_cluster
+from clusters.sync.audit import Actor, record
+from clusters.sync.controllers import reconcile_row
+from models_app.controller import KIND, dependency_closure, wake_in_cluster
 from models_app.models import InferenceModel
 
 
 class WakeRefused(Exception):
-    """The model cannot be woken here; the message says why (naming the dependency or the cycle)."""
+    """The model cannot be woken here; the message says why (naming the dependency or the cycle, or
+    the cluster's own refusal). ``http_status``: 400 for the portal's rules, 409 or 422 when the
+    cluster refused (422: it found the object invalid), 503 when it could not be reached."""
+
+    def __init__(self, message: str, http_status: int = 400) -> None:
+        super().__init__(message)
+        self.http_status = http_status
+
+
+def _refused_in_cluster(member: InferenceModel) -> WakeRefused | None:
+    """The cluster refused what the reconcile wrote for ``member`` (its Deployment): the row's
+    ``Ready`` condition, as the reconcile just stored it, says so."""
+    member.refresh_from_db(fields=["status"])
+    condition = failing_condition(KIND.kind, member.status)
+    if condition is None or not is_refusal(condition["reason"]):
+        return None
+    return WakeRefused(
+        f"cluster {member.cluster.name} refused {member.name}: {condition.get('message')}",
+        422 if condition["reason"] == "Invalid" else 409,
+    )
+
+
+def _cluster_refusal(model: InferenceModel, error: GatewayError) -> WakeRefused:
+    if isinstance(error, TransientError):
+        return WakeRefused(f"cluster {model.cluster.name} could not be reached: {error}", 503)
+    return WakeRefused(
+        f"cluster {model.cluster.name} refused: {refusal_message(error)}", 422 if error.status == 422 else 409
+    )
 
 
 def wake(model: InferenceModel, actor: Actor, now: datetime | None = None) -> dict[str, str]:
@@ -43,6 +71,11 @@ def wake(model: InferenceModel, actor: Actor, now: datetime | None = None) -> di
         for member in closure:
             member.refresh_from_db()
             outcomes[member.name] = reconcile_row(member, now, gateway)
+            refused = _refused_in_cluster(member)
+            if refused is not None:
+                raise refused
+    except GatewayError as error:
+        raise _cluster_refusal(model, error) from None
     finally:
         gateway.close()
     return outcomes

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from clusters.admin import KubeObjectAdmin
+from clusters.web.admin import KubeObjectAdmin
 from runs_app.models import InferenceConfig, InferenceRun
 
 

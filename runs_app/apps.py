@@ -8,9 +8,11 @@ class RunsAppConfig(AppConfig):
     verbose_name = "Inference runs"
 
     def ready(self) -> None:
-        from clusters.controllers import ChildKind, register_controller
-        from runs_app.controller import JOB_LABEL, reconcile_inference_run
+        from clusters.controller_registry import ChildKind, register_controller
+        from clusters.kube.failures import register_warning_reasons
+        from runs_app.controller import FAILURES, JOB_LABEL, reconcile_inference_run
 
         register_controller(
             "InferenceRun", reconcile_inference_run, children=(ChildKind("batch/v1", "Job", JOB_LABEL),)
         )
+        register_warning_reasons("InferenceRun", FAILURES)

@@ -14,10 +14,10 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from clusters.audit import Actor, record
-from clusters.gateway import ClusterGateway, GatewayError, NotFoundError
-from clusters.inbound import upsert_from_cluster
+from clusters.kube.client import ClusterGateway, GatewayError, NotFoundError
 from clusters.models import AuditEntry
+from clusters.sync.audit import Actor, record
+from clusters.sync.inbound import upsert_from_cluster
 from runs_app.controller import TERMINAL, cancel_in_cluster
 from runs_app.models import InferenceRun
 

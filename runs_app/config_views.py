@@ -1,7 +1,7 @@
 """InferenceConfig pages: list, detail (with the runs that use it), create and edit (form or YAML).
 
 Runs need a config, so a team creates and adjusts its own here instead of asking platform staff
-for the admin. Access, validation and writes are the shared ones of clusters.portal.
+for the admin. Access, validation and writes are the shared ones of clusters.web.portal.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from accounts.access import VIEW, restrict
-from clusters.portal import ManifestForm, edit_page, list_page, mode_urls, object_context, visible_object
+from clusters.web.portal import ManifestForm, edit_page, list_page, mode_urls, object_context, visible_object
 from runs_app.filtersets import InferenceConfigFilterSet
 from runs_app.forms import InferenceConfigPageForm
 from runs_app.models import InferenceConfig, InferenceRun

@@ -7,9 +7,11 @@ with a cron ``schedule`` it becomes a CronJob instead (at most 52 characters: th
 controller appends an 11-character suffix to name its Jobs). ``status.contract`` is declared
 ``format: byte`` by the CRD, so it holds the contract's JSON base64-encoded, as the API server
 requires. Owned objects are written with server-side apply, only when they differ
-(``clusters.owned``). The run's status follows the Job (phase
+(``clusters.kube.owned``). The run's status follows the Job (phase
 Pending / Running / Succeeded / Failed, start and completion times, message, conditions, a
-reference to the Job). ``autoDeletePolicy`` removes the Job and its contract after success
+reference to the Job); a missing InferenceConfig (``ConfigNotFound``) and a failed Job are
+recorded as Warning Events on the run (``clusters.kube.failures``). ``autoDeletePolicy`` removes the Job
+and its contract after success
 (``DeleteOnSuccess``) or after any end (``DeleteOnCompletion``). Unlike the public controller, a
 finished run is never started again when its Job disappears: the phase is checked first.
 """
@@ -24,10 +26,11 @@ from typing import Any
 
 from croniter import croniter
 
-from clusters.conditions import as_rfc3339, rfc3339, set_condition
-from clusters.gateway import ClusterGateway, NotFoundError
-from clusters.inbound import upsert_from_cluster
-from clusters.owned import controller_uid, ensure, label_value
+from clusters.kube.client import ClusterGateway, NotFoundError
+from clusters.kube.conditions import as_rfc3339, rfc3339, set_condition
+from clusters.kube.failures import warn
+from clusters.kube.owned import controller_uid, ensure, label_value
+from clusters.sync.inbound import upsert_from_cluster
 from runs_app.models import InferenceConfig, InferenceRun
 
 KIND = InferenceRun.kube
@@ -38,6 +41,10 @@ CONTRACT_DIR = "/etc/inference"
 MAX_JOB_NAME = 63
 MAX_CRONJOB_NAME = 52
 JOB_LABEL = "ai.krateo.io/inference-run"
+CONFIG_NOT_FOUND = "ConfigNotFound"
+CANCELLED = "Cancelled"
+FAILURES = {"Failed", CONFIG_NOT_FOUND}
+"""The ``Ready`` reasons that say something is wrong (a Warning Event, the run's ``lastError``)."""
 
 
 def job_name(run_name: str, uid: str, limit: int = MAX_JOB_NAME) -> str:
@@ -143,6 +150,7 @@ def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: dat
                     f"{config_ref.get('name')} not found",
                     now,
                     run,
+                    reason=CONFIG_NOT_FOUND,
                 )
             )
             outcome = "waiting for config"
@@ -154,6 +162,7 @@ def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: dat
                 outcome = _ensure_cronjob(cronjobs, jobs, run, config, name, status, now)
             else:
                 outcome = _ensure_job(jobs, run, config, name, status, now)
+        warn(gateway, KIND, {**run, "status": status}, now)
     if status != (run.get("status") or {}):
         run = gateway.patch_status(KIND, row.namespace, row.name, status)
         upsert_from_cluster(InferenceRun, row.cluster, run)
@@ -171,9 +180,12 @@ def _contract_configmap(run: dict[str, Any], name: str, contract: dict[str, Any]
     }
 
 
-def _phase(status: dict[str, Any], phase: str, message: str, now: datetime, run: dict[str, Any]) -> dict[str, Any]:
+def _phase(status: dict[str, Any], phase: str, message: str, now: datetime, run: dict[str, Any],
+           reason: str = "") -> dict[str, Any]:
+    """The run's phase and message, and its ``Ready`` condition (``reason`` defaults to the phase)."""
     generation = run["metadata"].get("generation")
-    conditions = set_condition(status.get("conditions"), "Ready", phase == "Succeeded", phase, message, now, generation)
+    conditions = set_condition(status.get("conditions"), "Ready", phase == "Succeeded", reason or phase, message, now,
+                               generation)
     return {"phase": phase, "message": message, "conditions": conditions, "observedGeneration": generation}
 
 
@@ -302,8 +314,8 @@ def cancel_in_cluster(gateway: ClusterGateway, row: InferenceRun, message: str, 
     """
     run = gateway.get(KIND, row.namespace, row.name)
     status = dict(run.get("status") or {})
-    status.update(_phase(status, "Failed", message, now, run))
-    status["conditions"] = set_condition(status["conditions"], "Cancelled", True, "Cancelled", message, now)
+    status.update(_phase(status, "Failed", message, now, run, reason=CANCELLED))
+    status["conditions"] = set_condition(status["conditions"], CANCELLED, True, CANCELLED, message, now)
     status["completionTime"] = rfc3339(now)
     run = gateway.patch_status(KIND, row.namespace, row.name, status)
     job = (status.get("jobRef") or {}).get("name")

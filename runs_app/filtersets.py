@@ -2,7 +2,7 @@
 
 import django_filters
 
-from clusters.filtersets import KubeObjectFilterSet
+from clusters.web.filtersets import KubeObjectFilterSet
 from runs_app.models import InferenceConfig, InferenceRun
 
 

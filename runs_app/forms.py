@@ -10,9 +10,9 @@ from django import forms
 from django.utils import timezone
 
 from accounts.access import ADD, VIEW, can_act_in, grants_of, is_unrestricted, restrict
-from clusters.forms import crd_enum
-from clusters.manifests import ManifestInvalid, validate_manifest
-from clusters.portal import KubeObjectPageForm
+from clusters.validation.manifests import ManifestInvalid, validate_manifest
+from clusters.web.forms import crd_enum
+from clusters.web.portal import KubeObjectPageForm
 from runs_app.models import InferenceConfig, InferenceRun
 
 MIN_PARAMETER_ROWS = 3

@@ -9,7 +9,7 @@ from django.db import models
 
 from clusters.kinds import KindInfo, register
 from clusters.models import KubeObject
-from clusters.validation import FieldError
+from clusters.validation.schemas import FieldError
 
 
 @register

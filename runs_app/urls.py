@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from clusters.portal import DeleteObjectView, ResolveConflictView
+from clusters.web.portal import DeleteObjectView, ResolveConflictView
 from runs_app import config_views, views
 from runs_app.models import InferenceConfig, InferenceRun
 
@@ -10,7 +10,7 @@ urlpatterns = [
     path("runs/", views.run_list, name="run-list"),
     path("runs/new/", views.submit_run, name="run-submit"),
     path("runs/<int:pk>/", views.run_page, name="run-page"),
-    path("runs/<int:pk>/", views.run_page, name="inferencerun-detail-page"),  # the name clusters.portal.obj_url uses
+    path("runs/<int:pk>/", views.run_page, name="inferencerun-detail-page"),  # the name web.portal.obj_url uses
     path("runs/<int:pk>/status/", views.run_status, name="run-status"),
     path("runs/<int:pk>/cancel/", views.cancel, name="run-cancel"),
     path("runs/<int:pk>/rerun/", views.rerun, name="run-rerun"),

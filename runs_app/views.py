@@ -14,10 +14,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.access import CHANGE, VIEW, restrict
-from clusters.audit import Actor
-from clusters.forms import to_yaml
-from clusters.portal import PORTAL, list_page, object_context, require_perm, visible_object
-from clusters.services import assign_manifest, save_portal_edit
+from clusters.kube.health import connected
+from clusters.sync.audit import Actor
+from clusters.web.forms import to_yaml
+from clusters.web.portal import PORTAL, list_page, object_context, require_perm, visible_object
+from clusters.web.services import assign_manifest, save_portal_edit
 from runs_app.cancel import CancelRefused
 from runs_app.cancel import cancel as cancel_run
 from runs_app.cancel import refusal as cancel_refusal
@@ -113,6 +114,7 @@ def _status_context(run: InferenceRun) -> dict[str, Any]:
         "contract": json.dumps(contract, indent=2, sort_keys=True) if contract is not None else None,
         "contract_configmap": f"{job['name']}-contract" if job.get("name") else None,
         "finished": status.get("phase") in TERMINAL,
+        "connected": connected(run.cluster),  # a snapshot never moves: no polling, and the page says why
         "conditions": status.get("conditions") if isinstance(status.get("conditions"), list) else [],
         "status_yaml": to_yaml({k: v for k, v in status.items() if k not in ("conditions", "contract")}),
     }

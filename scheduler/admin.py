@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from clusters.admin_quantities import QuantityAdminMixin
+from clusters.web.admin_quantities import QuantityAdminMixin
 from scheduler.models import MemoryReservation, Node, NodePool
 
 

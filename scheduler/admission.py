@@ -22,13 +22,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from clusters.quantities import format_bytes, quantity_to_int
+from clusters.validation.quantities import format_bytes, quantity_to_int
 from scheduler.accounting import account
 from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import MemoryReservation, NodePool
 
 DEFAULT_MAX_MODEL_MEMORY = "96Gi"
 INSUFFICIENT_MEMORY = "InsufficientMemory"
+INSUFFICIENT_GPU = "InsufficientGPU"
 
 
 def max_model_memory_bytes() -> int | None:
@@ -136,7 +137,7 @@ def _gpu_decision(
         f"insufficient GPUs in pool {pool.name} for {names}: requested {wanted}, free {max(free, 0)} of "
         f"{pool.gpu_count} ({held} held by running models, {reserved} reserved by models starting)"
         f"{idle_text}",
-        INSUFFICIENT_MEMORY, frees_enough=bool(candidates) and freed >= wanted - free,
+        INSUFFICIENT_GPU, frees_enough=bool(candidates) and freed >= wanted - free,
     )  # fmt: skip
 
 

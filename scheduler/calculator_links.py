@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.urls import reverse
 
-from clusters.forms import to_yaml
+from clusters.web.forms import to_yaml
 from scheduler.calculator import Estimate, GPUSplit
 from scheduler.presets import Preset
 

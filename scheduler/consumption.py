@@ -14,7 +14,7 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
-from clusters.quantities import quantity_to_decimal
+from clusters.validation.quantities import quantity_to_decimal
 
 # Accelerator types (ModelService's ``spec.accelerator.type`` names) -> the device plugin's
 # extended resource, as the ModelService operator's GPUResourceName maps them.

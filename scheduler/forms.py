@@ -9,8 +9,8 @@ import yaml
 from django import forms
 from django.db.models import QuerySet
 
-from clusters import yaml_input
 from clusters.models import Cluster
+from clusters.validation import yaml_input
 from scheduler.api.serializers import PlanRequestSerializer
 
 PLAN_EXAMPLE = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 
 from clusters.models import Cluster
-from clusters.quantities import format_bytes
+from clusters.validation.quantities import format_bytes
 
 
 class NodePool(models.Model):

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
 from scheduler.consumption import ACCELERATOR_BY_GPU_RESOURCE, GPU_RESOURCE_BY_ACCELERATOR, cpu_millis_of
 
 # Extended resources that count as one accelerator each (device plugins of NVIDIA, AMD, Intel

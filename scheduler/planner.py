@@ -22,8 +22,8 @@ from typing import Any
 from django.utils import timezone
 
 from clusters.models import Cluster
-from clusters.quantities import format_bytes
-from clusters.validation import FieldError, ManifestInvalid
+from clusters.validation.quantities import format_bytes
+from clusters.validation.schemas import FieldError, ManifestInvalid
 from config.gc_tuning import collector_paused
 from scheduler.consumption import PodShape
 from scheduler.holdings import Holding, ModelKey, dependencies_of, load_holdings

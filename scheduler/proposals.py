@@ -1,6 +1,6 @@
 """Turn what a user proposes (an existing model, an edited one, a new manifest) into plain proposals.
 
-Every new or edited spec goes through :func:`clusters.manifests.validate_manifest`, the project's
+Every new or edited spec goes through :func:`clusters.validation.manifests.validate_manifest`, the project's
 single validator; its errors come back with the path inside the request (``models[2].manifest.
 spec.memory``), so the API answers 400 naming the field, the value and the rule.
 """
@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusters.kinds import with_article
-from clusters.manifests import resolve_kind, validate_manifest
-from clusters.merge import apply_merge_patch
 from clusters.models import Cluster, KubeObject
-from clusters.quantities import quantity_to_int
-from clusters.validation import FieldError, ManifestInvalid
+from clusters.sync.merge import apply_merge_patch
+from clusters.validation.manifests import resolve_kind, validate_manifest
+from clusters.validation.quantities import quantity_to_int
+from clusters.validation.schemas import FieldError, ManifestInvalid
 from scheduler.consumption import GPU_RESOURCE_BY_ACCELERATOR, PodShape, shapes_from_json
 from scheduler.holdings import Identified, serving_model_for, serving_models
 

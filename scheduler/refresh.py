@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway
 from clusters.models import Cluster
 from scheduler.models import Node, NodePool
 from scheduler.nodes import PoolCapacity, pools_from_nodes

@@ -6,7 +6,7 @@ import logging
 
 from celery import shared_task
 
-from clusters.gateway import GatewayError
+from clusters.kube.client import GatewayError
 from clusters.models import Cluster
 from scheduler.refresh import refresh_node_pools
 

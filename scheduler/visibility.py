@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clusters.kinds import with_article
-from clusters.validation import FieldError
+from clusters.validation.schemas import FieldError
 from scheduler.accounting import PoolAccount
 from scheduler.proposals import Proposal
 

@@ -18,8 +18,14 @@ from rest_framework.test import APIClient
 
 from accounts.models import ALL_NAMESPACES, NamespaceGrant, Team
 from clusters.models import Cluster
-from tests.support.clusters import KubeCluster, apply_crds, apply_crds_to, external_kubeconfig
-from tests.support.control_plane import ControlPlane, ControlPlaneUnavailable, running_control_plane
+from devstack.control_plane import (
+    ControlPlane,
+    ControlPlaneUnavailable,
+    apply_crds,
+    apply_crds_to,
+    running_control_plane,
+)
+from tests.support.clusters import KubeCluster, external_kubeconfig
 from tests.support.fault_proxy import FaultProxy
 
 

@@ -56,7 +56,7 @@ def test_metrics_export_mirrored_object_gauges(metrics_client) -> None:
     call_command("load_demo", stdout=io.StringIO())
     body = metrics_client.get("/metrics").content.decode()
     assert 'inference_portal_mirrored_objects{cluster="demo",kind="InferenceModel",sync_state="Synced"} 5.0' in body
-    assert "django_http_requests_total_by_method_total" in body
+    assert "inference_portal_django_http_requests_total_by_method_total" in body
 
 
 @pytest.mark.django_db

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from clusters.limits import MAX_REQUEST_BODY_BYTES
+from clusters.validation.limits import MAX_REQUEST_BODY_BYTES
 from config.settings.env import env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -18,7 +18,7 @@ DEMO_DIR = PLATFORM_DIR / "demo"
 
 SECRET_KEY = env_str("SECRET_KEY", "insecure-development-key-change-me")
 # Older SECRET_KEYs still accepted (sessions, signatures, and decrypting credentials at rest) while
-# rotating: see README "Secrets at rest".
+# rotating: see docs/security.md, "Secrets at rest".
 SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 # Credentials in the database (cluster bearer tokens, Prometheus auth headers) are Fernet-encrypted
 # by django-fernet-encrypted-fields with a key derived from SECRET_KEY and each of these (its
@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "scheduler.rightsizing",
     "accounts",
     "inference_gateway",
+    "devstack",
 ]
 
 MIDDLEWARE = [
@@ -154,21 +155,21 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
         "knox.auth.TokenAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["clusters.api.permissions.ReadLoggedInWriteWithModelPermission"],
+    "DEFAULT_PERMISSION_CLASSES": ["clusters.web.api.permissions.ReadLoggedInWriteWithModelPermission"],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
-        "clusters.api.pagination.StableOrderingFilter",
+        "clusters.web.api.pagination.StableOrderingFilter",
     ],
     "DEFAULT_PARSER_CLASSES": [
-        "clusters.api.parsers.JSONParser",
-        "clusters.api.parsers.MergePatchJSONParser",
+        "clusters.web.api.parsers.JSONParser",
+        "clusters.web.api.parsers.MergePatchJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_PAGINATION_CLASS": "clusters.api.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "clusters.web.api.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "clusters.api.exceptions.exception_handler",
+    "EXCEPTION_HANDLER": "clusters.web.api.exceptions.exception_handler",
     # POST /api/token/ checks passwords: a few tries a minute per client address (accounts/api.py).
     "DEFAULT_THROTTLE_RATES": {"token": env_str("TOKEN_THROTTLE_RATE", "10/min")},
 }
@@ -200,6 +201,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# Every metric of the portal under one prefix (docs/observability.md): django-prometheus' series
+# become inference_portal_django_*, beside the portal's, the sync's and the gateway's own.
+PROMETHEUS_METRIC_NAMESPACE = "inference_portal"
 # /metrics answers only requests with "Authorization: Bearer <METRICS_TOKEN>"; empty: no one.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
@@ -226,7 +230,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Sync work has its own queue so a long resync never holds up other tasks; workers consume both
 # (`celery -A config worker -Q default,sync`).
-CELERY_TASK_ROUTES = {"clusters.tasks.*": {"queue": "sync"}}
+CELERY_TASK_ROUTES = {"clusters.sync.tasks.*": {"queue": "sync"}}
 CELERY_TIMEZONE = TIME_ZONE
 # Workers keep LOGGING's handlers (and so its URL-redacting filter) instead of installing their own.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
@@ -275,11 +279,19 @@ KUBEAI_RESOURCE_PROFILES = json.loads(os.environ.get("KUBEAI_RESOURCE_PROFILES")
     },
 }
 
-# The portal as controller (see clusters/controllers.py): the reference controller's settings.
+# The portal as controller (see clusters/sync/controllers.py): the reference controller's settings.
 # POLLING_INTERVAL is a duration such as "1m" or "300s" between reconcile passes;
 # MAX_RECONCILE_RATE is how many reconciles run at once.
 POLLING_INTERVAL = env_str("POLLING_INTERVAL", "1m")
 MAX_RECONCILE_RATE = env_int("MAX_RECONCILE_RATE", 4)
+# Who this installation is, in the clusters it shares with other portals: the watcher's Lease is
+# named after it (clusters/leader.py). Empty: derived from the database (its host, port and name),
+# so replicas of one portal share a Lease and two portals with their own databases never wait on
+# each other's.
+INSTALLATION_ID = env_str("INSTALLATION_ID", "")
+# The watcher's Lease name in full, where a deploy grants its Lease by name (platform/deploy,
+# the Helm chart's watchLease.name): overrides the name derived from INSTALLATION_ID.
+WATCH_LEASE_NAME = env_str("WATCH_LEASE_NAME", "")
 
 # Inference gateway (`manage.py gateway`, inference_gateway/): how long a request for a model at
 # zero waits for its wake before a 503 with Retry-After; how stale its in-memory views may be (the
@@ -295,3 +307,17 @@ GATEWAY_EJECT_SECONDS = env_int("GATEWAY_EJECT_SECONDS", 10)
 GATEWAY_UPSTREAM_TIMEOUT_SECONDS = env_int("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", 600)
 GATEWAY_WAKE_POLL_SECONDS = 0.5
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024)
+# Where a model may answer (inference_gateway/placement.py): loopback backends only in development
+# and tests (never in production); the portal's and gateway's own host names, never a backend.
+# What a hostile or broken peer may cost: the largest answer that is not a stream (a larger one is a
+# 502 upstream_response_too_large; streams pass through with a fixed buffer), seconds to connect
+# to a backend, and seconds a client may take to send its headers or body, or to read the answer
+# before the gateway gives up on it (GATEWAY_UPSTREAM_TIMEOUT_SECONDS is the backend's: headers and
+# between chunks).
+GATEWAY_MAX_RESPONSE_BYTES = env_int("GATEWAY_MAX_RESPONSE_BYTES", 32 * 1024 * 1024)
+GATEWAY_CONNECT_TIMEOUT_SECONDS = env_int("GATEWAY_CONNECT_TIMEOUT_SECONDS", 10)
+GATEWAY_CLIENT_TIMEOUT_SECONDS = env_int("GATEWAY_CLIENT_TIMEOUT_SECONDS", 30)
+# Where clients reach the gateway: the address the model pages' snippets name.
+GATEWAY_PUBLIC_URL = env_str("GATEWAY_PUBLIC_URL", "http://127.0.0.1:8080")
+GATEWAY_ALLOW_LOOPBACK = env_bool("GATEWAY_ALLOW_LOOPBACK", False)
+GATEWAY_OWN_HOSTS = env_list("GATEWAY_OWN_HOSTS", [])

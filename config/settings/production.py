@@ -13,6 +13,9 @@ if any(key.startswith("insecure-") for key in SALT_KEY):
         "FIELD_ENCRYPTION_KEYS must be set in the environment in production (credentials are encrypted with it)"
     )
 
+# Never loopback backends in production, whatever the environment says (inference_gateway/placement.py).
+GATEWAY_ALLOW_LOOPBACK = False
+
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

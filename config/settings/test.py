@@ -8,6 +8,8 @@ from config.settings.base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = True
+# The tests' backends run on loopback; refusal tests turn it off with the `settings` fixture.
+GATEWAY_ALLOW_LOOPBACK = True
 
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     # A file, not shared in-memory: sync tests run watchers in threads, and an in-memory

@@ -1,6 +1,6 @@
 """Manifest-shaped serializers for the serving kinds."""
 
-from clusters.api.serializers import manifest_serializer_for
+from clusters.web.api.serializers import manifest_serializer_for
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 
 InferenceModelSerializer = manifest_serializer_for(InferenceModel)

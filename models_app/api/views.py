@@ -1,14 +1,14 @@
 """Thin viewsets: the shared KubeObjectViewSet does the work."""
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from clusters.api.permissions import ChangeModelPermission
-from clusters.api.views import KubeObjectViewSet
-from clusters.audit import Actor
 from clusters.models import AuditEntry
+from clusters.sync.audit import Actor
+from clusters.web.api.permissions import ChangeModelPermission
+from clusters.web.api.views import KubeObjectViewSet
 from models_app.api.serializers import InferenceModelSerializer, KubeAIModelSerializer, ModelServiceSerializer
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet
 from models_app.models import InferenceModel, KubeAIModel, ModelService
@@ -32,6 +32,9 @@ class InferenceModelViewSet(KubeObjectViewSet):
                 description="Refused: the cluster does not let the portal manage InferenceModels, or a dependency is "
                 "missing or cyclic (the message names it)."
             ),
+            409: OpenApiResponse(description="The cluster refused the change; its message is given."),
+            422: OpenApiResponse(description="The cluster found the object invalid; its message is given."),
+            503: OpenApiResponse(description="The cluster could not be reached."),
         },
     )
     @action(detail=True, methods=["post"], permission_classes=[ChangeModelPermission])
@@ -41,7 +44,7 @@ class InferenceModelViewSet(KubeObjectViewSet):
         try:
             outcomes = wake(model, Actor.from_request(request, AuditEntry.Source.API))
         except WakeRefused as refused:
-            return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
+            return Response({"detail": str(refused)}, status=refused.http_status)
         return Response({"woken": outcomes})
 
 

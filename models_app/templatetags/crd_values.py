@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import template
 
-from clusters.forms import enum_label
+from clusters.web.forms import enum_label
 
 register = template.Library()
 register.filter("enum_label", enum_label)

@@ -1,6 +1,6 @@
 """Thin viewsets: the shared KubeObjectViewSet does the work."""
 
-from clusters.api.views import KubeObjectViewSet
+from clusters.web.api.views import KubeObjectViewSet
 from runs_app.api.serializers import InferenceConfigSerializer, InferenceRunSerializer
 from runs_app.filtersets import InferenceConfigFilterSet, InferenceRunFilterSet
 from runs_app.models import InferenceConfig, InferenceRun

@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
 from scheduler.calculator import (
     BYTES_PER_PARAMETER,
     DEFAULT_OVERHEAD_BYTES,

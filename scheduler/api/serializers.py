@@ -6,9 +6,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from clusters.api.exceptions import field_error_detail
 from clusters.models import Cluster
-from clusters.validation import ManifestInvalid
+from clusters.validation.schemas import ManifestInvalid
+from clusters.web.api.exceptions import field_error_detail
 from scheduler.proposals import Proposal, proposal_from_request
 
 

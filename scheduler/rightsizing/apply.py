@@ -8,11 +8,11 @@ see scheduler/rightsizing/kinds.py) can be applied to; the others are refused, n
 
 from __future__ import annotations
 
-from clusters.audit import Actor
 from clusters.models import KubeObject
-from clusters.quantities import format_bytes
-from clusters.services import save_portal_edit
-from clusters.validation import FieldError, ManifestInvalid
+from clusters.sync.audit import Actor
+from clusters.validation.quantities import format_bytes
+from clusters.validation.schemas import FieldError, ManifestInvalid
+from clusters.web.services import save_portal_edit
 from scheduler.rightsizing.kinds import applicable
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.policy import Policy, evaluate

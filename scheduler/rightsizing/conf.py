@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from clusters.kinds import all_models
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
 from scheduler.rightsizing.policy import Policy
 
 DEFAULTS: dict[str, Any] = {

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from clusters.kinds import all_models
 from clusters.models import Cluster
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
 from scheduler.rightsizing.conf import default_policy
 from scheduler.rightsizing.models import Observation, Refresh
 from scheduler.rightsizing.refresh import Figures, observe, store_status, with_status

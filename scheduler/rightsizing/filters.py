@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from clusters.validation import FieldError, ManifestInvalid
+from clusters.validation.schemas import FieldError, ManifestInvalid
 from scheduler.rightsizing.report import SORTABLE, STATES
 
 FILTERS = ("cluster", "namespace", "node_pool", "q", "state", "ordering")

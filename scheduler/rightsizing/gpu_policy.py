@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from clusters.quantities import format_bytes
+from clusters.validation.quantities import format_bytes
 from scheduler.calculator import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION, TENSOR_PARALLEL_SIZES
 from scheduler.calculator_fit import GPU_TYPES
 from scheduler.rightsizing.policy import format_memory

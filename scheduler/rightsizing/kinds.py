@@ -15,7 +15,7 @@ from typing import Any
 from django.http import Http404
 
 from clusters.models import KubeObject
-from clusters.services import object_removed
+from clusters.web.services import object_removed
 from scheduler.rightsizing.conf import serving_kinds
 
 DEFAULT_SLUG = "inferencemodels"  # the kind of the first URLs, rightsizing/models/<pk>/...

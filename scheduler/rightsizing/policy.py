@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from clusters.quantities import format_bytes
+from clusters.validation.quantities import format_bytes
 
 GI = 1024**3
 _UNITS = (("Ti", 1024**4), ("Gi", GI), ("Mi", 1024**2), ("Ki", 1024))

@@ -4,7 +4,7 @@ Every serving kind (those declaring ``pod_label`` and ``pod_resources()``, clust
 judged in the same pass. A constant number of Prometheus requests per cluster whatever the number
 of models (memory peak, sample count, GPU framebuffer, GPU size, KV cache, OOM kills, CPU p95) and
 a constant number of SQL statements: one SELECT per kind, one UPDATE retiring the previous
-observations, one COPY of the new ones (clusters.bulk), one UPDATE per kind whose status carries
+observations, one COPY of the new ones (clusters.sync.bulk), one UPDATE per kind whose status carries
 right-sizing fields (InferenceModel's CRD) from a JSON document, and no per-row lookups (SQLite,
 the embedded default, uses the ORM's bulk statements instead, a few per 500 rows). When Prometheus
 cannot answer, the refresh is recorded as failed with the reason and nothing else changes: the last
@@ -22,9 +22,9 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from clusters import bulk
-from clusters.gateway import ClusterGateway, GatewayError
+from clusters.kube.client import ClusterGateway, GatewayError
 from clusters.models import Cluster, KubeObject, SyncState
+from clusters.sync import bulk
 from scheduler.presets import published_weights_bytes
 from scheduler.rightsizing.conf import MetricsConvention, default_policy, format_duration, option, serving_kinds
 from scheduler.rightsizing.cpu_policy import cpu_verdict

@@ -16,10 +16,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from accounts.access import CHANGE, VIEW, restrict, visible_cluster_ids
-from clusters.audit import Actor
 from clusters.models import Cluster
-from clusters.quantities import format_bytes
-from clusters.validation import ManifestInvalid
+from clusters.sync.audit import Actor
+from clusters.validation.quantities import format_bytes
+from clusters.validation.schemas import ManifestInvalid
 from scheduler.rightsizing.apply import apply_recommendation
 from scheduler.rightsizing.charts import gpu_chart, model_chart, pool_chart
 from scheduler.rightsizing.conf import default_policy

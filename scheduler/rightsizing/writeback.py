@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway
 from clusters.models import KubeObject
 from scheduler.rightsizing.models import Observation
 

@@ -13,9 +13,9 @@ from rest_framework.test import APIClient
 
 from accounts.models import NamespaceGrant, Team
 from clusters.kinds import model_for
-from clusters.manifests import validate_manifest
 from clusters.models import Cluster, KubeObject, SyncState
-from clusters.services import assign_manifest
+from clusters.validation.manifests import validate_manifest
+from clusters.web.services import assign_manifest
 from tests.conftest import ALL_KIND_PERMS, ENDPOINTS, load_samples
 
 SAMPLE_FILES = {

@@ -1,5 +1,5 @@
 """The ready-made groups: "ML team member" works with the mirrored kinds in its teams'
-namespaces; "Platform staff" also runs clusters, teams and pools (README "Teams and access")."""
+namespaces; "Platform staff" also runs clusters, teams and pools (docs/security.md, "Teams and access")."""
 
 from __future__ import annotations
 

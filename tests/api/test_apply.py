@@ -40,7 +40,8 @@ def test_update_and_create_in_one_request(editor, cluster) -> None:
     post_yaml(editor, ALL_SAMPLES_YAML)
     docs = [yaml.safe_load((Path(settings.SAMPLES_DIR) / "inferencemodel-mistral-7b.yaml").read_text())]
     docs[0]["spec"]["memory"] = "10Gi"
-    docs.append({**docs[0], "metadata": {"name": "mistral-7b-copy"}})
+    # a copy serves its own gateway id (one object per id: inference_gateway.placement)
+    docs.append({**docs[0], "metadata": {"name": "mistral-7b-copy"}, "spec": {**docs[0]["spec"], "modelName": "copy"}})
     response = editor.post("/api/apply/", docs, format="json")
     assert [row["action"] for row in response.json()] == ["updated", "created"]
     assert InferenceModel.objects.get(name="mistral-7b").memory_bytes == 10 * 1024**3

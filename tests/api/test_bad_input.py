@@ -12,7 +12,7 @@ import yaml
 from django.conf import settings
 from django.db import DataError
 
-from clusters.limits import MAX_NESTING_DEPTH, MAX_REQUEST_BODY_BYTES
+from clusters.validation.limits import MAX_NESTING_DEPTH, MAX_REQUEST_BODY_BYTES
 from models_app.models import InferenceModel, KubeAIModel
 from runs_app.models import InferenceConfig, InferenceRun
 from tests.conftest import ENDPOINTS
@@ -235,7 +235,7 @@ def test_cluster_namespaces_must_be_namespace_names(api_as) -> None:
 )
 def test_a_database_or_recursion_error_past_validation_is_a_400_not_a_500(error) -> None:
     """The safety net under every check above: whatever still slips through is the client's bad input."""
-    from clusters.api.exceptions import exception_handler
+    from clusters.web.api.exceptions import exception_handler
 
     response = exception_handler(error, {"view": None, "request": None})
     assert response.status_code == 400

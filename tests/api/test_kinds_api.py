@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from clusters.models import Cluster, SyncState
+from inference_gateway.models import SharedGatewayId
 from models_app.models import InferenceModel
 from tests.conftest import ENDPOINTS, load_samples
 
@@ -104,7 +105,9 @@ def test_duplicate_name_in_same_cluster_is_refused_but_other_cluster_is_fine(edi
     again = editor.post(ENDPOINTS["InferenceModel"], SAMPLE, format="json")
     assert again.status_code == 400
     assert again.json() == {"metadata.name": ['metadata.name: "llama-2-70b" already exists in prod/default']}
-    Cluster.objects.create(name="staging", server_url="https://10.0.0.2:6443")
+    staging = Cluster.objects.create(name="staging", server_url="https://10.0.0.2:6443")
+    # the same model in another cluster serves the same gateway id: staff share it first
+    SharedGatewayId.objects.create(cluster=staging, gateway_id="default/llama-2-70b")
     other = editor.post(ENDPOINTS["InferenceModel"] + "?cluster=staging", SAMPLE, format="json")
     assert other.status_code == 201
     assert InferenceModel.objects.count() == 2
@@ -131,7 +134,7 @@ def test_patch_is_a_merge_patch_and_put_cannot_rename(editor, cluster) -> None:
     assert patched.json()["spec"]["nodeSelector"] == {"inference-pool": "gpu-a100"}
     assert patched.json()["summary"]["memory_bytes"] == 64 * 1024**3
     renamed = copy.deepcopy(SAMPLE)
-    renamed["metadata"]["name"] = "other"
+    renamed["metadata"]["name"] = renamed["spec"]["modelName"] = "other"
     response = editor.put(url, renamed, format="json")
     assert response.status_code == 400
     assert "metadata.name" in response.json()

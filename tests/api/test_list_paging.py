@@ -45,7 +45,7 @@ def test_search_finds_substrings_in_every_searched_column():
 @pytest.mark.django_db
 def test_default_order_pages_step_over_clusters_by_their_counts():
     """The default order (cluster name, namespace, name) is paged by clusters' row counts
-    (clusters.api.pagination.ids_in_cluster_order): clusters named against their ids' order, of
+    (clusters.web.api.pagination.ids_in_cluster_order): clusters named against their ids' order, of
     uneven sizes, one empty, pages straddling two or three of them; staff and a team member."""
     data = build(clusters=4, models_per_cluster=12, kubeai_models=0, model_services=0, runs=0, observations=0,
                  member_rows=12, analyze=False)  # fmt: skip

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from clusters.forms import to_yaml
 from clusters.kinds import all_models, model_for
-from clusters.manifests import ManifestInvalid, validate_manifest
 from clusters.models import Cluster
+from clusters.validation.manifests import ManifestInvalid, validate_manifest
+from clusters.web.forms import to_yaml
 from models_app.forms import InferenceModelPageForm, KubeAIModelPageForm, ModelServicePageForm
 from tests.accounts.conftest import SAMPLE_FILES, SAMPLES, store
 from tests.conftest import ENDPOINTS

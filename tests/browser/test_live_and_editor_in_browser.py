@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from accounts.models import NamespaceGrant, Team
+from devstack.control_plane import POD_LOG_LINES
 from models_app.models import InferenceModel
 from runs_app.controller import job_name
 from runs_app.models import InferenceRun
@@ -17,7 +18,6 @@ from tests.browser.test_portal_in_browser import log_in
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.conftest import ALL_KIND_PERMS
 from tests.controllers.conftest import managed  # noqa: F401 - a fixture
-from tests.support.control_plane import POD_LOG_LINES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

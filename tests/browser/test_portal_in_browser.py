@@ -8,8 +8,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from clusters.audit import Actor
-from clusters.inbound import upsert_from_cluster
+from clusters.sync.audit import Actor
+from clusters.sync.inbound import upsert_from_cluster
 from models_app.models import InferenceModel
 from runs_app.models import InferenceRun
 from scheduler.models import NodePool

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
 from accounts.models import NamespaceGrant
-from clusters.audit import Actor, record
 from clusters.models import AuditEntry, SyncState
+from clusters.sync.audit import Actor, record
 from models_app.models import InferenceModel
 from runs_app.models import InferenceConfig, InferenceRun
 from scheduler.models import NodePool

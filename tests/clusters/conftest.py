@@ -14,7 +14,7 @@ import yaml
 from django.conf import settings
 
 from clusters.models import Cluster
-from clusters.watcher import Backoff, ClusterWatch, WatchSettings
+from clusters.sync.watcher import Backoff, ClusterWatch, WatchSettings
 
 
 def sample_manifest(file_name: str, namespace: str = "default") -> dict[str, Any]:

@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from clusters.audit import Actor, record
 from clusters.models import AuditEntry, Cluster
+from clusters.sync.audit import Actor, record
 from models_app.models import InferenceModel
 from scheduler.models import NodePool
 from tests.accounts.conftest import sample_in, store

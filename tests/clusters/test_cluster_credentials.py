@@ -9,7 +9,7 @@ import logging
 import pytest
 from django.utils import timezone
 
-from clusters.gateway import PermanentError, build_api_client
+from clusters.kube.client import PermanentError, build_api_client
 from clusters.models import Cluster
 from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError
 from scheduler.rightsizing.refresh import refresh_cluster

@@ -13,9 +13,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from clusters.ingest import ingest_items
 from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, SyncState
+from clusters.sync.ingest import ingest_items
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
 

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusters.merge import ABSENT, MergeConflict, three_way_merge
+from clusters.sync.merge import ABSENT, MergeConflict, three_way_merge
 
 BASE = {"memory": "80Gi", "nodeSelector": {"inference-pool": "a100"}, "dependencies": ["tok"], "maxReplicas": 1}
 

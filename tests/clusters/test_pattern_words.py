@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from django.conf import settings
 
-from clusters.pattern_words import PATTERN_WORDS, QUANTITY
+from clusters.validation.pattern_words import PATTERN_WORDS, QUANTITY
 
 
 def patterns(node: Any) -> set[str]:

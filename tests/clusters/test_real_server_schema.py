@@ -1,4 +1,4 @@
-"""The portal's one validator (platform/crds read by clusters/validation.py) against the real
+"""The portal's one validator (platform/crds read by clusters/validation/schemas.py) against the real
 kube-apiserver serving the same CRDs: the same defaults, the same unknown-field pruning, and
 what one refuses the other refuses."""
 
@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 
 from clusters.kinds import model_for
-from clusters.validation import default_manifest, schema_errors
+from clusters.validation.schemas import default_manifest, schema_errors
 from tests.conftest import load_samples
 
 SAMPLES = [(name, manifest) for name, manifest in load_samples() if model_for(manifest["apiVersion"], manifest["kind"])]

@@ -14,12 +14,12 @@ import requests
 from kombu import Connection
 from prometheus_client.parser import text_string_to_metric_families
 
-from clusters import sync_stats
 from clusters.models import Cluster, SyncStat, SyncState
+from clusters.sync import stats as sync_stats
+from devstack.control_plane import free_port
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.conftest import ENDPOINTS
-from tests.support.control_plane import free_port
 from tests.support.services import REPO_ROOT, require_redis, session_database_url
 
 KIND = InferenceModel.kube

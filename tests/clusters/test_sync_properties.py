@@ -16,18 +16,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from clusters import resync
-from clusters.audit import Actor
-from clusters.edits import EditRefused, ObjectDeleting
-from clusters.gateway import ClusterGateway
-from clusters.inbound import upsert_from_cluster
-from clusters.leader import LeaseTiming
+from clusters.kube.client import ClusterGateway
 from clusters.models import AuditEntry, SyncState
-from clusters.outbound import apply_object
-from clusters.resync import resync_cluster
-from clusters.services import request_delete, save_portal_edit
-from clusters.watch_supervisor import ClusterSupervisor
-from clusters.watcher import Backoff, WatchSettings
+from clusters.sync import resync
+from clusters.sync.audit import Actor
+from clusters.sync.inbound import upsert_from_cluster
+from clusters.sync.leader import LeaseTiming
+from clusters.sync.outbound import apply_object
+from clusters.sync.resync import resync_cluster
+from clusters.sync.watch_supervisor import ClusterSupervisor
+from clusters.sync.watcher import Backoff, WatchSettings
+from clusters.web.edits import EditRefused, ObjectDeleting
+from clusters.web.services import request_delete, save_portal_edit
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 

@@ -13,10 +13,10 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from clusters.gateway import ClusterGateway
+from clusters.kube.client import ClusterGateway
 from clusters.models import AuditEntry, Cluster, SyncState
-from clusters.resync import ResyncReport, resync_cluster, resync_namespace
-from clusters.watcher import ClusterWatch, KindWatcher, WatchSettings
+from clusters.sync.resync import ResyncReport, resync_cluster, resync_namespace
+from clusters.sync.watcher import ClusterWatch, KindWatcher, WatchSettings
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 

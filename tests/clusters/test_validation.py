@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from clusters.manifests import ManifestInvalid, resolve_kind, validate_manifest
+from clusters.validation.manifests import ManifestInvalid, resolve_kind, validate_manifest
 from tests.conftest import load_samples
 
 SAMPLES = dict(load_samples())

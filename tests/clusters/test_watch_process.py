@@ -13,8 +13,8 @@ import time
 import kubernetes
 import pytest
 
-from clusters.gateway import ClusterGateway
-from clusters.leader import LEASE_NAME, LeaseElector, LeaseTiming, lead_while
+from clusters.kube.client import ClusterGateway
+from clusters.sync.leader import LeaseElector, LeaseTiming, lead_while, lease_name
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.support.services import REPO_ROOT, session_database_url
@@ -136,7 +136,7 @@ def test_one_leader_at_a_time_and_a_lost_leader_stops_within_its_lease(live_clus
             time.sleep(0.02)
         took_over_at = time.monotonic()
         assert not a_leads.is_set() and a_stopped_at is not None and a_stopped_at < took_over_at
-        lease = kubernetes.client.CoordinationV1Api(kube.api_client).read_namespaced_lease(LEASE_NAME, kube.namespace)
+        lease = kubernetes.client.CoordinationV1Api(kube.api_client).read_namespaced_lease(lease_name(), kube.namespace)
         assert lease.spec.holder_identity == "replica-b" and lease.spec.lease_transitions == 1
     finally:
         stop.set()

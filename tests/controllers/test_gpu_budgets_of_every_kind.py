@@ -2,7 +2,7 @@
 KubeAI's and llm-d's controllers would (replicas through the ``/status`` subresource), synced into the
 portal, then counted by admission of a managed InferenceModel, by planning and by the pool figures.
 
-The pool is the session's ``gpu-a100`` (tests/support/control_plane.NODE_POOLS: 2 kwok nodes x 4
+The pool is the session's ``gpu-a100`` (devstack/control_plane.NODE_POOLS: 2 kwok nodes x 4
 GPUs), read from the Nodes by :func:`scheduler.refresh.refresh_node_pools`.
 """
 
@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from django.utils.dateparse import parse_datetime
 
-from clusters.controllers import reconcile_cluster
+from clusters.sync.controllers import reconcile_cluster
 from models_app.controller import ready_replicas
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel, KubeAIModel, ModelService
 from scheduler.accounting import pool_accounts
@@ -95,7 +95,7 @@ def test_admission_refuses_a_managed_model_the_other_kinds_gpus_leave_no_room_fo
     kube.write(inference_model(gpus=2))
     kube.sync()
     denied = ready_condition(kube)
-    assert denied["reason"] == "InsufficientMemory"
+    assert denied["reason"] == "InsufficientGPU"
     assert denied["message"] == (
         f"insufficient GPUs in pool {POOL} for InferenceModel {kube.namespace}/llama-2-7b: requested 2, "
         "free 1 of 8 (7 held by running models, 0 reserved by models starting); no idle model to scale to zero"
@@ -109,7 +109,7 @@ def test_admission_refuses_a_managed_model_the_other_kinds_gpus_leave_no_room_fo
     kube.write(kubeai_model(replicas_running=1))
     kube.sync()
     assert KubeAIModel.objects.get(cluster=cluster, name="qwen").gpu_count == 2
-    assert ready_condition(kube)["reason"] != "InsufficientMemory"
+    assert ready_condition(kube)["reason"] != "InsufficientGPU"
     assert MemoryReservation.objects.get(name="llama-2-7b").gpus == 2
 
 

@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from clusters.controllers import reconcile_cluster
-from clusters.quantities import quantity_to_int
+from clusters.sync.controllers import reconcile_cluster
+from clusters.validation.quantities import quantity_to_int
 from models_app.controller import FINALIZER, ready_replicas
 from models_app.models import InferenceModel
 from scheduler.models import MemoryReservation, NodePool
@@ -468,8 +468,8 @@ def test_one_reconcile_per_object_at_a_time_and_none_lost(managed, pool) -> None
 
     from django.db import connection
 
-    from clusters.controllers import reconcile_row
-    from clusters.work_queue import BUSY
+    from clusters.sync.controllers import reconcile_row
+    from clusters.sync.work_queue import BUSY
 
     kube, _ = managed
     write_model(kube, "inferencemodel-llama-2-7b.yaml")

@@ -1,6 +1,7 @@
-"""platform/deploy: every manifest is accepted by a real kube-apiserver (server-side dry run), every
-pod passes the namespace's restricted Pod Security Standard, and the processes are set up as the
-portal needs them (probes, one beat with a writable schedule, the migrate Job)."""
+"""platform/deploy and its managed-namespace/ Role: every manifest is accepted by a real
+kube-apiserver (server-side dry run), every pod passes the namespace's restricted Pod Security
+Standard, and the processes are set up as the portal needs them (probes, one beat with a writable
+schedule, the migrate Job)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from tests.deploy.conftest import DEPLOY_DIR, apply, find, kustomization, rendered
+from tests.deploy.conftest import DEPLOY_DIR, apply, find, kustomization, managed_namespace, rendered
 
 WORKLOADS = ("web", "worker", "beat", "watcher")
 
@@ -28,11 +29,13 @@ def test_every_manifest_applies_with_server_side_dry_run(admin_client) -> None:
     namespace = find("Namespace")
     apply(admin_client, namespace)  # for real: the namespaced objects' dry runs need it to exist
     kinds = set()
-    for document in rendered():
+    # the managed-namespace Role, as an overlay puts it in a namespace (here the portal's own)
+    for document in rendered() + managed_namespace(namespace["metadata"]["name"]):
         result = apply(admin_client, document, dry_run=True)
         assert result["metadata"]["name"] == document["metadata"]["name"]
         kinds.add(document["kind"])
-    assert {"Deployment", "Job", "Service", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} <= kinds
+    assert {"Deployment", "Job", "Service", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+            "RoleBinding", "Lease"} <= kinds  # fmt: skip
 
 
 def test_every_pod_passes_the_restricted_pod_security_standard(admin_client) -> None:

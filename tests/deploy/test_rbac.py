@@ -1,52 +1,40 @@
-"""The ClusterRole of platform/deploy is enough for everything the portal does, and nothing more:
-under its ServiceAccount's own token (from the TokenRequest API) the sync, the watcher, applies
-from the portal, the node-pool refresh, both controllers and the pages' live view (pods, events, logs)
-work on the real control plane, while
-reading Secrets is refused. The ``update`` on ``inferencemodels/finalizers`` is needed: without it
-the API server refuses the Deployment whose owner reference sets ``blockOwnerDeletion``."""
+"""The RBAC of platform/deploy is enough for everything the portal does, and nothing more:
+under its ServiceAccount's own token (from the TokenRequest API), with the managed-namespace Role
+in the test's namespace only, the sync, the watcher, applies from the portal, the node-pool refresh,
+both controllers and the pages' live view (pods, events, logs) work on the real control plane;
+outside that namespace every write, Job, CronJob (and with them any mount of a Secret), pod log
+and Lease is refused, as are Secrets and other Leases inside it. The ``update`` on
+``inferencemodels/finalizers`` is needed: without it the API server refuses the Deployment whose
+owner reference sets ``blockOwnerDeletion``."""
 
 from __future__ import annotations
-
-import copy
 
 import kubernetes
 import pytest
 
-from clusters.gateway import ClusterGateway
-from clusters.leader import LeaseElector, lease_namespace
-from clusters.live import live_objects, pod_log
+from clusters.kube.client import ClusterGateway
+from clusters.kube.live import live_objects, pod_log
 from clusters.models import Cluster, SyncStat
+from clusters.sync.leader import LeaseElector, lease_namespace
+from devstack.control_plane import NODE_POOLS, POD_LOG_LINES
 from models_app.models import InferenceModel
 from runs_app.controller import job_name
 from runs_app.models import InferenceRun
 from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import RunningWatch, sample_manifest, wait_for
 from tests.conftest import ENDPOINTS
-from tests.deploy.conftest import apply, find
-from tests.support.control_plane import NODE_POOLS, POD_LOG_LINES
+from tests.deploy.conftest import LEASE_NAME, find, managed_namespace, rendered, service_account_token
 
 PORTAL = "inference-portal"
 FINALIZERS_RULE = {"apiGroups": ["inference.eh-ops.io"], "resources": ["inferencemodels/finalizers"],
                    "verbs": ["update"]}  # fmt: skip
+READ_VERBS = {"get", "list", "watch"}
+OTHER_CONTROLLERS_LEASES = ("kube-controller-manager", "kube-scheduler")
 
 
-def service_account_token(admin_client, role: dict, account: str) -> str:
-    """Apply the namespace, a ServiceAccount named ``account``, ``role`` and their binding for real,
-    then ask the TokenRequest API for the account's token (as a pod's projected token is made)."""
-    namespace = find("Namespace")["metadata"]["name"]
-    apply(admin_client, find("Namespace"))
-    service_account = copy.deepcopy(find("ServiceAccount"))
-    service_account["metadata"]["name"] = account
-    binding = copy.deepcopy(find("ClusterRoleBinding"))
-    binding["metadata"]["name"] = role["metadata"]["name"]
-    binding["roleRef"]["name"] = role["metadata"]["name"]
-    binding["subjects"][0]["name"] = account
-    for document in (service_account, role, binding):
-        apply(admin_client, document)
-    request = kubernetes.client.CoreV1Api(admin_client).create_namespaced_service_account_token(
-        account, namespace, {"spec": {"expirationSeconds": 3600}}
-    )
-    return request.status.token
+def deploy_rbac(managed: str) -> list[dict]:
+    """The base's ServiceAccount and cluster-wide reads, and the Role of one managed namespace."""
+    return [d for d in rendered() if d["kind"] != "Namespace"] + managed_namespace(managed)
 
 
 def register(kube, control_plane, token: str) -> Cluster:
@@ -78,7 +66,7 @@ def job_finished(kube, name: str) -> bool:
 def test_everything_the_portal_does_works_under_its_own_service_account(
     kube, control_plane, admin_client, transactional_db, editor
 ) -> None:
-    cluster = register(kube, control_plane, service_account_token(admin_client, find("ClusterRole"), PORTAL))
+    cluster = register(kube, control_plane, service_account_token(admin_client, deploy_rbac(kube.namespace), PORTAL))
     assert refresh_node_pools(cluster).pools == len(NODE_POOLS)  # Nodes: list
     model = write_model(kube)
     config = sample_manifest("inferenceconfig-example-inference-config.yaml", kube.namespace)
@@ -148,14 +136,91 @@ def test_everything_the_portal_does_works_under_its_own_service_account(
 def test_without_update_on_inferencemodels_finalizers_the_owned_deployment_is_refused(
     kube, control_plane, admin_client, transactional_db
 ) -> None:
-    role = copy.deepcopy(find("ClusterRole"))
+    documents = deploy_rbac(kube.namespace)
+    role = next(d for d in documents if d["kind"] == "Role")
     assert FINALIZERS_RULE in role["rules"]
     role["rules"].remove(FINALIZERS_RULE)
-    role["metadata"]["name"] = f"{PORTAL}-without-finalizers"
-    cluster = register(kube, control_plane, service_account_token(admin_client, role, role["metadata"]["name"]))
+    cluster = register(kube, control_plane, service_account_token(admin_client, documents, f"{PORTAL}-no-finalizers"))
     refresh_node_pools(cluster)
     write_model(kube)
 
     out = kube.sync()
     assert "reconcile InferenceModel" in out and "403" in out and "blockOwnerDeletion" in out, out
     assert kube.get("apps/v1", "Deployment", "llama-2-7b") is None
+
+
+def refused(call, *args, **kwargs) -> None:
+    """The call is answered 403 Forbidden (RBAC decides before the object is even looked up)."""
+    with pytest.raises(kubernetes.client.ApiException) as refusal:
+        call(*args, **kwargs)
+    assert refusal.value.status == 403, refusal.value.body
+
+
+def test_nothing_outside_the_managed_namespaces_and_no_other_lease(kube, control_plane, admin_client) -> None:
+    token = service_account_token(admin_client, deploy_rbac(kube.namespace), f"{PORTAL}-refusals")
+    admin_core = kubernetes.client.CoreV1Api(admin_client)
+    admin_leases = kubernetes.client.CoordinationV1Api(admin_client)
+    unmanaged = f"{kube.namespace}-other"
+    admin_core.create_namespace({"metadata": {"name": unmanaged}})
+    try:
+        # what a real cluster holds: a pod elsewhere, and the control plane's leader-election Leases
+        admin_core.create_namespaced_pod(unmanaged, {"metadata": {"name": "app"}, "spec": {
+            "containers": [{"name": "app", "image": "app"}]}})  # fmt: skip
+        for name in OTHER_CONTROLLERS_LEASES:
+            if not admin_leases.list_namespaced_lease("kube-system", field_selector=f"metadata.name={name}").items:
+                admin_leases.create_namespaced_lease("kube-system", {"metadata": {"name": name}, "spec": {}})
+        configuration = kubernetes.client.Configuration()
+        configuration.host, configuration.ssl_ca_cert = control_plane.url, str(control_plane.workdir / "ca.crt")
+        configuration.api_key = {"authorization": f"Bearer {token}"}
+        with kubernetes.client.ApiClient(configuration) as portal:
+            check_refusals(portal, kube.namespace, unmanaged)
+    finally:
+        admin_core.delete_namespace(unmanaged)
+
+
+def check_refusals(portal: kubernetes.client.ApiClient, managed: str, unmanaged: str) -> None:
+    batch, core = kubernetes.client.BatchV1Api(portal), kubernetes.client.CoreV1Api(portal)
+    apps, leases = kubernetes.client.AppsV1Api(portal), kubernetes.client.CoordinationV1Api(portal)
+    # the own Lease, by name, in the managed namespace: the token works and the Role is bound
+    assert leases.read_namespaced_lease(LEASE_NAME, managed).metadata.name == LEASE_NAME
+    secret_pod = {"restartPolicy": "Never", "containers": [{"name": "x", "image": "x", "volumeMounts": [
+        {"name": "s", "mountPath": "/s"}]}], "volumes": [{"name": "s", "secret": {"secretName": "any"}}]}  # fmt: skip
+    job = {"metadata": {"name": "reads-secrets"}, "spec": {"template": {"spec": secret_pod}}}
+    cronjob = {
+        "metadata": {"name": "reads-secrets"},
+        "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": job["spec"]}},
+    }
+    for namespace in ("kube-system", unmanaged):
+        refused(batch.create_namespaced_job, namespace, job, dry_run="All")
+        refused(batch.create_namespaced_cron_job, namespace, cronjob, dry_run="All")
+        refused(core.create_namespaced_pod, namespace, {"metadata": {"name": "x"}, "spec": secret_pod}, dry_run="All")
+        refused(core.list_namespaced_secret, namespace)
+        refused(core.delete_namespaced_config_map, "any", namespace, dry_run="All")
+        refused(apps.patch_namespaced_deployment, "any", namespace, {"metadata": {"labels": {"a": "b"}}})
+        refused(leases.create_namespaced_lease, namespace, {"metadata": {"name": LEASE_NAME}}, dry_run="All")
+    refused(core.read_namespaced_pod_log, "app", unmanaged)  # pod logs outside the managed namespaces
+    refused(core.list_namespaced_pod, unmanaged)
+    for name in OTHER_CONTROLLERS_LEASES:  # another controller's leader election
+        refused(leases.read_namespaced_lease, name, "kube-system")
+        refused(leases.replace_namespaced_lease, name, "kube-system", {"metadata": {"name": name}, "spec": {
+            "holderIdentity": "inference-portal"}})  # fmt: skip
+    # inside the managed namespace: no Secret, no pod of its own, no Lease but its own
+    refused(core.list_namespaced_secret, managed)
+    refused(core.create_namespaced_pod, managed, {"metadata": {"name": "x"}, "spec": secret_pod}, dry_run="All")
+    refused(leases.create_namespaced_lease, managed, {"metadata": {"name": "another"}}, dry_run="All")
+    refused(leases.read_namespaced_lease, "another", managed)
+
+
+def test_cluster_wide_rights_only_read_and_the_lease_is_the_watchers() -> None:
+    cluster_role = find("ClusterRole")
+    assert all(set(rule["verbs"]) <= READ_VERBS for rule in cluster_role["rules"]), cluster_role["rules"]
+    granted = {resource for rule in cluster_role["rules"] for resource in rule["resources"]}
+    assert not granted & {"secrets", "pods", "pods/log", "jobs", "cronjobs", "deployments", "configmaps", "leases"}
+    documents = managed_namespace("team-a")
+    lease_rules = [r for d in documents if d["kind"] == "Role" for r in d["rules"] if "leases" in r["resources"]]
+    assert lease_rules == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                            "resourceNames": [LEASE_NAME], "verbs": ["get", "update"]}]  # fmt: skip
+    lease = next(d for d in documents if d["kind"] == "Lease")
+    assert lease["metadata"] == {"name": LEASE_NAME, "namespace": "team-a", "labels": lease["metadata"]["labels"]}
+    binding = next(d for d in documents if d["kind"] == "RoleBinding")
+    assert binding["subjects"] == find("ClusterRoleBinding")["subjects"]  # the portal's own ServiceAccount

@@ -20,9 +20,9 @@ from django.conf import settings
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from clusters.models import Cluster
+from devstack.control_plane import free_port
 from inference_gateway.server import run
 from models_app.models import InferenceModel
-from tests.support.control_plane import free_port
 
 
 @dataclass
@@ -41,7 +41,11 @@ class Backend:
 
     def stop(self) -> None:
         self.process.terminate()
-        self.process.wait(timeout=10)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # a request still in flight (a slow backend's): no graceful end
+            self.process.kill()
+            self.process.wait(timeout=10)
 
 
 def wait_until_serving(url: str, what: str, timeout: float = 15.0) -> None:
@@ -57,17 +61,19 @@ def wait_until_serving(url: str, what: str, timeout: float = 15.0) -> None:
 
 @pytest.fixture
 def start_backend():
-    """``start_backend(name, host="127.0.0.1", port=None, chunk_delay=0.0, fail=0, redirect="")`` -> a
-    running Backend process (``fail``: every generation answers that HTTP status; ``redirect``: a 307
-    to that URL)."""
+    """``start_backend(name, host="127.0.0.1", port=None, chunk_delay=0.0, fail=0, redirect="", think=0.0,
+    hostile="", size=0)`` -> a running Backend process (``fail``: every generation answers that HTTP
+    status; ``redirect``: a 307 to that URL; ``hostile``: devstack/openai_backend.py's modes)."""
     started: list[Backend] = []
 
     def start(name: str = "backend", host: str = "127.0.0.1", port: int | None = None,
-              chunk_delay: float = 0.0, fail: int = 0, redirect: str = "") -> Backend:
+              chunk_delay: float = 0.0, fail: int = 0, redirect: str = "", think: float = 0.0, hostile: str = "",
+              size: int = 0) -> Backend:
         port = port or free_port()
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.openai_backend", "--host", host, "--port", str(port),
-             "--name", name, "--chunk-delay", str(chunk_delay), "--fail", str(fail), "--redirect", redirect],
+            [sys.executable, "-m", "devstack.openai_backend", "--host", host, "--port", str(port),
+             "--name", name, "--chunk-delay", str(chunk_delay), "--fail", str(fail), "--redirect", redirect,
+             "--think", str(think), "--hostile", hostile, "--size", str(size)],
             cwd=settings.BASE_DIR,
         )
         backend = Backend(name, host, port, process)

@@ -20,7 +20,7 @@ from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
-from tests.gateway.conftest import metrics_text, sample_value
+from tests.gateway.conftest import Backend, metrics_text, sample_value
 
 SERVICE_PORT = 8000
 
@@ -108,7 +108,10 @@ def test_a_failing_replica_is_skipped_and_its_requests_go_elsewhere(mirrored, ga
     assert served == ["a"] * 6
     assert a.stats()["/v1/chat/completions"] == 6
     # b was tried once, then skipped: without the passive check every other pick would try it
-    assert sample_value(metrics_text(gateway), "gateway_upstream_errors_total", model="llama-2-7b") == 1
+    errors = sample_value(
+        metrics_text(gateway), "inference_portal_gateway_upstream_errors_total", model=f"{kube.namespace}/llama-2-7b"
+    )
+    assert errors == 1
 
 
 def test_a_replica_answering_server_errors_is_skipped_after_three_in_a_row(mirrored, gateway, start_backend) -> None:
@@ -130,3 +133,20 @@ def test_a_replica_answering_server_errors_is_skipped_after_three_in_a_row(mirro
 
     assert answers.count("503") == 3 and answers[-6:] == ["a"] * 6
     assert b.stats()["/v1/chat/completions"] == 3  # skipped after its third server error in a row
+
+
+def test_replicas_at_refused_addresses_are_never_reached(mirrored, gateway_settings, gateway, start_backend) -> None:
+    """Hand-written EndpointSlices may name any address: a replica on loopback (outside development)
+    or link-local is skipped like an unreachable one, with the reason, and never sent a request."""
+    kube, key = mirrored
+    gateway_settings.GATEWAY_ALLOW_LOOPBACK = False
+    loop = start_backend("loop", host="127.0.0.1")
+    link_local = Backend("metadata", "169.254.169.254", 80, process=None)
+    publish_replicas(kube, "llama", [loop, link_local])
+    serve_through_service(kube, "llama")
+    with pytest.raises(openai.InternalServerError) as caught:
+        chat(gateway.client(key))
+    assert caught.value.code == "backend_unreachable"
+    assert "127.0.0.1 is loopback" in caught.value.message
+    assert "169.254.169.254 is a cloud metadata address" in caught.value.message
+    assert loop.stats() == {}

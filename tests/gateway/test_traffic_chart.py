@@ -22,16 +22,16 @@ def gateway_series(history: History, model: str, per_minute: int) -> None:
     """``per_minute`` requests a minute for a day, each answered in 50-100 ms."""
     stamps = list(minutes(END, DAY_MINUTES))
     counts = [(stamp, per_minute * index) for index, stamp in enumerate(stamps)]
-    history.add("gateway_requests_total", {"model": model, "status": "200"}, counts)
+    history.add("inference_portal_gateway_requests_total", {"model": model, "status": "200"}, counts)
     for le, share in (("0.05", 0), ("0.1", 1), ("+Inf", 1)):
-        history.add("gateway_request_duration_seconds_bucket", {"model": model, "le": le},
+        history.add("inference_portal_gateway_request_duration_seconds_bucket", {"model": model, "le": le},
                     [(stamp, share * count) for stamp, count in counts])
 
 
 @pytest.fixture(scope="module")
 def prometheus() -> Iterator[PrometheusServer]:
     history = History()
-    gateway_series(history, "llama-2-7b", 60)
+    gateway_series(history, "default/llama-2-7b", 60)
     gateway_series(history, "other", 6)
     server = PrometheusServer(history)
     yield server

@@ -14,7 +14,7 @@ from django.db.models.signals import pre_save
 
 from clusters.kinds import all_models
 from clusters.models import KubeObject
-from clusters.portal import obj_url
+from clusters.web.portal import obj_url
 from models_app.views import KINDS
 from runs_app.models import InferenceConfig
 from tests.conftest import ALL_KIND_PERMS

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from clusters.models import Cluster
-from clusters.validation import default_manifest
+from clusters.validation.schemas import default_manifest
 from models_app.views import KINDS
 from tests.conftest import ALL_KIND_PERMS, load_samples
 from tests.support.html_forms import form_fields

@@ -12,13 +12,13 @@ from kubernetes.client import AppsV1Api, CoreV1Api
 
 from accounts.models import NamespaceGrant, Team
 from clusters.models import Cluster
+from devstack.control_plane import POD_LOG_LINES
 from models_app.models import InferenceModel, ModelService
 from runs_app.controller import job_name
 from runs_app.models import InferenceRun
 from tests.accounts.conftest import store
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.conftest import ALL_KIND_PERMS
-from tests.support.control_plane import POD_LOG_LINES
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 

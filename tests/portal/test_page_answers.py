@@ -12,8 +12,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from accounts.models import NamespaceGrant, Team
-from clusters.audit import json_diff
 from clusters.models import AuditEntry
+from clusters.sync.audit import json_diff
 from models_app.templatetags.ages import age
 from tests.conftest import ALL_KIND_PERMS
 

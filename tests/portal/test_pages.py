@@ -7,9 +7,9 @@ import html
 
 import pytest
 
-from clusters.audit import Actor
-from clusters.inbound import upsert_from_cluster
-from clusters.models import AuditEntry, SyncState
+from clusters.models import AuditEntry, Cluster, SyncState
+from clusters.sync.audit import Actor
+from clusters.sync.inbound import upsert_from_cluster
 from models_app.models import InferenceModel, KubeAIModel
 from runs_app.models import InferenceRun
 from tests.accounts.conftest import sample_in, store
@@ -187,6 +187,10 @@ def test_submit_a_run_and_follow_its_status(world):
     assert done.status_code == 302 and done["Location"] == f"/runs/{run.pk}/"
     assert run.spec == {"configRef": {"name": config.name, "namespace": "vision"}, "timeoutSeconds": 600,
                         "parameters": {"table": "input_2026", "limit": "orphan"}}  # fmt: skip
+    assert "no cluster connected" in text(browser.get(f"/runs/{run.pk}/"))  # a snapshot: nothing would move
+    # An API server behind the cluster (this test plays its part below): the page follows the run.
+    Cluster.objects.filter(pk=world.cluster.pk).update(auth_method=Cluster.AuthMethod.TOKEN,
+                                                       server_url="https://east.example:6443")
     live = text(browser.get(f"/runs/{run.pk}/"))
     assert 'hx-trigger="every 2s"' in live and "The contract has not been produced yet" in live
     manifest = run.to_manifest()

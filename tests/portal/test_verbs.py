@@ -10,8 +10,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from clusters.audit import Actor, record
 from clusters.models import AuditEntry
+from clusters.sync.audit import Actor, record
 from models_app.models import InferenceModel, KubeAIModel
 from runs_app.models import InferenceConfig, InferenceRun
 from tests.accounts.conftest import sample_in, store

@@ -12,8 +12,8 @@ import yaml
 from django.test import Client
 from kubernetes.client import AdmissionregistrationV1Api
 
-from clusters.forms import to_yaml
 from clusters.models import Cluster
+from clusters.web.forms import to_yaml
 from models_app.models import InferenceModel
 from tests.accounts.conftest import store
 from tests.clusters.conftest import sample_manifest, wait_for

@@ -11,9 +11,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from clusters.audit import Actor
 from clusters.models import AuditEntry
-from clusters.services import request_delete
+from clusters.sync.audit import Actor
+from clusters.web.services import request_delete
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.refresh import refresh_cluster

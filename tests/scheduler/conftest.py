@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from clusters.models import Cluster, SyncState
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
 from models_app.models import InferenceModel
 from scheduler.models import Node, NodePool
 from scheduler.rightsizing.policy import evaluate

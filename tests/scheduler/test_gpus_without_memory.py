@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from clusters.models import Cluster, SyncState
-from clusters.validation import ManifestInvalid
+from clusters.validation.schemas import ManifestInvalid
 from models_app.models import KubeAIModel, ModelService
 from scheduler.accounting import pool_accounts
 from scheduler.admission import Demand, admit

@@ -1,6 +1,6 @@
 """Node pools read from a cluster's Nodes on the real control plane, over real HTTP.
 
-The session's simulated nodes (tests/support/control_plane.NODE_POOLS) are there for every test;
+The session's simulated nodes (devstack/control_plane.NODE_POOLS) are there for every test;
 these tests add Nodes in pools of their own (unique names) and remove them afterwards.
 """
 
@@ -13,11 +13,11 @@ import kubernetes
 import pytest
 from django.core.management import call_command
 
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
+from devstack.control_plane import NODE_POOLS
 from scheduler.models import NodePool
 from scheduler.refresh import refresh_node_pools
 from scheduler.tasks import refresh_node_pools_task
-from tests.support.control_plane import NODE_POOLS
 
 GI = 1024**3
 SESSION_NODES = sum(pool["count"] for pool in NODE_POOLS.values())

@@ -15,45 +15,15 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import kubernetes
-import yaml
-from django.conf import settings
 from django.core.management import call_command
 
 from clusters.kinds import KindInfo, model_for
 from clusters.models import Cluster
-from tests.support.control_plane import ADMIN_TOKEN, ControlPlane
+from devstack.control_plane import ADMIN_TOKEN, ControlPlane
 from tests.support.fault_proxy import FaultProxy, RequestInfo
-
-
-def apply_crds_to(plane: ControlPlane) -> None:
-    with plane.api_client() as api_client:
-        apply_crds(api_client)
-
-
-def apply_crds(api_client: kubernetes.client.ApiClient) -> None:
-    """Create (or replace) the CRDs of ``platform/crds`` and wait until they are served."""
-    extensions = kubernetes.client.ApiextensionsV1Api(api_client)
-    for path in sorted(Path(settings.CRD_DIR).glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        try:
-            extensions.create_custom_resource_definition(crd)
-        except kubernetes.client.ApiException as error:
-            if error.status != 409:
-                raise
-            current = extensions.read_custom_resource_definition(crd["metadata"]["name"])
-            crd["metadata"]["resourceVersion"] = current.metadata.resource_version
-            extensions.replace_custom_resource_definition(crd["metadata"]["name"], crd)
-    for path in sorted(Path(settings.CRD_DIR).glob("*.yaml")):
-        name = yaml.safe_load(path.read_text())["metadata"]["name"]
-        for _ in range(200):
-            conditions = extensions.read_custom_resource_definition(name).status.conditions or []
-            if any(c.type == "Established" and c.status == "True" for c in conditions):
-                break
-            time.sleep(0.05)
 
 
 class KubeCluster:

@@ -21,7 +21,7 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from clusters.kinds import all_models  # noqa: E402
-from clusters.portal import obj_url  # noqa: E402
+from clusters.web.portal import obj_url  # noqa: E402
 
 call_command("migrate", verbosity=0)
 call_command("load_demo", verbosity=0)

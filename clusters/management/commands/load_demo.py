@@ -16,10 +16,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from clusters.inbound import upsert_from_cluster
-from clusters.manifests import ManifestInvalid, resolve_kind, validate_manifest
 from clusters.models import Cluster
-from clusters.quantities import quantity_to_int
+from clusters.sync.inbound import upsert_from_cluster
+from clusters.validation.manifests import ManifestInvalid, resolve_kind, validate_manifest
+from clusters.validation.quantities import quantity_to_int
 
 DEMO_CLUSTER = "demo"
 

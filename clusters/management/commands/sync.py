@@ -6,10 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from clusters.controllers import reconcile_cluster
-from clusters.gateway import GatewayError
+from clusters.kube.client import GatewayError
 from clusters.models import Cluster
-from clusters.resync import resync_cluster
+from clusters.sync.controllers import reconcile_cluster
+from clusters.sync.resync import resync_cluster
 
 
 class Command(BaseCommand):

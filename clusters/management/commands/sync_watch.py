@@ -1,9 +1,9 @@
 """The long-running watcher: keeps every cluster's mirrored kinds current until SIGTERM.
 
 Several replicas may run: each cluster is watched by the one holding its Lease in that cluster
-(clusters/leader.py); a leader that cannot renew stops watching within the renew deadline and
+(clusters/sync/leader.py); a leader that cannot renew stops watching within the renew deadline and
 another takes over once the lease has expired. Clusters added, changed or removed in the portal
-are followed without a restart (clusters/watch_supervisor.py).
+are followed without a restart (clusters/sync/watch_supervisor.py).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
-from clusters.leader import LeaseTiming
 from clusters.models import Cluster
-from clusters.watch_supervisor import ClusterSupervisor
-from clusters.watcher import WatchSettings
+from clusters.sync.leader import LeaseTiming
+from clusters.sync.watch_supervisor import ClusterSupervisor
+from clusters.sync.watcher import WatchSettings
 
 logger = logging.getLogger(__name__)
 

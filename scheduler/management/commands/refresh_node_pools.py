@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from clusters.gateway import GatewayError
+from clusters.kube.client import GatewayError
 from clusters.models import Cluster
 from scheduler.refresh import refresh_node_pools
 

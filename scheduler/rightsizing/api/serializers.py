@@ -8,7 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from clusters.quantities import quantity_to_int
+from clusters.validation.quantities import quantity_to_int
 from scheduler.rightsizing.models import Observation, Refresh
 from scheduler.rightsizing.policy import Policy
 

@@ -11,9 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.access import CHANGE, VIEW, restrict, visible_cluster_ids
-from clusters.api.serializers import KubeObjectSerializer, manifest_serializer_for
-from clusters.audit import Actor
-from clusters.quantities import format_bytes
+from clusters.sync.audit import Actor
+from clusters.validation.quantities import format_bytes
+from clusters.web.api.serializers import KubeObjectSerializer, manifest_serializer_for
 from scheduler.rightsizing.api.serializers import (
     ObservationSerializer,
     PreviewResultSerializer,

@@ -1,0 +1,74 @@
+"""Registry of controllers: which kinds the portal can control, and how.
+
+The apps register a reconcile function per kind they can control from their ``ready()``
+(``models_app`` for InferenceModel, ``runs_app`` for InferenceRun), the way kinds register in
+``clusters.kinds``. The passes that run them live in ``clusters.sync.controllers``; this registry
+sits below the models because ``Cluster.clean()`` checks ``managed_kinds`` against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the models import this registry
+    from clusters.kube.client import ClusterGateway
+    from clusters.models import Cluster, KubeObject
+
+Reconciler = Callable[["ClusterGateway", "KubeObject", datetime], str]
+_reconcilers: dict[str, Reconciler] = {}
+_children: dict[str, tuple[ChildKind, ...]] = {}
+_sweeps: dict[str, Callable[[Cluster], object]] = {}
+_finalizers: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class ChildKind:
+    """A built-in kind a controller creates and owns; the watcher follows it (by label) to reconcile the owner."""
+
+    api_version: str
+    kind: str
+    selector: str
+
+
+def register_controller(
+    kind: str,
+    reconcile: Reconciler,
+    children: tuple[ChildKind, ...] = (),
+    sweep: Callable[[Cluster], object] | None = None,
+    finalizer: str | None = None,
+) -> None:
+    """Called from an app's ``ready()``: ``reconcile(gateway, row, now) -> outcome text``; ``children``
+    are the owned kinds whose changes should wake the owner's reconcile at once; ``sweep(cluster)``
+    runs once per pass, for what belongs to objects no longer there (no reconcile reaches those);
+    ``finalizer`` is the one the controller puts on its objects (released when it stops managing)."""
+    _reconcilers[kind] = reconcile
+    _children[kind] = children
+    if sweep is not None:
+        _sweeps[kind] = sweep
+    if finalizer is not None:
+        _finalizers[kind] = finalizer
+
+
+def controller_finalizer(kind: str) -> str | None:
+    return _finalizers.get(kind)
+
+
+def controller_children(kind: str) -> tuple[ChildKind, ...]:
+    return _children.get(kind, ())
+
+
+def controllable_kinds() -> list[str]:
+    return sorted(_reconcilers)
+
+
+def reconciler_for(kind: str) -> Reconciler | None:
+    """The reconcile function registered for ``kind``, or None when the portal only mirrors it."""
+    return _reconcilers.get(kind)
+
+
+def sweeps() -> Iterable[tuple[str, Callable[[Cluster], object]]]:
+    """Each controlling kind's sweep, run once per reconcile pass."""
+    return _sweeps.items()

@@ -1,0 +1,165 @@
+"""Controller failures where people look: a condition on the object, a Kubernetes Event, ``lastError``.
+
+A reconcile that fails (the cluster refuses a write, admission refuses, a dependency is missing, a
+Job fails) must not stay in a worker's log. Controllers put the failure in the object's ``Ready``
+condition (reason and message) and :func:`warn` records a ``Warning`` Event on the object, as
+client-go's event recorder does: an Event identical in source, object, type, reason and message
+is not created again but counted (``count`` and ``lastTimestamp`` move), so ``kubectl describe``
+shows "x5 over 10m". The aggregation key is looked up in the cluster, not in a process cache, so
+the watcher, Celery workers and ``sync --once`` count into the same Event.
+
+Which reasons are failures is registered per kind by the controllers (``register_warning_reasons``);
+a refusal of the cluster (:func:`refusal_reason`) always is, named by the Status' own reason
+(``Invalid``, ``Forbidden``, ``BadRequest``...). :func:`last_error` gives the API's and the page's
+``lastError``: the sync's error first (the mirror cannot match), else the failing condition.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+
+from clusters.kinds import KindInfo
+from clusters.kube.client import ClusterGateway, GatewayError, translated
+from clusters.kube.conditions import rfc3339, set_condition
+from clusters.kube.owned import NotOwnedError
+
+logger = logging.getLogger(__name__)
+
+COMPONENT = "inference-portal"
+CONDITION = "Ready"
+SYNC_ERROR = "SyncError"
+# The reasons of a Kubernetes Status a refused write carries, by HTTP code, when the body has none.
+_REASON_BY_CODE = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
+                   422: "Invalid"}
+_REFUSALS = frozenset(_REASON_BY_CODE.values()) | {"AlreadyExists", "NotOwned"}
+_warning_reasons: dict[str, frozenset[str]] = {}
+
+
+def register_warning_reasons(kind: str, reasons: set[str]) -> None:
+    """Called from an app's ``ready()``: the ``Ready`` reasons of ``kind`` that are failures."""
+    _warning_reasons[kind] = frozenset(reasons)
+
+
+def is_refusal(reason: str) -> bool:
+    """True for the reason of a write the cluster refused (as opposed to the controller's own rules)."""
+    return reason in _REFUSALS
+
+
+def is_failure(kind: str, reason: str) -> bool:
+    return reason in _REFUSALS or reason in _warning_reasons.get(kind, ())
+
+
+def refusal(error: GatewayError | NotOwnedError) -> tuple[str, str]:
+    """(reason, message) of a write the reconcile could not make: the cluster refused it, or an
+    object of the name exists that the portal does not control (``NotOwned``)."""
+    if isinstance(error, NotOwnedError):
+        return "NotOwned", str(error)
+    return refusal_reason(error), refusal_message(error)
+
+
+def refusal_reason(error: GatewayError) -> str:
+    """The cluster's own name for a refusal: the Status' ``reason``, else the one its code implies."""
+    return error.body.get("reason") or _REASON_BY_CODE.get(error.status) or "Refused"
+
+
+def refusal_message(error: GatewayError) -> str:
+    """The cluster's message as it gave it (without the code and reason the gateway prefixes)."""
+    return error.body.get("message") or str(error)
+
+
+def failing_condition(kind: str, status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The object's ``Ready`` condition when it says a failure, else None."""
+    for condition in (status or {}).get("conditions") or []:
+        if condition.get("type") == CONDITION and condition.get("status") == "False":
+            return condition if is_failure(kind, condition.get("reason") or "") else None
+    return None
+
+
+def last_error(obj: Any) -> dict[str, str] | None:
+    """``{"reason", "message", "since"}`` of what is wrong with a mirrored object now, or None.
+
+    The sync's own error comes first (the portal's copy cannot reach the cluster); else the
+    controller's failing condition, as the cluster has it in the object's status."""
+    if obj.last_error:
+        return {"reason": SYNC_ERROR, "message": obj.last_error, "since": rfc3339(obj.updated_at)}
+    condition = failing_condition(type(obj).kube.kind, obj.status)
+    if condition is None:
+        return None
+    return {"reason": condition["reason"], "message": condition.get("message") or "",
+            "since": condition.get("lastTransitionTime") or ""}
+
+
+def fail_condition(cr: dict[str, Any], reason: str, message: str, now: datetime) -> list[dict[str, Any]]:
+    """The object's conditions with ``Ready`` False for ``reason``: a stale message never stays."""
+    return set_condition((cr.get("status") or {}).get("conditions"), CONDITION, False, reason, message, now,
+                         cr["metadata"].get("generation"))
+
+
+def warn(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], now: datetime) -> None:
+    """Record a Warning Event for the object's failing ``Ready`` condition, if it has one."""
+    condition = failing_condition(kind.kind, cr.get("status"))
+    if condition is not None:
+        record_event(gateway, kind, cr, "Warning", condition["reason"], condition.get("message") or "", now)
+
+
+def report_refusal(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], reason: str, message: str,
+                   now: datetime) -> dict[str, Any]:
+    """A write of this reconcile was refused (:func:`refusal`): put the reason and message in the
+    object's ``Ready`` condition and in a Warning Event. Returns the object as the cluster has it after."""
+    metadata = cr["metadata"]
+    try:
+        cr = gateway.patch_status(kind, metadata["namespace"], metadata["name"],
+                                  {"conditions": fail_condition(cr, reason, message, now)})
+    except GatewayError as status_error:  # the Event below still says it
+        logger.warning("status of %s %s/%s not written: %s", kind.kind, metadata["namespace"], metadata["name"],
+                       status_error)
+    record_event(gateway, kind, cr, "Warning", reason, message, now)
+    return cr
+
+
+def _same_event(event: Any, type_: str, message: str) -> bool:
+    source = event.source.component if event.source else None
+    return event.type == type_ and event.message == message and source == COMPONENT
+
+
+def record_event(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], type_: str, reason: str, message: str,
+                 now: datetime) -> None:
+    """Create the Event, or count one more of an identical Event (client-go's aggregation key:
+    source, involved object, type, reason, message). Failing to record is logged, never raised:
+    an Event is a report, and the reconcile's own outcome must not depend on it."""
+    metadata = cr["metadata"]
+    namespace, uid = metadata["namespace"], metadata.get("uid") or ""
+    stamp, message = rfc3339(now), message[:1024]
+    events = gateway.core
+    try:
+        with translated():
+            found = events.list_namespaced_event(
+                namespace, field_selector=f"involvedObject.uid={uid},reason={reason}",
+                _request_timeout=gateway.timeout,
+            ).items
+            same = next((event for event in found if _same_event(event, type_, message)), None)
+            if same is not None:
+                events.patch_namespaced_event(
+                    same.metadata.name, namespace, {"count": (same.count or 1) + 1, "lastTimestamp": stamp},
+                    _request_timeout=gateway.timeout,
+                )
+                return
+            events.create_namespaced_event(namespace, {
+                "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+                "involvedObject": {"apiVersion": kind.api_version, "kind": kind.kind, "name": metadata["name"],
+                                   "namespace": namespace, "uid": uid,
+                                   "resourceVersion": metadata.get("resourceVersion")},
+                "type": type_, "reason": reason, "message": message, "count": 1,
+                "firstTimestamp": stamp, "lastTimestamp": stamp,
+                "source": {"component": COMPONENT, "host": socket.gethostname()},
+                "reportingComponent": COMPONENT, "reportingInstance": f"{socket.gethostname()}-{os.getpid()}",
+            }, _request_timeout=gateway.timeout)
+    except (GatewayError, client.ApiException) as error:
+        logger.warning("event %s on %s %s/%s not recorded: %s", reason, kind.kind, namespace, metadata["name"], error)

@@ -1,0 +1,150 @@
+"""The portal as controller: the passes that run the registered reconcilers (clusters.controller_registry).
+
+``clusters/`` knows no concrete kind: the apps register a reconcile function per kind they can
+control (``models_app`` for InferenceModel, ``runs_app`` for InferenceRun). A cluster opts in per
+kind (``Cluster.managed_kinds``, the `manage` mode); everywhere else the portal only mirrors.
+Reconcilers read the live object from the cluster, so a stale row never drives a decision, and
+are idempotent: the watcher's events, the periodic pass and ``manage.py sync --once`` may all call
+them at any time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from clusters.controller_registry import reconciler_for, sweeps
+from clusters.kinds import all_models
+from clusters.kube.client import ClusterGateway, GatewayError, PermanentError
+from clusters.kube.failures import refusal, report_refusal
+from clusters.kube.owned import NotOwnedError
+from clusters.models import Cluster, KubeObject, SyncState
+from clusters.sync import stats as sync_stats
+from clusters.sync.inbound import upsert_from_cluster
+from clusters.sync.work_queue import BUSY, object_key, pass_key, run_exclusively
+
+logger = logging.getLogger(__name__)
+
+@dataclass
+class ReconcileResult:
+    kind: str
+    namespace: str
+    name: str
+    outcome: str
+
+
+def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: ClusterGateway | None = None) -> str:
+    """Reconcile one mirrored object of a managed kind; returns what was done (for logs and tests)."""
+    reconcile = reconciler_for(obj.kube.kind)
+    if reconcile is None or not obj.cluster.manages(obj.kube.kind):
+        return "not managed"
+
+    def work() -> str:
+        own = gateway is None
+        client = gateway or ClusterGateway(obj.cluster)
+        started = time.monotonic()
+        try:
+            return reconcile(client, obj, now or timezone.now())
+        except (PermanentError, NotOwnedError) as error:
+            return _refused(client, obj, error, now or timezone.now())
+        finally:
+            sync_stats.reconciled(obj.cluster, obj.kube.kind, time.monotonic() - started)
+            if own:
+                client.close()
+
+    return run_exclusively(object_key(obj._meta.label, obj.pk), work, BUSY)
+
+
+def _refused(gateway: ClusterGateway, obj: KubeObject, error: PermanentError | NotOwnedError, now: datetime) -> str:
+    """A write of this reconcile was refused (422 invalid, 403 admission or RBAC, a child of that name
+    the portal does not control): the reason and message go on the object (condition, Warning
+    Event) and the row, not only in a log."""
+    logger.warning("reconcile %s %s/%s refused: %s", obj.kube.kind, obj.namespace, obj.name, error)
+    try:
+        cr = gateway.get(obj.kube, obj.namespace, obj.name)
+    except GatewayError:
+        raise error from None
+    reason, message = refusal(error)
+    upsert_from_cluster(type(obj), obj.cluster, report_refusal(gateway, obj.kube, cr, reason, message, now))
+    return f"refused: {reason}: {message}"
+
+
+def reconcile_cluster(cluster: Cluster, now: datetime | None = None) -> list[ReconcileResult]:
+    """One pass over every object of the kinds this cluster lets the portal manage.
+
+    Runs ``MAX_RECONCILE_RATE`` reconciles at a time (the reference controller's setting): the
+    objects are shared out among that many workers, each with one gateway and one database
+    connection for all of its objects. Results come back in the objects' order. A pass asked for
+    while one runs (it outlasted the polling interval) does not run alongside it: the running pass
+    goes once more instead (clusters/sync/work_queue.py), and so does each object's reconcile.
+    """
+    return run_exclusively(pass_key(cluster.pk), lambda: _reconcile_pass(cluster, now or timezone.now()), [])
+
+
+def _reconcile_pass(cluster: Cluster, now: datetime) -> list[ReconcileResult]:
+    _sweep(cluster)
+    rows = [
+        row
+        for model in all_models()
+        if cluster.manages(model.kube.kind)
+        for row in model.objects.filter(cluster=cluster)
+        .exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
+        .select_related("cluster")
+    ]
+
+    # SQLite serializes writers anyway (and tests on it stay in one connection): no threads there.
+    workers = 1 if connection.vendor == "sqlite" else max(1, min(settings.MAX_RECONCILE_RATE, len(rows)))
+    if workers == 1:
+        return _reconcile_share(cluster, rows, now)
+    shares = [rows[start::workers] for start in range(workers)]
+
+    def in_thread(share: list[KubeObject]) -> list[ReconcileResult]:
+        try:
+            return _reconcile_share(cluster, share, now)
+        finally:
+            connection.close()  # each pool thread opened its own
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        done = list(pool.map(in_thread, shares))
+    return [done[index % workers][index // workers] for index in range(len(rows))]
+
+
+def _sweep(cluster: Cluster) -> None:
+    for kind, sweep in sweeps():
+        if cluster.manages(kind):
+            sweep(cluster)
+
+
+def _reconcile_share(cluster: Cluster, rows: list[KubeObject], now: datetime) -> list[ReconcileResult]:
+    """Reconcile rows in turn over one gateway (one API client per worker, not per object)."""
+    if not rows:
+        return []
+    gateway = ClusterGateway(cluster)
+    try:
+        return [_reconcile_safely(row, now, gateway) for row in rows]
+    finally:
+        gateway.close()
+
+
+def _reconcile_safely(row: KubeObject, now: datetime, gateway: ClusterGateway) -> ReconcileResult:
+    """One reconcile whose cluster errors are logged and reported, so one object never stops a pass."""
+    try:
+        outcome = reconcile_row(row, now, gateway)
+    except Exception as error:
+        logger.warning(
+            "reconcile %s %s/%s: %s",
+            row.kube.kind,
+            row.namespace,
+            row.name,
+            error,
+            exc_info=not isinstance(error, GatewayError),
+        )
+        outcome = f"error: {error}"
+    return ReconcileResult(row.kube.kind, row.namespace, row.name, outcome)

@@ -1,0 +1,362 @@
+"""Cluster -> portal within a second: one watch per mirrored kind (and namespace) per cluster.
+
+Follows client-go's reflector (DESIGN.md, "Facts the sync must respect"): list first, then watch
+from the list's resourceVersion with bookmarks; track the resourceVersion ourselves (bookmarks
+included); on 410 relist; give every watch a server timeout (random 5-10 minutes) and a client
+read timeout; reconnect with backoff 0.8 s doubling to 30 s, reset after 2 quiet minutes. Only
+one process watches a cluster: the holder of its Lease (clusters/sync/leader.py,
+clusters/sync/watch_supervisor.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from queue import Empty, Queue
+from typing import Any
+
+from django.db import close_old_connections, connection
+
+from clusters.controller_registry import ChildKind, controller_children
+from clusters.kinds import all_models
+from clusters.kube.client import ClusterGateway, GatewayError, GoneError, NotFoundError, TransientError
+from clusters.models import Cluster, KubeObject, SyncState
+from clusters.sync import stats as sync_stats
+from clusters.sync.inbound import mark_deleted_in_cluster
+from clusters.sync.ingest import ingest
+from clusters.sync.resync import ResyncReport, record_served, resync_namespace
+
+logger = logging.getLogger(__name__)
+QUICK_410 = 5.0  # seconds: a 410 sooner than this after (re)connecting counts as a failure
+
+
+@dataclass
+class Backoff:
+    """client-go's watch backoff: 0.8 s doubling to 30 s; reset once a stream stayed healthy 2 minutes."""
+
+    initial: float = 0.8
+    maximum: float = 30.0
+    reset_after: float = 120.0
+    current: float = field(default=0.0, init=False)
+
+    def next_delay(self) -> float:
+        self.current = min(self.maximum, self.current * 2 if self.current else self.initial)
+        return self.current
+
+    def stream_lasted(self, seconds: float) -> None:
+        if seconds >= self.reset_after:
+            self.current = 0.0
+
+
+@dataclass
+class WatchSettings:
+    timeout_range: tuple[int, int] = (300, 600)
+    backoff: Callable[[], Backoff] = Backoff
+    idle_close: float = 1.0  # seconds without events after which a watch's database connection is closed
+
+
+class WatchLoop:
+    """One list-then-watch loop until ``stop``: relist on 410, reconnect with backoff on any error.
+
+    Subclasses say how to relist (returning the resourceVersion to watch from), how to open the
+    stream, and what an event does.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        stop: threading.Event,
+        settings: WatchSettings | None = None,
+        gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
+    ):
+        self.cluster, self.stop = cluster, stop
+        self.settings = settings or WatchSettings()
+        self.gateway_factory = gateway_factory
+        self.resource_version: str | None = None
+        self.relists = 0
+
+    name = "watch"
+    kind = ""  # what the loop lists and watches, for the sync's health figures
+
+    def relist(self, gateway: ClusterGateway) -> str:
+        raise NotImplementedError
+
+    def stream(self, gateway: ClusterGateway, timeout: int) -> Iterator[dict[str, Any]]:
+        raise NotImplementedError
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def apply_batch(self, events: list[dict[str, Any]]) -> None:
+        """Act on a batch of ADDED/MODIFIED/DELETED events, in order; by default one at a time."""
+        for event in events:
+            self.apply(event["type"], event.get("object") or {})
+
+    def run(self) -> None:
+        backoff = self.settings.backoff()
+        try:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                try:
+                    gateway = self.gateway_factory(self.cluster)
+                    try:
+                        if self.resource_version is None:
+                            self.relists += 1
+                            self.resource_version = self.relist(gateway)
+                            sync_stats.listed(self.cluster, self.kind)
+                        events = self.stream(gateway, random.randint(*self.settings.timeout_range))
+                        for batch in batches(events, self.stop, self.settings.idle_close):
+                            self.handle_batch(batch)
+                    finally:
+                        gateway.close()
+                    backoff.stream_lasted(time.monotonic() - started)
+                except GoneError:
+                    logger.info("%s: resourceVersion %s expired; relisting", self.name, self.resource_version)
+                    sync_stats.relisted_after_gone(self.cluster, self.kind)
+                    self.resource_version = None
+                    if time.monotonic() - started < QUICK_410:
+                        # 410 again right after a relist (a compaction storm, a lagging server):
+                        # back off like any other failure instead of relisting in a tight loop.
+                        self.stop.wait(backoff.next_delay())
+                except Exception as error:
+                    delay = backoff.next_delay()
+                    logger.warning(
+                        "%s: %s; reconnecting in %.1f s",
+                        self.name,
+                        error,
+                        delay,
+                        exc_info=not isinstance(error, GatewayError),
+                    )
+                    sync_stats.watch_reconnected(self.cluster, self.kind)
+                    connection.close()
+                    self.stop.wait(delay)
+        finally:
+            connection.close()
+
+    def handle_batch(self, events: list[dict[str, Any]]) -> None:
+        """Act on the events that arrived together, in order, and advance the tracked resourceVersion
+        (bookmarks included) past the ones applied. An ERROR event ends the stream after the events
+        before it are applied (410: relist)."""
+        close_old_connections()
+        pending: list[dict[str, Any]] = []
+        for event in events:
+            event_type, obj = event.get("type"), event.get("object") or {}
+            if event_type == "ERROR":
+                self._apply_pending(pending)
+                code = obj.get("code")
+                message = obj.get("message", "watch error")
+                raise GoneError(message, 410) if code == 410 else TransientError(message, code or 0)
+            if event_type != "BOOKMARK":
+                pending.append(event)
+            else:
+                self._apply_pending(pending)
+                self.resource_version = (obj.get("metadata") or {}).get("resourceVersion") or self.resource_version
+        self._apply_pending(pending)
+
+    def _apply_pending(self, pending: list[dict[str, Any]]) -> None:
+        if pending:
+            self.apply_batch(pending)
+            last = (pending[-1].get("object") or {}).get("metadata") or {}
+            self.resource_version = last.get("resourceVersion") or self.resource_version
+            pending.clear()
+
+
+_END = object()
+
+
+def batches(
+    events: Iterator[dict[str, Any]], stop: threading.Event, idle_close: float, limit: int = 500
+) -> Iterator[list[dict[str, Any]]]:
+    """The stream's events in batches: whatever arrived while the previous batch was applied (up to
+    ``limit``), so a burst costs one transaction per batch, not several statements per event.
+
+    A reader thread drains the stream into a queue (an exception it meets is re-raised here, after
+    the events before it). While no event comes for ``idle_close`` seconds the thread's database
+    connection is closed: 10 clusters x 5 kinds of quiet watches hold no connections."""
+    queue: Queue = Queue()
+
+    def read() -> None:
+        try:
+            for event in events:
+                queue.put(event)
+                if stop.is_set():
+                    break
+            queue.put(_END)
+        except BaseException as error:  # handed to the consuming thread, which raises it
+            queue.put(error)
+
+    threading.Thread(target=read, name="watch reader", daemon=True).start()
+    while not stop.is_set():
+        try:
+            first = queue.get(timeout=idle_close)
+        except Empty:
+            connection.close()
+            continue
+        batch: list[dict[str, Any]] = []
+        item = first
+        while True:
+            if item is _END or isinstance(item, BaseException):
+                if batch:
+                    yield batch
+                if isinstance(item, BaseException):
+                    raise item
+                return
+            batch.append(item)
+            if len(batch) >= limit or queue.empty():
+                break
+            item = queue.get_nowait()
+        if stop.is_set():
+            return
+        yield batch
+
+
+class KindWatcher(WatchLoop):
+    """Keeps the rows of one (cluster, kind, namespace) current; queues reconciles for managed kinds."""
+
+    def __init__(
+        self, cluster: Cluster, model: type[KubeObject], namespace: str | None, stop: threading.Event, **options: Any
+    ):
+        super().__init__(cluster, stop, **options)
+        self.model, self.namespace = model, namespace
+        self.kind = model.kube.kind
+
+    @property
+    def name(self) -> str:
+        return f"{self.cluster.name}/{self.model.kube.plural}/{self.namespace or '*'}"
+
+    def relist(self, gateway: ClusterGateway) -> str:
+        """Resync, and (like a controller's initial list) reconcile every object of a managed kind."""
+        try:
+            resource_version = resync_namespace(gateway, self.model, self.namespace, ResyncReport(self.kind))
+        except NotFoundError:  # the CRD is not served (yet): retried with backoff, as any failed list
+            record_served(self.cluster, self.kind, False)
+            raise
+        record_served(self.cluster, self.kind, True)
+        if self.cluster.manages(self.model.kube.kind):
+            from clusters.sync.tasks import enqueue_reconcile
+
+            rows = self.model.objects.filter(cluster=self.cluster).exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
+            for row in (rows.filter(namespace=self.namespace) if self.namespace else rows).select_related("cluster"):
+                enqueue_reconcile(row)
+        return resource_version
+
+    def stream(self, gateway: ClusterGateway, timeout: int) -> Iterator[dict[str, Any]]:
+        return gateway.watch(self.model.kube, self.namespace, self.resource_version or "", timeout)
+
+    def apply_batch(self, events: list[dict[str, Any]]) -> None:
+        """Store a batch of events in order: each run of ADDED/MODIFIED events in bulk (the last
+        version of each object counts, clusters/sync/ingest.py), each DELETED on its own, so an
+        object deleted and created again within a batch ends as the cluster has it."""
+        written: list[int] = []
+        run: list[dict[str, Any]] = []
+        for event in [*events, None]:
+            if event is not None and event["type"] in ("ADDED", "MODIFIED"):
+                run.append(event["object"])
+                continue
+            if run:
+                written += ingest(self.model, self.cluster, run, listed_at=None).values()
+                run = []
+            if event is not None and event["type"] == "DELETED":
+                metadata = event["object"].get("metadata") or {}
+                row = mark_deleted_in_cluster(
+                    self.model, self.cluster, metadata.get("namespace") or "default", metadata["name"],
+                    metadata.get("uid"),
+                )
+                if row is not None:
+                    written.append(row.pk)  # the controller forgets what it held for the object
+        if written and self.cluster.manages(self.model.kube.kind):
+            from clusters.sync.tasks import reconcile_object_task
+
+            for pk in dict.fromkeys(written):
+                reconcile_object_task.delay(self.model._meta.label, pk)
+
+
+class ChildWatcher(WatchLoop):
+    """Watches the objects a managed kind owns (Deployments, Jobs) and reconciles their owner at once,
+    so a pod becoming ready reaches the model's status within a second, not a polling interval."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        owner: type[KubeObject],
+        child: ChildKind,
+        namespace: str | None,
+        stop: threading.Event,
+        **options: Any,
+    ):
+        super().__init__(cluster, stop, **options)
+        self.owner, self.child, self.namespace = owner, child, namespace
+        self.kind = child.kind
+
+    @property
+    def name(self) -> str:
+        return f"{self.cluster.name}/{self.child.kind}s of {self.owner.kube.plural}/{self.namespace or '*'}"
+
+    def relist(self, gateway: ClusterGateway) -> str:
+        resource = gateway.builtin(self.child.api_version, self.child.kind)
+        items, resource_version = resource.list(self.child.selector, self.namespace)
+        for item in items:
+            self.apply("ADDED", item)
+        return resource_version
+
+    def stream(self, gateway: ClusterGateway, timeout: int) -> Iterator[dict[str, Any]]:
+        resource = gateway.builtin(self.child.api_version, self.child.kind)
+        return resource.watch(self.child.selector, self.resource_version or "", timeout, self.namespace)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        for reference in metadata.get("ownerReferences") or []:
+            if reference.get("kind") != self.owner.kube.kind:
+                continue
+            row = (
+                self.owner.objects.select_related("cluster")
+                .filter(cluster=self.cluster, namespace=metadata.get("namespace"), name=reference.get("name"))
+                .first()
+            )
+            if row is not None:
+                from clusters.sync.tasks import enqueue_reconcile
+
+                enqueue_reconcile(row)
+
+
+class ClusterWatch:
+    """All watchers of one cluster, in threads; started once this process leads the cluster."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        stop: threading.Event,
+        settings: WatchSettings | None = None,
+        gateway_factory: Callable[[Cluster], ClusterGateway] = ClusterGateway,
+    ):
+        self.cluster, self.stop = cluster, stop
+        self.watchers: list[WatchLoop] = [
+            KindWatcher(cluster, model, namespace, stop, settings=settings, gateway_factory=gateway_factory)
+            for model in all_models()
+            for namespace in cluster.namespaces or [None]
+        ]
+        self.watchers += [
+            ChildWatcher(cluster, model, child, namespace, stop, settings=settings, gateway_factory=gateway_factory)
+            for model in all_models()
+            if cluster.manages(model.kube.kind)
+            for child in controller_children(model.kube.kind)
+            for namespace in cluster.namespaces or [None]
+        ]
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for watcher in self.watchers:
+            thread = threading.Thread(target=watcher.run, name=f"watch {watcher.name}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the threads to notice ``stop``; True when all ended in time."""
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self.threads)

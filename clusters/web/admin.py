@@ -1,0 +1,271 @@
+"""Admin for platform staff: clusters, and a base for every mirrored kind."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.contrib import admin, messages
+from django.template.loader import render_to_string
+from django.utils.html import format_html, format_html_join
+
+from clusters.controller_registry import controllable_kinds
+from clusters.kube.connection import check_connection
+from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
+from clusters.sync.audit import Actor
+from clusters.sync.tasks import resync_cluster_task
+from clusters.validation.metadata_rules import DNS1123_LABEL
+from clusters.web.admin_quantities import QuantityAdminMixin
+from clusters.web.forms import KubeObjectForm, to_yaml
+from clusters.web.services import Resolution, request_delete, resolve_conflict, save_portal_edit
+
+
+def _value(field: dict, side: str) -> str:
+    return json.dumps(field[side]) if field.get(f"{side}_set", True) else "(not set)"
+
+
+def _yaml_block(value) -> str:
+    return format_html('<pre style="margin:0">{}</pre>', to_yaml(value) or "—")
+
+
+class NamespaceListField(forms.CharField):
+    """Namespaces one per line (commas and spaces also separate), cleaned to a list of names;
+    each bad one is named with the rule it breaks."""
+
+    widget = forms.Textarea(attrs={"rows": 4, "cols": 40, "placeholder": "one namespace per line"})
+
+    def prepare_value(self, value):
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value) -> list[str]:
+        if isinstance(value, list):
+            return value
+        names = list(dict.fromkeys((value or "").replace(",", " ").split()))
+        bad = [name for name in names if len(name) > 63 or not DNS1123_LABEL.fullmatch(name)]
+        if bad:
+            raise forms.ValidationError(
+                f"{', '.join(map(repr, bad))}: a namespace name is at most 63 lowercase letters, digits and '-', "
+                "starting and ending with a letter or digit"
+            )
+        return names
+
+
+class ClusterForm(forms.ModelForm):
+    """Credentials are write-only: never rendered back; an empty submit keeps the stored one, unless
+    the URL it is sent to changed (then it must be given again). Namespaces are lines of text and
+    managed kinds checkboxes, never JSON to type."""
+
+    namespaces = NamespaceListField(
+        required=False, help_text="Namespaces to sync, one per line; empty means all namespaces."
+    )
+    managed_kinds = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        choices=lambda: [(kind, kind) for kind in controllable_kinds()],
+        help_text="Kinds the portal acts as the controller for in this cluster; leave unchecked where another "
+        "controller acts on them (never both).",
+    )
+
+    prometheus_auth_header = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Never shown once saved; leave empty to keep the current header.",
+    )
+    bearer_token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Never shown once saved; leave empty to keep the current token.",
+    )
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "name",
+            "description",
+            "auth_method",
+            "server_url",
+            "kubeconfig_path",
+            "kubeconfig_context",
+            "bearer_token",
+            "ca_cert",
+            "insecure_skip_tls_verify",
+            "allow_insecure_http",
+            "namespaces",
+            "request_timeout_seconds",
+            "managed_kinds",
+            "prometheus_url",
+            "prometheus_auth_header",
+        ]
+
+    def clean(self) -> dict:
+        """Put the stored credentials back before the model's checks run, so they see what is saved."""
+        data = super().clean()
+        if self.instance.pk is None:
+            return data
+        stored = Cluster.objects.get(pk=self.instance.pk)
+        supplied = {name for name in Cluster.CREDENTIAL_FOR_URL.values() if data.get(name)}
+        for name in Cluster.CREDENTIAL_FOR_URL.values():
+            if name not in supplied:
+                data[name] = getattr(stored, name)
+        candidate = Cluster(**{field: data.get(field, getattr(stored, field)) for field in Cluster.CREDENTIAL_FOR_URL})
+        for name, message in candidate.moved_credential_errors(stored, supplied).items():
+            self.add_error(name, message)
+        return data
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    form = ClusterForm
+    list_display = ["name", "auth_method", "server_url", "healthy", "last_full_resync_at"]
+    list_filter = ["auth_method", "healthy"]
+    search_fields = ["name", "description", "server_url"]
+    readonly_fields = ["healthy", "last_error", "missing_kinds", "last_full_resync_at", "created_at", "updated_at"]
+    actions = ["sync_now", "test_connection"]
+
+    @admin.action(description="Sync now: read every mirrored object from the selected clusters again")
+    def sync_now(self, request, queryset):
+        snapshots = [cluster.name for cluster in queryset if cluster.auth_method == Cluster.AuthMethod.SNAPSHOT]
+        started = [cluster for cluster in queryset if cluster.name not in snapshots]
+        for cluster in started:
+            resync_cluster_task.delay(cluster.pk)
+        if started:
+            self.message_user(
+                request,
+                f"Sync started for {', '.join(c.name for c in started)}: the Healthy and Last full resync columns "
+                "show the outcome (reload the list).",
+                messages.SUCCESS,
+            )
+        if snapshots:
+            self.message_user(
+                request, f"Not synced: {', '.join(snapshots)} (snapshots have no API server).", messages.WARNING
+            )
+
+    @admin.action(description="Test connection: reach the API server and list each mirrored kind")
+    def test_connection(self, request, queryset):
+        for cluster in queryset:
+            report = check_connection(cluster)
+            self.message_user(request, report.summary(), messages.SUCCESS if report.ok else messages.ERROR)
+
+
+def _as_shown(field: str) -> str:
+    """A derived byte column is shown as a quantity (``80Gi``), through QuantityAdminMixin."""
+    return f"{field}_quantity" if field.endswith("_bytes") else field
+
+
+class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
+    """Base admin for mirrored kinds: sync fields read-only, spec and status shown as YAML."""
+
+    form = KubeObjectForm
+    kind_list_display: tuple[str, ...] = ()
+    kind_list_filter: tuple[str, ...] = ()
+    list_select_related = ["cluster"]
+    search_fields = ["name", "namespace"]
+    actions = ["resolve_take_portal", "resolve_take_cluster"]
+    sync_fields = (
+        "sync_state",
+        "last_error",
+        "uid",
+        "resource_version",
+        "generation",
+        "observed_generation",
+        "cluster_created_at",
+        "created_at",
+        "updated_at",
+    )
+
+    def get_list_display(self, request):
+        return ["name", "namespace", "cluster", *self.kind_list_display, "sync_state", "updated_at"]
+
+    def get_list_filter(self, request):
+        return ["cluster", "sync_state", *self.kind_list_filter, "namespace"]
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = [
+            *self.sync_fields,
+            "status_yaml",
+            "conflict_table",
+            "audit_history",
+            "last_synced_spec_yaml",
+            *map(_as_shown, self.model.projected_fields()),
+        ]
+        return [*readonly, "cluster", "namespace", "name"] if obj else readonly
+
+    def get_fieldsets(self, request, obj=None):
+        identity = ["cluster", "namespace", "name", "labels", "annotations", KubeObjectForm.COPY_FIELD]
+        return [
+            (None, {"fields": identity}),
+            ("Spec", {"fields": ["spec"]}),
+            ("Status (from the cluster)", {"fields": ["status_yaml"]}),
+            ("Derived columns", {"fields": [*map(_as_shown, self.model.projected_fields())], "classes": ["collapse"]}),
+            ("Sync", {"fields": [*self.sync_fields, "conflict_table", "last_synced_spec_yaml"]}),
+            ("History", {"fields": ["audit_history"], "classes": ["collapse"]}),
+        ]
+
+    @admin.display(description="Conflict")
+    def conflict_table(self, obj: KubeObject) -> str:
+        """Each conflicting field with its base, portal and cluster values; resolve with the actions."""
+        if not obj.conflict:
+            return "—"
+        rows = format_html_join(
+            "",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (field["path"], _value(field, "base"), _value(field, "portal"), _value(field, "cluster"))
+                for field in obj.conflict.get("fields") or []
+            ),
+        )
+        return format_html(
+            "<p>{}</p><table><tr><th>field</th><th>base</th><th>portal</th><th>cluster</th></tr>{}</table>"
+            "<p>Resolve from the list page: actions “Resolve conflicts: keep the portal's values” or "
+            "“… take the cluster's values”, or edit the spec and save.</p>",
+            obj.conflict.get("message", ""),
+            rows,
+        )
+
+    @admin.display(description="Audit history (newest first)")
+    def audit_history(self, obj: KubeObject) -> str:
+        """Each change as its field path with the old and new values in YAML, as on the portal's pages."""
+        entries = AuditEntry.objects.filter(kind=obj.kube.kind, object_id=obj.pk)[:50]
+        if not entries:
+            return "—"
+        return render_to_string("portal/_audit.html", {"audit": entries})
+
+    @admin.action(description="Resolve conflicts: keep the portal's values (applied over the cluster's)")
+    def resolve_take_portal(self, request, queryset):
+        self._resolve(request, queryset, Resolution.TAKE_PORTAL)
+
+    @admin.action(description="Resolve conflicts: take the cluster's values")
+    def resolve_take_cluster(self, request, queryset):
+        self._resolve(request, queryset, Resolution.TAKE_CLUSTER)
+
+    def _resolve(self, request, queryset, take: str) -> None:
+        actor = Actor.from_request(request, AuditEntry.Source.ADMIN)
+        conflicted = [obj for obj in queryset if obj.sync_state == SyncState.CONFLICT]
+        for obj in conflicted:
+            resolve_conflict(obj, take, actor)
+        skipped = queryset.count() - len(conflicted)
+        self.message_user(
+            request,
+            f"resolved {len(conflicted)} conflict(s)"
+            + (f"; {skipped} selected object(s) had no conflict" if skipped else ""),
+        )
+
+    @admin.display(description="Status")
+    def status_yaml(self, obj: KubeObject) -> str:
+        return _yaml_block(obj.status)
+
+    @admin.display(description="Last synced spec")
+    def last_synced_spec_yaml(self, obj: KubeObject) -> str:
+        return _yaml_block(obj.last_synced_spec)
+
+    def save_model(self, request, obj, form, change):
+        """The form checked the version it was opened on (``CopyVersionMixin``) in this transaction."""
+        made_from = form.cleaned_data[form.COPY_FIELD] if change else None
+        save_portal_edit(obj, Actor.from_request(request, AuditEntry.Source.ADMIN), made_from=made_from)
+
+    def delete_model(self, request, obj):
+        request_delete(obj, Actor.from_request(request, AuditEntry.Source.ADMIN))
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_model(request, obj)

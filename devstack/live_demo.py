@@ -1,0 +1,262 @@
+"""The live demo behind ``make run``: the portal on a real local Kubernetes control plane.
+
+Started by ``manage.py run_demo`` when the control plane can be built (Go is installed):
+
+1. the tests' control plane (``devstack.control_plane``: etcd, kube-apiserver, controller-manager,
+   scheduler, kwok nodes with GPUs), with the portal's CRDs;
+2. ``manage.py demo_backend``, the OpenAI-compatible server every demo model points at;
+3. the cluster ``local`` registered with the portal managing InferenceModel and InferenceRun (a
+   previous run's ``local`` and its rows are replaced: its etcd is gone), its node pools read from
+   the Nodes;
+4. the reference samples applied to the cluster as ``kubectl apply`` would (the InferenceModels
+   at zero, last asked for a day ago, so the first request wakes them; the mirrored kinds with the
+   statuses their controllers would write), then one ``sync --once`` and the right-sizing demo week;
+5. the watcher (``sync_watch``), the gateway (``GATEWAY_ALLOW_LOOPBACK=1``, as the backend is on
+   loopback) and the portal (``runserver``), each its own process; Celery runs in-process (eager,
+   as in the embedded default) and this process runs the periodic reconcile pass.
+
+Ctrl-C (SIGINT) or SIGTERM stops every process it started, children first, then the control
+plane, and removes the control plane's data. Every child dies with this process even if it is
+killed (``PR_SET_PDEATHSIG``), so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+import kubernetes
+import requests
+import yaml
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.utils import timezone
+
+from accounts.models import ApiToken
+from accounts.tokens import issue_token
+from clusters.kinds import model_for
+from clusters.kube.conditions import rfc3339
+from clusters.management.commands.ensure_demo_admin import demo_password
+from clusters.models import Cluster
+from devstack.control_plane import (
+    ADMIN_TOKEN,
+    ControlPlane,
+    Process,
+    apply_crds_to,
+    die_with_parent,
+    free_port,
+)
+from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
+
+CLUSTER = "local"
+MANAGED = ["InferenceModel", "InferenceRun"]
+TOKEN_NAME = "live demo"
+PASS_SECONDS = 10.0  # the periodic reconcile pass (cooldowns, budgets); the watcher acts within a second
+DEMO_MODEL = "mistral-7b"
+
+
+@dataclass
+class Endpoints:
+    host: str
+    port: int
+    gateway_port: int
+
+    @property
+    def portal(self) -> str:
+        return f"http://{self.host}:{self.port}/"
+
+    @property
+    def gateway(self) -> str:
+        return f"http://{self.host}:{self.gateway_port}"
+
+
+def register_cluster(plane: ControlPlane) -> Cluster:
+    """The ``local`` cluster, new: a previous run's rows described an etcd that is gone."""
+    Cluster.objects.filter(name=CLUSTER).delete()
+    return Cluster.objects.create(
+        name=CLUSTER, auth_method=Cluster.AuthMethod.TOKEN, server_url=plane.url, bearer_token=ADMIN_TOKEN,
+        ca_cert=plane.ca_pem, managed_kinds=MANAGED,
+        description="The live demo's local control plane (make run); replaced at every start.",
+    )
+
+
+def demo_manifests(backend_url: str, now: Any) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """The reference samples as the demo applies them, each with the status its controller would
+    report (None for the kinds the portal controls here: it writes their status itself)."""
+    statuses = yaml.safe_load((Path(settings.DEMO_DIR) / "statuses.yaml").read_text()) or {}
+    manifests = []
+    for path in sorted(Path(settings.SAMPLES_DIR).glob("*.yaml")):
+        manifest = yaml.safe_load(path.read_text())
+        metadata = manifest["metadata"]
+        metadata.setdefault("namespace", "default")
+        kind = manifest["kind"]
+        if kind == InferenceModel.kube.kind:
+            manifest["spec"]["backendUrl"] = backend_url
+            metadata.setdefault("annotations", {})[LAST_REQUEST_ANNOTATION] = rfc3339(now - timedelta(days=1))
+        status = None if kind in MANAGED else statuses.get(f"{kind} {metadata['namespace']}/{metadata['name']}")
+        manifests.append((manifest, status))
+    return manifests
+
+
+def apply_demo_objects(plane: ControlPlane, backend_url: str) -> int:
+    """Create the demo's namespaces and objects in the cluster, as another writer would."""
+    manifests = demo_manifests(backend_url, timezone.now())
+    with plane.api_client() as api_client:
+        core, custom = kubernetes.client.CoreV1Api(api_client), kubernetes.client.CustomObjectsApi(api_client)
+        existing = {item.metadata.name for item in core.list_namespace().items}
+        for namespace in sorted({m["metadata"]["namespace"] for m, _ in manifests} - existing):
+            core.create_namespace({"metadata": {"name": namespace}})
+        for manifest, status in manifests:
+            kind = model_for(manifest["apiVersion"], manifest["kind"]).kube
+            namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+            custom.create_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, manifest)
+            if status:
+                custom.patch_namespaced_custom_object_status(kind.group, kind.version, namespace, kind.plural, name,
+                                                             {"status": status})
+    return len(manifests)
+
+
+def demo_token() -> tuple[str, str]:
+    """The admin (created once, password kept) and a fresh one-day API token for the printed ``curl``."""
+    call_command("ensure_demo_admin", stdout=io.StringIO())
+    admin = User.objects.get(username="admin")
+    ApiToken.objects.filter(user=admin, name=TOKEN_NAME).delete()
+    _, key = issue_token(admin, TOKEN_NAME, days=1)
+    return demo_password(), key
+
+
+def banner(endpoints: Endpoints, password: str, token: str, plane: ControlPlane) -> str:
+    body = json.dumps({"model": DEMO_MODEL, "messages": [{"role": "user", "content": "Hello from the live demo"}]})
+    return "\n".join([
+        "",
+        f"Inference Portal, live on a local Kubernetes control plane (started in {plane.started_in_s:.0f} s)",
+        f"  Portal:   {endpoints.portal}   (username admin, password {password})",
+        f"  Gateway:  {endpoints.gateway}/v1   (OpenAI-compatible; models start at zero and wake on a request)",
+        "  Try:",
+        f"    curl -s {endpoints.gateway}/v1/chat/completions -H 'Authorization: Bearer {token}' \\",
+        f"      -H 'Content-Type: application/json' -d '{body}'",
+        f"  kubectl:  KUBECONFIG={plane.kubeconfig} kubectl get pods -A",
+        "Ctrl-C stops everything.",
+        "",
+    ])
+
+
+class LiveDemo:
+    """Start everything, wait for Ctrl-C (or a part that dies), stop everything."""
+
+    def __init__(self, endpoints: Endpoints, binaries: Path, out: TextIO) -> None:
+        self.endpoints, self.out = endpoints, out
+        self.stop = threading.Event()
+        self.children: list[Process] = []
+        self.workdir = Path(tempfile.mkdtemp(prefix="inference-portal-live-"))
+        self.plane = ControlPlane(workdir=self.workdir, binaries=binaries)
+        self.env = {**os.environ, "GATEWAY_ALLOW_LOOPBACK": "1", "PYTHONUNBUFFERED": "1"}
+
+    def say(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def run(self) -> int:
+        """Runs until stopped; the exit status is 0 after Ctrl-C, 1 when a part died."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.stop.set())
+        try:
+            return self._run()
+        finally:
+            self.shutdown()
+
+    def _run(self) -> int:
+        self.say("Starting the local control plane...")
+        self.plane.start(prepare=apply_crds_to)
+        backend_port = free_port()
+        self._start("demo_backend", ["demo_backend", "--host", "127.0.0.1", "--port", str(backend_port),
+                                     "--name", "demo-backend"])
+        cluster = register_cluster(self.plane)
+        from scheduler.refresh import refresh_node_pools  # the planner's view of the kwok nodes
+
+        refresh_node_pools(cluster)
+        count = apply_demo_objects(self.plane, f"http://127.0.0.1:{backend_port}")
+        call_command("sync", "--once", "--cluster", CLUSTER, stdout=io.StringIO())
+        call_command("load_demo_observations", cluster=CLUSTER, stdout=io.StringIO())
+        self.say(f"Cluster {CLUSTER}: {count} demo objects applied and synced.")
+        password, token = demo_token()
+        self._start("watcher", ["sync_watch", "--cluster", CLUSTER])
+        self._start("gateway", ["gateway", "--host", self.endpoints.host, "--port", str(self.endpoints.gateway_port)])
+        self._start("portal", ["runserver", "--noreload", f"{self.endpoints.host}:{self.endpoints.port}"])
+        self._wait_serving(f"{self.endpoints.gateway}/healthz", "the gateway")
+        self._wait_serving(f"{self.endpoints.portal}healthz", "the portal")
+        threading.Thread(target=self._periodic_passes, name="reconcile passes", daemon=True).start()
+        self.say(banner(self.endpoints, password, token, self.plane))
+        while not self.stop.wait(1.0):
+            dead = [child for child in [*self.children, *self.plane.processes] if not child.alive()]
+            if dead:
+                self.say(f"{dead[0].name} exited; stopping. Its last output:\n{dead[0].tail()}")
+                return 1
+        self.say("Stopping...")
+        return 0
+
+    def _start(self, name: str, arguments: list[str]) -> Process:
+        log = self.workdir / f"{name}.log"
+        popen = subprocess.Popen(
+            [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), *arguments], cwd=settings.BASE_DIR,
+            env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        child = Process(name, popen, log)
+        self.children.append(child)
+        return child
+
+    def _wait_serving(self, url: str, what: str, timeout: float = 60.0) -> None:
+        def serving() -> bool:
+            try:
+                return requests.get(url, timeout=2).status_code < 500
+            except requests.RequestException:
+                return False
+
+        self._wait(serving, timeout, what)
+
+    def _wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        waited = 0.0
+        while not condition():
+            dead = next((child for child in self.children if not child.alive()), None)
+            if dead is not None:
+                raise RuntimeError(f"{dead.name} exited while waiting for {what}:\n{dead.tail()}")
+            if self.stop.wait(0.2) or waited > timeout:
+                raise RuntimeError(f"{what} did not start within {timeout:.0f} s")
+            waited += 0.2
+
+    def _periodic_passes(self) -> None:
+        """What Celery beat runs on a deployment (``reconcile_managed_clusters`` every
+        POLLING_INTERVAL): cooldowns scale idle models to zero, waiting models are admitted."""
+        from django.db import connection
+
+        from clusters.sync.tasks import reconcile_managed_clusters
+
+        while not self.stop.wait(PASS_SECONDS):
+            try:
+                reconcile_managed_clusters()
+            except Exception as error:  # a pass that failed is retried next time, as beat would
+                self.say(f"reconcile pass failed: {error}")
+            finally:
+                connection.close()
+
+    def shutdown(self) -> None:
+        """Children first (they talk to the cluster), then the control plane; then its data."""
+        self.stop.set()
+        for child in reversed(self.children):
+            child.stop()
+        self.plane.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,47 @@
+"""``manage.py run_demo`` (what ``make run`` runs): the live demo where Go can build the control
+plane, else the embedded one (snapshot data, nothing moves), saying in one line how to get the live one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from devstack.control_plane import ControlPlaneUnavailable, build_binaries
+from devstack.live_demo import Endpoints, LiveDemo
+
+NO_GO = (
+    "Embedded demo (snapshot data, nothing moves): install Go (https://go.dev/doc/install) and run "
+    "`make run` again for the live one, on a local Kubernetes control plane."
+)
+
+
+class Command(BaseCommand):
+    help = "Serve the portal with demo data: live on a local control plane when Go is installed, else embedded."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--gateway-port", type=int, default=int(os.environ.get("GATEWAY_PORT", "8001")))
+        parser.add_argument("--embedded", action="store_true", help="The embedded demo even where Go is installed.")
+
+    def handle(self, *args: Any, host: str, port: int, gateway_port: int, embedded: bool, **options: Any) -> None:
+        binaries = None
+        if not embedded and shutil.which("go"):
+            self.stdout.write("Building the local control plane (the first time: about 10 minutes; cached after)...")
+            self.stdout.flush()
+        if not embedded:
+            try:
+                binaries = build_binaries()
+            except ControlPlaneUnavailable:
+                embedded = True
+        if embedded:
+            self.stdout.write(NO_GO)
+            call_command("load_demo", stdout=self.stdout)
+            call_command("ensure_demo_admin", stdout=self.stdout)
+            call_command("runserver", f"{host}:{port}", use_reloader=False)
+            return
+        raise SystemExit(LiveDemo(Endpoints(host, port, gateway_port), binaries, self.stdout).run())

@@ -1,0 +1,101 @@
+"""What staff decide about where models may answer and under which ids (admin and API, audited).
+
+A model's team reaches the Services of its own namespace; these rows widen that, per cluster:
+
+- :class:`SharedNamespace`: a namespace every team's models may point at (``vllm-server.ml-platform``
+  as the reference's full example does from ``default``);
+- :class:`BackendHost`: a host outside the cluster (a name, ``*.suffix``, an IP or a CIDR) that a
+  ``backendUrl`` may name;
+- :class:`SharedGatewayId`: a gateway id (``namespace/modelName``) that more than one object may
+  serve (the same team's model in two clusters), which is otherwise refused.
+
+Never widened, whatever these say: schemes other than http(s), link-local and metadata addresses,
+the portal's own addresses, and loopback outside development (``inference_gateway.placement``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from clusters.models import Cluster
+
+HOST_NAME = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*")
+
+
+class SharedNamespace(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="shared_namespaces")
+    namespace = models.CharField(max_length=63)
+    note = models.CharField(max_length=255, blank=True, help_text="Why it is shared, who runs it.")
+
+    class Meta:
+        ordering = ["cluster__name", "namespace"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace"], name="gateway_shared_namespace_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}/{self.namespace} (shared)"
+
+    @property
+    def audit_name(self) -> str:
+        return self.namespace
+
+
+class BackendHost(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="backend_hosts")
+    host = models.CharField(
+        max_length=253,
+        help_text="A host name (api.example.com), a suffix (*.example.com), an IP address or a CIDR (10.8.0.0/16).",
+    )
+    note = models.CharField(max_length=255, blank=True, help_text="What runs there, who asked.")
+
+    class Meta:
+        ordering = ["cluster__name", "host"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "host"], name="gateway_backend_host_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}: {self.host}"
+
+    @property
+    def audit_name(self) -> str:
+        return self.host
+
+    def clean(self) -> None:
+        """A usable entry: a host name, ``*.suffix``, an IP or a CIDR, none of the never-allowed addresses."""
+        self.host = self.host.strip().lower().rstrip(".")
+        try:
+            network = ipaddress.ip_network(self.host.strip("[]"), strict=False)
+        except ValueError:
+            name = self.host[2:] if self.host.startswith("*.") else self.host
+            if not HOST_NAME.fullmatch(name) or "." not in name:
+                raise ValidationError({"host": f"{self.host!r} is not a host name with a domain (api.example.com), "
+                                               "a suffix (*.example.com), an IP address or a CIDR"}) from None
+            return
+        if network.is_link_local or network.is_loopback or network.is_unspecified or network.prefixlen == 0:
+            raise ValidationError({"host": f"{self.host!r} covers loopback, link-local or every address, "
+                                           "which no backend may have"})
+
+
+class SharedGatewayId(models.Model):
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="shared_gateway_ids",
+        help_text="The cluster whose object may serve the id although another object serves it already.",
+    )
+    gateway_id = models.CharField(max_length=320, help_text="namespace/modelName")
+    note = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["gateway_id", "cluster__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "gateway_id"], name="gateway_shared_id_unique")
+        ]
+        verbose_name = "shared gateway id"
+
+    def __str__(self) -> str:
+        return f"{self.gateway_id} (also in {self.cluster.name})"
+
+    @property
+    def audit_name(self) -> str:
+        return self.gateway_id

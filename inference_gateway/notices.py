@@ -1,0 +1,56 @@
+"""Catalog change notices: PostgreSQL ``NOTIFY`` from triggers, ``LISTEN`` in the gateway.
+
+A model created, renamed, moved or deleted must be routable (or gone) for the next request. The
+triggers (migration ``0002_catalog_notices``) notify channel :data:`CHANNEL` whenever a serving
+kind's row is inserted or deleted, or its identity, model name, spec or sync state changes, and
+whenever staff's placement decisions or teams' namespace grants change: whatever writes the row
+(portal, API, admin, the sync's bulk writes, a shell), and only when its transaction commits, as
+PostgreSQL delivers notices on commit. The gateway listens on one connection of its own and marks
+its catalog stale on each notice (``Catalog.changed``): the next request reads a table loaded after
+the change. A lost connection is re-opened, and counts as a notice (some may have been missed);
+the catalog's periodic reload stays as the safety net, and is all there is on SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import psycopg
+from django.db import connection
+
+logger = logging.getLogger(__name__)
+CHANNEL = "inference_gateway_catalog"
+RETRY_SECONDS = 1.0
+
+
+def _conninfo() -> str:
+    settings = connection.settings_dict
+    options = {key: value for key, value in (settings.get("OPTIONS") or {}).items()
+               if key in ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "options")}
+    return psycopg.conninfo.make_conninfo(
+        dbname=settings["NAME"], user=settings.get("USER") or None, password=settings.get("PASSWORD") or None,
+        host=settings.get("HOST") or None, port=settings.get("PORT") or None, **options,
+    )
+
+
+async def listen(on_change: Callable[[], None], connected: asyncio.Event | None = None) -> None:
+    """Call ``on_change`` for every notice until cancelled; ``connected`` is set once listening."""
+    if connection.vendor != "postgresql":
+        return
+    conninfo = _conninfo()
+    while True:
+        try:
+            async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as listener:
+                await listener.execute(f"LISTEN {CHANNEL}")
+                on_change()  # whatever happened while not listening
+                if connected is not None:
+                    connected.set()
+                async for _notice in listener.notifies():
+                    on_change()
+        except (psycopg.Error, OSError) as error:
+            if connected is not None:
+                connected.clear()
+            logger.warning("catalog notices: %s; listening again in %g s", error, RETRY_SECONDS)
+            await asyncio.sleep(RETRY_SECONDS)

@@ -1,0 +1,81 @@
+"""Several portal installations share a cluster, on the real control plane: each watches it under
+its own Lease (named after the installation), and a watcher that waits for a Lease another holder
+keeps says so in its log and in the sync-health figures. ``missing_kinds`` follows the watcher's
+lists, not only the periodic resync."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from clusters.models import Cluster, SyncStat
+from clusters.sync.leader import LeaseTiming, lease_name
+from clusters.sync.watch_supervisor import ClusterSupervisor
+from clusters.sync.watcher import Backoff, WatchSettings
+from tests.clusters.conftest import RunningWatch, wait_for
+
+FAST = WatchSettings(timeout_range=(2, 3), backoff=lambda: Backoff(initial=0.05, maximum=0.5))
+TIMING = LeaseTiming(lease_duration=3, renew_deadline=2, retry_period=0.2)
+
+
+def test_the_lease_name_carries_the_installation(settings) -> None:
+    settings.INSTALLATION_ID = ""
+    first = lease_name()
+    settings.DATABASES = {"default": {**settings.DATABASES["default"], "NAME": "another_portal"}}
+    assert lease_name() != first and lease_name().startswith("inference-portal-watch-")
+    settings.INSTALLATION_ID = "east"
+    assert lease_name() == "inference-portal-watch-east"
+
+
+def lease_waiting(cluster: Cluster) -> float | None:
+    return SyncStat.objects.filter(cluster=cluster, counter=SyncStat.Counter.LEASE_WAITING).values_list(
+        "value", flat=True).first()
+
+
+def test_two_installations_both_watch_and_a_second_replica_says_it_waits(live_cluster) -> None:
+    stop, lines = threading.Event(), []
+    first_stop = threading.Event()
+
+    def supervisor(identity: str, lease: str, until: threading.Event) -> ClusterSupervisor:
+        return ClusterSupervisor(live_cluster.pk, until, FAST, TIMING, identity=identity, report=lines.append,
+                                 check_every=0.1, lease=lease).start()
+
+    east = supervisor("east-1", "inference-portal-watch-east", first_stop)
+    west = supervisor("west-1", "inference-portal-watch-west", stop)
+    try:
+        wait_for(lambda: east.watching.is_set() and west.watching.is_set(), timeout=20,
+                 message="both installations to watch the cluster")
+        replica = supervisor("east-2", "inference-portal-watch-east", stop)
+        wait_for(lambda: any("waiting for Lease" in line and "held by east-1" in line for line in lines),
+                 message="the second replica of east to say it waits")
+        assert not replica.watching.is_set()
+        wait_for(lambda: lease_waiting(live_cluster) == 1, message="the sync-health figure to say it waits")
+
+        first_stop.set()  # east-1 stops and releases its Lease: its replica takes over
+        assert east.join(timeout=30)
+        wait_for(replica.watching.is_set, timeout=20, message="east-2 to take over")
+        wait_for(lambda: lease_waiting(live_cluster) == 0, message="the waiting figure to clear")
+    finally:
+        stop.set()
+        first_stop.set()
+        for each in (east, west):
+            each.join(timeout=30)
+
+
+def test_missing_kinds_follow_the_watchers_lists(live_cluster, kube) -> None:
+    """The API server answers 404 for a kind whose CRD is not served: the proxy plays that for KubeAI
+    Models (an operator not installed yet, then installed)."""
+    if kube.proxy is None:
+        pytest.skip("the missing CRD is played by the session's fault proxy")
+    kube.proxy.inject("list", "models", status=404, times=None, message="the server could not find the resource")
+    running = RunningWatch(live_cluster).start()
+    try:
+        wait_for(lambda: "Model" in Cluster.objects.get(pk=live_cluster.pk).missing_kinds,
+                 message="the watcher to record the missing kind")
+        kube.proxy.clear_faults()
+        wait_for(lambda: "Model" not in Cluster.objects.get(pk=live_cluster.pk).missing_kinds, timeout=20,
+                 message="the watcher to find the kind served")
+    finally:
+        kube.proxy.clear_faults()
+        running.stop()

@@ -1,0 +1,143 @@
+"""Every controller failure is visible where people look, on the real control plane: the object's
+``Ready`` condition in the cluster (reason, message, observedGeneration), a Warning Event on it
+counted as client-go's recorder counts repeats, and the API's ``lastError`` and events. One test
+per failure class: the cluster refuses a write (422), admission refuses (GPUs), a dependency is
+missing, a run's config is missing, a Job fails."""
+
+from __future__ import annotations
+
+import kubernetes
+import pytest
+
+from models_app.models import InferenceModel
+from runs_app.models import InferenceRun
+from scheduler.refresh import refresh_node_pools
+from tests.clusters.conftest import sample_manifest, wait_for
+from tests.controllers.test_inference_run_controller import write_config, write_run
+
+MODEL = "llama-2-7b"
+
+
+def write_model(kube, **spec_changes) -> dict:
+    manifest = sample_manifest("inferencemodel-llama-2-7b.yaml")
+    manifest["spec"].update(spec_changes)
+    return kube.write(manifest)
+
+
+def ready_condition(kube, kind, name: str) -> dict:
+    status = kube.read(kind, name).get("status") or {}
+    return next(c for c in status.get("conditions") or [] if c["type"] == "Ready")
+
+
+def warnings(kube, name: str, kind=InferenceModel.kube) -> list:
+    """The Events ``kubectl describe`` shows for the object (by its uid), Warning only."""
+    uid = kube.read(kind, name)["metadata"]["uid"]
+    events = kubernetes.client.CoreV1Api(kube.api_client).list_namespaced_event(
+        kube.namespace, field_selector=f"involvedObject.uid={uid}").items
+    return [event for event in events if event.type == "Warning"]
+
+
+def api_view(editor, model, name: str) -> dict:
+    row = model.objects.get(name=name)
+    return editor.get(f"/api/{'inferencemodels' if model is InferenceModel else 'inferenceruns'}/{row.pk}/").json()
+
+
+@pytest.fixture
+def pools(managed):
+    """The session's node pools as the portal reads them from the Nodes (gpu-a100: 8 GPUs)."""
+    _, cluster = managed
+    refresh_node_pools(cluster)
+    return managed
+
+
+def test_a_deployment_the_cluster_refuses_is_on_the_model_its_events_and_the_api(pools, editor) -> None:
+    """A GPU asked for without a limit: the API server refuses the Deployment (422). The model says
+    so (not a stale message), an Event counts each refused pass, the API shows it and wake is 422."""
+    kube, _ = pools
+    write_model(kube, containerImage="")
+    kube.sync()
+    stale = ready_condition(kube, InferenceModel.kube, MODEL)
+    assert stale["reason"] == "Failed" and "containerImage is required" in stale["message"]
+
+    created = write_model(kube, resources={"requests": {"cpu": "4", "memory": "16Gi", "gpu": "1"}})
+    kube.sync()
+    refused = ready_condition(kube, InferenceModel.kube, MODEL)
+    assert refused["status"] == "False" and refused["reason"] == "Invalid"
+    assert "Limit must be set for non overcommitable resources" in refused["message"]
+    assert "containerImage" not in refused["message"]
+    assert refused["observedGeneration"] == created["metadata"]["generation"]
+    assert refused["lastTransitionTime"] == stale["lastTransitionTime"]  # still False: no transition
+    (event,) = warnings(kube, MODEL)
+    assert (event.reason, event.count, event.source.component) == ("Invalid", 1, "inference-portal")
+    assert "Limit must be set" in event.message
+
+    kube.sync()  # refused again: the same Event, counted
+    (event,) = [e for e in warnings(kube, MODEL) if e.reason == "Invalid"]
+    assert event.count == 2
+
+    shown = api_view(editor, InferenceModel, MODEL)
+    assert shown["sync"]["state"] == "Synced"  # the mirror matches; health is apart from it
+    assert shown["lastError"]["reason"] == "Invalid" and "Limit must be set" in shown["lastError"]["message"]
+    assert {c["type"]: c["reason"] for c in shown["status"]["conditions"]}["Ready"] == "Invalid"
+    row = InferenceModel.objects.get(name=MODEL)
+    events = editor.get(f"/api/inferencemodels/{row.pk}/events/").json()
+    assert any(e["reason"] == "Invalid" and e["count"] == 2 for e in events["events"]), events
+    woken = editor.post(f"/api/inferencemodels/{row.pk}/wake/")
+    assert woken.status_code == 422 and "Limit must be set" in woken.json()["detail"]
+
+    write_model(kube)  # limits again: the cause is gone, so is the message
+    kube.sync()
+    assert ready_condition(kube, InferenceModel.kube, MODEL)["reason"] in ("Deploying", "Deployed")
+    assert api_view(editor, InferenceModel, MODEL)["lastError"] is None
+
+
+def test_a_node_selector_value_too_long_for_a_pod_template_is_named(pools, editor) -> None:
+    """63 characters is the limit of a label value: the CRD takes 70, the Deployment's pod template does not."""
+    kube, _ = pools
+    write_model(kube, nodeSelector={"inference-pool": "gpu-a100", "zone": "z" * 70})
+    kube.sync()
+    refused = ready_condition(kube, InferenceModel.kube, MODEL)
+    assert refused["reason"] == "Invalid" and "nodeSelector" in refused["message"]
+    assert [e.reason for e in warnings(kube, MODEL)] == ["Invalid"]
+    row = InferenceModel.objects.get(name=MODEL)
+    assert editor.post(f"/api/inferencemodels/{row.pk}/wake/").status_code == 422
+
+
+def test_gpus_short_is_insufficient_gpu_not_memory(pools, editor) -> None:
+    kube, _ = pools
+    write_model(kube, resources={"requests": {"gpu": "9"}, "limits": {"gpu": "9"}})
+    kube.sync()
+    refused = ready_condition(kube, InferenceModel.kube, MODEL)
+    assert refused["reason"] == "InsufficientGPU" and "insufficient GPUs" in refused["message"]
+    assert [e.reason for e in warnings(kube, MODEL)] == ["InsufficientGPU"]
+    assert api_view(editor, InferenceModel, MODEL)["lastError"]["reason"] == "InsufficientGPU"
+
+
+def test_a_missing_dependency_is_named(pools, editor) -> None:
+    kube, _ = pools
+    write_model(kube, dependencies=["ghost-model"])
+    kube.sync()
+    missing = ready_condition(kube, InferenceModel.kube, MODEL)
+    assert missing["reason"] == "DependencyNotFound" and "ghost-model" in missing["message"]
+    assert [e.reason for e in warnings(kube, MODEL)] == ["DependencyNotFound"]
+    assert api_view(editor, InferenceModel, MODEL)["lastError"]["reason"] == "DependencyNotFound"
+
+
+def test_a_run_without_its_config_then_a_failed_job(managed, editor) -> None:
+    kube, _ = managed
+    run = write_run(kube)
+    name = run["metadata"]["name"]
+    kube.sync()
+    waiting = ready_condition(kube, InferenceRun.kube, name)
+    assert waiting["reason"] == "ConfigNotFound" and "not found" in waiting["message"]
+    assert [e.reason for e in warnings(kube, name, InferenceRun.kube)] == ["ConfigNotFound"]
+    assert api_view(editor, InferenceRun, name)["lastError"]["reason"] == "ConfigNotFound"
+
+    write_config(kube, image="ghcr.io/krateoplatformops/kserve-krateo-runner:fail")
+    wait_for(lambda: kube.sync() and (kube.read(InferenceRun.kube, name)["status"].get("phase")
+                                      == "Failed"), timeout=60, message="the run to fail")
+    failed = ready_condition(kube, InferenceRun.kube, name)
+    assert failed["reason"] == "Failed"
+    assert {e.reason for e in warnings(kube, name, InferenceRun.kube)} == {"ConfigNotFound", "Failed"}
+    shown = api_view(editor, InferenceRun, name)
+    assert shown["lastError"]["reason"] == "Failed" and shown["lastError"]["message"] == failed["message"]

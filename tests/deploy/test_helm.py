@@ -1,0 +1,108 @@
+"""platform/helm/inference-portal: ``helm template`` (Helm built from its Go module) renders the same
+objects as the kustomize base, every one is accepted by the real kube-apiserver (server-side dry
+run), and the portal works under the chart's own ServiceAccount and managed-namespace Role."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.kube.client import ClusterGateway
+from clusters.models import Cluster
+from clusters.sync.leader import LeaseElector
+from devstack.control_plane import NODE_POOLS
+from scheduler.refresh import refresh_node_pools
+from tests.clusters.conftest import sample_manifest
+from tests.deploy.conftest import LEASE_NAME, apply, helm_template, managed_namespace, rendered, service_account_token
+
+SAME_AS_BASE = {"namespace": {"create": True}, "managedNamespaces": ["team-a"]}
+# what the chart adds to each container: the image's tag and pull policy, the URLs by reference
+CHART_ONLY_CONTAINER_FIELDS = {"image", "imagePullPolicy", "env"}
+
+
+def key(document: dict[str, Any]) -> tuple[str, str, str]:
+    return document["kind"], document["metadata"]["name"], document["metadata"].get("namespace", "")
+
+
+def pod_spec(document: dict[str, Any]) -> dict[str, Any]:
+    spec = document["spec"]["template"]["spec"]
+    containers = [{k: v for k, v in c.items() if k not in CHART_ONLY_CONTAINER_FIELDS} for c in spec["containers"]]
+    return {**spec, "containers": containers}
+
+
+def test_the_chart_renders_the_objects_of_the_kustomize_base(helm) -> None:
+    base = {key(d): d for d in rendered() + managed_namespace("team-a")}
+    chart = {key(d): d for d in helm_template(helm, SAME_AS_BASE)}
+    assert set(chart) == set(base)
+    for name, document in chart.items():
+        if "rules" in document:
+            assert document["rules"] == base[name]["rules"], name
+        if "subjects" in document:
+            assert (document["subjects"], document["roleRef"]) == (base[name]["subjects"], base[name]["roleRef"])
+        if document["kind"] in ("Deployment", "Job"):
+            assert pod_spec(document) == pod_spec(base[name]), name
+            assert document["spec"].get("replicas") == base[name]["spec"].get("replicas"), name
+        if document["kind"] in ("Service", "ConfigMap", "Namespace"):
+            assert document.get("spec") == base[name].get("spec") and document.get("data") == base[name].get("data")
+            assert base[name]["metadata"]["labels"].items() <= document["metadata"]["labels"].items(), name
+
+
+def test_values_set_image_urls_by_reference_ingress_and_service_monitor(helm) -> None:
+    values = {
+        "image": {"repository": "registry.example/inference-portal", "tag": "1.2.3"},
+        "replicas": {"web": 4},
+        "existingSecret": "portal-secrets",
+        "database": {"secretKeyRef": {"name": "db-credentials", "key": "url"}},
+        "redis": {"url": "redis://redis.cache.svc:6379/0"},
+        "resources": {"web": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+        "ingress": {"enabled": True, "className": "nginx", "host": "portal.example", "gatewayHost": "llm.example",
+                    "tlsSecretName": "portal-tls"},
+        "serviceMonitor": {"enabled": True},
+    }  # fmt: skip
+    documents = {key(d): d for d in helm_template(helm, values)}
+    web = documents["Deployment", "inference-portal-web", "inference-portal"]
+    container = web["spec"]["template"]["spec"]["containers"][0]
+    assert web["spec"]["replicas"] == 4 and container["image"] == "registry.example/inference-portal:1.2.3"
+    assert container["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}  # merged over the defaults
+    assert {"secretRef": {"name": "portal-secrets"}} in container["envFrom"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["DATABASE_URL"]["valueFrom"] == {"secretKeyRef": {"name": "db-credentials", "key": "url"}}
+    assert env["CELERY_BROKER_URL"]["value"] == "redis://redis.cache.svc:6379/0"
+    assert "portal.example" in documents["ConfigMap", "inference-portal", "inference-portal"]["data"]["ALLOWED_HOSTS"]
+    ingress = documents["Ingress", "inference-portal", "inference-portal"]["spec"]
+    backends = {r["host"]: r["http"]["paths"][0]["backend"]["service"]["name"] for r in ingress["rules"]}
+    assert backends == {"portal.example": "inference-portal", "llm.example": "inference-gateway"}
+    assert ingress["tls"] == [{"secretName": "portal-tls", "hosts": ["portal.example", "llm.example"]}]
+    monitor = documents["ServiceMonitor", "inference-portal", "inference-portal"]["spec"]
+    assert monitor["endpoints"][0]["authorization"]["credentials"] == {"name": "portal-secrets", "key": "METRICS_TOKEN"}
+    assert monitor["selector"]["matchExpressions"][0]["values"] == ["web", "gateway"]
+
+
+def test_every_object_applies_with_server_side_dry_run(helm, kube, admin_client) -> None:
+    values = {**SAME_AS_BASE, "managedNamespaces": [kube.namespace],
+              "ingress": {"enabled": True, "host": "portal.example"}}  # fmt: skip
+    documents = helm_template(helm, values)
+    apply(admin_client, next(d for d in documents if d["kind"] == "Namespace"))  # for real: the rest need it
+    for document in documents:
+        assert apply(admin_client, document, dry_run=True)["metadata"]["name"] == document["metadata"]["name"]
+    assert {"Deployment", "Job", "Ingress", "Role", "RoleBinding", "Lease"} <= {d["kind"] for d in documents}
+
+
+def test_the_portal_works_under_the_charts_service_account(helm, kube, control_plane, admin_client, transactional_db):
+    documents = helm_template(helm, {"managedNamespaces": [kube.namespace]}, release="chart")
+    token = service_account_token(admin_client, documents, "chart-inference-portal")
+    kube.name = "chart-sa"
+    cluster = Cluster.objects.create(
+        name=kube.name, auth_method=Cluster.AuthMethod.TOKEN, server_url=control_plane.url, bearer_token=token,
+        ca_cert=control_plane.ca_pem, namespaces=[kube.namespace], managed_kinds=["InferenceModel"],
+    )  # fmt: skip
+    assert refresh_node_pools(cluster).pools == len(NODE_POOLS)
+    kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml", kube.namespace))
+    out = kube.sync()  # the mirrored kinds listed, the model reconciled: status, finalizer, Deployment
+    assert "error" not in out, out
+    assert kube.get("apps/v1", "Deployment", "llama-2-7b")["metadata"]["ownerReferences"][0]["blockOwnerDeletion"]
+    gateway = ClusterGateway(cluster)
+    try:
+        elector = LeaseElector(gateway, kube.namespace, "chart-check")
+        assert elector.name == LEASE_NAME and elector.try_acquire_or_renew()  # the chart's Lease, by name
+    finally:
+        gateway.close()

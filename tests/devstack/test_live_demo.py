@@ -1,0 +1,156 @@
+"""``make run`` with Go: the live demo end to end, as a new user meets it. The command ``make run``
+runs (``manage.py run_demo``, on a fresh SQLite database) starts in the background; the portal
+answers; the gateway answers a chat for a demo model that was at zero (woken by that request); the
+demo run reaches Succeeded; and Ctrl-C (SIGINT to the process group, as a terminal sends it)
+leaves no process and no port behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from queue import Empty, Queue
+
+import kubernetes
+import pytest
+import requests
+from django.conf import settings
+
+from devstack.control_plane import ControlPlaneUnavailable, build_binaries, free_port
+from devstack.live_demo import DEMO_MODEL
+
+pytestmark = pytest.mark.realcluster
+STARTED = "Ctrl-C stops everything."
+
+
+def descendants(root: int) -> set[int]:
+    """Every live process below ``root`` (by parent pid, from /proc)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def read_until(lines: Queue, marker: str, timeout: float) -> str:
+    seen, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=1)
+        except Empty:
+            continue
+        if line is None:
+            break
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+    raise AssertionError(f"no {marker!r} within {timeout} s; output:\n{''.join(seen)[-5000:]}")
+
+
+def drain(lines: Queue) -> str:
+    """What the command printed after the last read, up to its end."""
+    rest = []
+    while (line := lines.get(timeout=10)) is not None:
+        rest.append(line)
+    return "".join(rest)
+
+
+@pytest.fixture
+def binaries() -> None:
+    try:
+        build_binaries()
+    except ControlPlaneUnavailable as reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the real control plane: {reason}")
+        pytest.skip(str(reason))
+
+
+def test_the_live_demo_serves_wakes_runs_and_stops_clean(binaries, tmp_path: Path) -> None:
+    port, gateway_port = free_port(), free_port()
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "REDIS_URL", "CELERY_BROKER_URL")}
+    environment |= {"DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}", "PORT": str(port),
+                    "GATEWAY_PORT": str(gateway_port), "DEMO_ADMIN_PASSWORD_FILE": str(tmp_path / "password")}
+    manage = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py")]
+    subprocess.run([*manage, "migrate", "--noinput"], env=environment, check=True, capture_output=True, timeout=300)
+    demo = subprocess.Popen([*manage, "run_demo"], env=environment, cwd=settings.BASE_DIR, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
+    lines: Queue = Queue()
+    threading.Thread(target=lambda: [*map(lines.put, demo.stdout), lines.put(None)], daemon=True).start()
+    started: set[int] = set()
+    try:
+        banner = read_until(lines, STARTED, timeout=300)
+        token = re.search(r"Bearer ([^'\s]+)'", banner).group(1)
+        kubeconfig = re.search(r"KUBECONFIG=(\S+)", banner).group(1)
+        started = descendants(demo.pid)
+        api_server = int(re.search(r"https://127\.0\.0\.1:(\d+)", Path(kubeconfig).read_text()).group(1))
+
+        assert re.search(rf"Portal: +http://127\.0\.0\.1:{port}/ +\(username admin, password \S+\)", banner)
+        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+        assert "password" in requests.get(f"http://127.0.0.1:{port}/", timeout=10).text  # the login page
+
+        apps = kubernetes.client.AppsV1Api(kubernetes.config.new_client_from_config(config_file=kubeconfig))
+        assert apps.read_namespaced_deployment(DEMO_MODEL, "default").spec.replicas == 0  # at zero
+        chat = requests.post(
+            f"http://127.0.0.1:{gateway_port}/v1/chat/completions", timeout=300,
+            headers={"Authorization": f"Bearer {token}"},
+            json={"model": DEMO_MODEL, "messages": [{"role": "user", "content": "hello live demo"}]},
+        )
+        assert chat.status_code == 200, chat.text
+        answer = chat.json()
+        assert answer["choices"][0]["message"]["content"] == "hello live demo" and answer["usage"]["total_tokens"]
+        assert apps.read_namespaced_deployment(DEMO_MODEL, "default").spec.replicas == 1  # woken
+
+        custom = kubernetes.client.CustomObjectsApi(kubernetes.config.new_client_from_config(config_file=kubeconfig))
+
+        def run_phase() -> str | None:
+            run = custom.get_namespaced_custom_object("ai.krateo.io", "v1", "kserve-controller-system",
+                                                      "inferenceruns", "iris-run-january")
+            return (run.get("status") or {}).get("phase")
+
+        deadline = time.monotonic() + 120
+        while run_phase() != "Succeeded":
+            assert time.monotonic() < deadline, f"the demo run is {run_phase()}, not Succeeded"
+            time.sleep(0.5)
+        runs = requests.get(f"http://127.0.0.1:{port}/api/inferenceruns/?name=iris-run-january", timeout=10,
+                            headers={"Authorization": f"Token {token}"}).json()
+        assert [r["status"]["phase"] for r in runs["results"] if r["cluster"] == "local"] == ["Succeeded"]
+        ports = [port, gateway_port, api_server]
+        assert all(listening(each) for each in ports)
+    finally:
+        os.killpg(demo.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
+        try:
+            code = demo.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(demo.pid, signal.SIGKILL)
+            raise
+    assert code == 0, drain(lines)[-5000:]
+    assert started and not [pid for pid in started if alive(pid)], "processes left behind"
+    assert not [each for each in ports if listening(each)], "ports left open"

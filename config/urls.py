@@ -49,6 +49,7 @@ urlpatterns = [
     path("", include("models_app.urls")),
     path("", include("runs_app.urls")),
     path("", include("clusters.web.live_urls")),
+    path("", include("fleet.urls")),
     path("", include("scheduler.urls")),
     path("", include("scheduler.rightsizing.urls")),
     path("api/", include(api_patterns)),

@@ -215,7 +215,18 @@ class InferenceModel(ServingModel):
     rightsizing_status = True
 
     def spec_with_pod_memory(self, memory: str) -> dict[str, Any]:
-        return {**(self.spec or {}), "memory": memory}
+        """``spec.memory`` and, where the spec declares it, the container's memory request become
+        ``memory`` (the pod's request is the number the scheduler places by; leaving it would keep
+        the old figure); a memory limit below the new request is raised to it."""
+        spec = copy.deepcopy(self.spec or {})
+        spec["memory"] = memory
+        resources = spec.get("resources") if isinstance(spec.get("resources"), dict) else {}
+        if isinstance(resources.get("requests"), dict) and "memory" in resources["requests"]:
+            resources["requests"]["memory"] = memory
+        limits = resources.get("limits")
+        if isinstance(limits, dict) and "memory" in limits:
+            limits["memory"] = max(limits["memory"], memory, key=lambda value: quantity_to_int(value) or 0)
+        return spec
 
     def pod_label_value(self) -> str:
         return self.model_name

@@ -3,10 +3,12 @@
 from django.urls import path
 
 from clusters.web.portal import DeleteObjectView
-from models_app import views
+from models_app import deploy, views, whatif
 
 urlpatterns = [
     path("models/", views.catalog_page, name="catalog"),
+    path("models/what-if/", whatif.whatif_chooser, name="whatif-chooser"),
+    path("models/deploy/", deploy.deploy_page, name="model-deploy"),
     path("models/<slug:kind>/new/", views.model_form, name="model-create"),
     path("models/<slug:kind>/new/yaml/", views.model_yaml, name="model-create-yaml"),
     path("models/<slug:kind>/<int:pk>/edit/", views.model_form, name="model-edit"),

@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from accounts.access import ADD, VIEW, can_act_in, restrict
+from accounts.access import ADD, VIEW, can_act_in, grants_of, is_unrestricted, restrict
 from clusters.validation.manifests import ManifestInvalid, validate_manifest
 from clusters.web.forms import crd_enum
 from clusters.web.portal import KubeObjectPageForm
@@ -53,6 +53,18 @@ class RunForm(forms.Form):
             self.fields[f"param_value_{index}"] = forms.CharField(required=False, label="Value", strip=False)
         for index, (key, value) in enumerate((parameters or {}).items()):
             self.initial[f"param_key_{index}"], self.initial[f"param_value_{index}"] = key, value
+
+    def empty_reason(self) -> str:
+        """Why the config list is empty ("" when it is not): no team namespace, or none holding a config."""
+        if self.fields["config"].queryset.exists():
+            return ""
+        scopes = grants_of(self.user, VIEW)
+        if not scopes and not is_unrestricted(self.user):
+            return ("No InferenceConfig to offer: you are in no team with a namespace, and a run uses a config of "
+                    "its team's namespace. Ask platform staff to add you to a team.")  # fmt: skip
+        where = "any namespace" if is_unrestricted(self.user) else "your teams' namespaces (" + ", ".join(
+            sorted({namespace for _, namespace in scopes})) + ")"  # fmt: skip
+        return f"No InferenceConfig to offer: {where} hold none yet, and a run needs one. Create a config first."
 
     def parameter_rows(self) -> list[tuple[forms.BoundField, forms.BoundField]]:
         return [(self[f"param_key_{i}"], self[f"param_value_{i}"]) for i in range(self.row_count)]
@@ -135,11 +147,45 @@ class InferenceConfigPageForm(KubeObjectPageForm):
     image = forms.CharField(label="Runner image", required=False)
     auto_delete_policy = forms.ChoiceField(
         label="Delete the Job", required=False, choices=lambda: crd_enum(InferenceConfig, "autoDeletePolicy"),
-        help_text="None keeps it; DeleteOnSuccess after success; DeleteOnCompletion after any end.",
+        help_text='"None" keeps it; DeleteOnSuccess after success; DeleteOnCompletion after any end.',
     )  # fmt: skip
     credentials = forms.CharField(label="Image-pull secret", required=False)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["more_spec"].label = "Storage and more (YAML)"
-        self.fields["more_spec"].help_text = "storage.input and storage.output, passed to the runner as they are."
+        self.fields["more_spec"].help_text = (
+            "storage.input and storage.output (required), passed to the runner as they are. A new config "
+            "starts from the Krateo runner's layout: name your storage endpoint and paths."
+        )
+        if self.instance is None and "more_spec" not in self.initial:
+            self.initial["more_spec"] = STORAGE_TEMPLATE
+
+
+# The required storage of a new config, in the layout the Krateo runner reads (the reference
+# sample's): the endpoint and paths are the team's to name.
+STORAGE_TEMPLATE = """\
+storage:
+  input:
+    krateo:
+      api:
+        endpointRef:
+          name: my-storage-endpoint
+          namespace: my-namespace
+        path: /compute/input
+        verb: POST
+        headers:
+        - 'Accept: application/json'
+        - 'Content-Type: application/json'
+  output:
+    krateo:
+      api:
+        endpointRef:
+          name: my-storage-endpoint
+          namespace: my-namespace
+        path: /compute/output
+        verb: POST
+        headers:
+        - 'Accept: application/json'
+        - 'Content-Type: application/json'
+"""

@@ -6,6 +6,7 @@ from functools import partial
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
+from django.http import HttpRequest, HttpResponse
 from django.views.generic import FormView
 
 from accounts.access import (
@@ -40,6 +41,15 @@ class PlanningView(LoginRequiredMixin, FormView):
             initial["models"] = picked
         return initial
 
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        """``?plan=1&pick=Kind:id...&cluster=``: the what-if chooser's "Plan these", planned at once."""
+        if not (request.GET.get("plan") and request.GET.getlist("pick")):
+            return super().get(request, *args, **kwargs)
+        cluster = request.GET.get("cluster") or self.get_initial()["cluster"]
+        data = {"cluster": cluster, "models": picked_models(request.GET), "include_running": "on"}
+        form = self.form_class(**{**self.get_form_kwargs(), "data": data})
+        return self.form_valid(form) if form.is_valid() else self.form_invalid(form)
+
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         user = self.request.user
@@ -60,15 +70,24 @@ class PlanningView(LoginRequiredMixin, FormView):
         return context
 
     def form_valid(self, form: PlanForm) -> Any:
-        data = form.cleaned_data["validated"]
-        visible = namespace_predicate(self.request.user)
-        hidden = hidden_proposals(data["proposals"], data["models"], data["cluster"].name, visible)
-        if hidden:
-            for error in hidden:
-                form.add_error(None, error.message)
+        shown = plan_for(form, self.request.user)
+        if shown is None:
             return self.form_invalid(form)
-        result = plan(data["cluster"], data["proposals"], data["include_running"], repack=data["repack"])
-        proposed = {proposal.label for proposal in data["proposals"]}
-        shown = redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)
         chart = placement_chart(shown)
         return self.render_to_response(self.get_context_data(form=form, plan=shown, placement_chart=chart))
+
+
+def plan_for(form: PlanForm, user: Any) -> dict[str, Any] | None:
+    """The plan of a valid PlanForm as ``user`` may see it; None (errors added to the form) when
+    it proposes models of namespaces the user may not see. The planning page and the guided
+    deploy's what-if both ask this."""
+    data = form.cleaned_data["validated"]
+    visible = namespace_predicate(user)
+    hidden = hidden_proposals(data["proposals"], data["models"], data["cluster"].name, visible)
+    if hidden:
+        for error in hidden:
+            form.add_error(None, error.message)
+        return None
+    result = plan(data["cluster"], data["proposals"], data["include_running"], repack=data["repack"])
+    proposed = {proposal.label for proposal in data["proposals"]}
+    return redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)

@@ -14,11 +14,19 @@ from django.conf import settings
 PAGES = """
 /
 /models/
+/models/?q=nomatch
+/models/?node_pool=nonexistent
 /runs/
 /runs/new/
 /configs/
 /planning/
 /calculator/
+/fleet/pods/
+/fleet/events/
+/audit/
+/audit/?who=admin&since=2020-01-01
+/models/deploy/?preset=llama-3.1-8b-instruct
+/models/what-if/?q=llama&node_pool=gpu-a100
 /calculator/?preset=llama-3.1-8b-instruct
 /rightsizing/
 /account/

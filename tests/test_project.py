@@ -103,7 +103,7 @@ class TestAdmin:
         bad = html.unescape(spec_yaml).replace("memory: 80Gi", "memory: 80GB")
         response = staff_client.post(url, {"labels": "", "annotations": "", "spec": bad})
         assert response.status_code == 200
-        assert "spec.memory: &quot;80GB&quot; does not match the pattern" in response.content.decode()
+        assert "spec.memory: &quot;80GB&quot; is not a Kubernetes quantity such as 16Gi" in response.content.decode()
         assert InferenceModel.objects.get(pk=obj.pk).spec["memory"] == "80Gi"
         good = html.unescape(spec_yaml).replace("memory: 80Gi", "memory: 78Gi")
         form = {"labels": "team: ml", "annotations": "", "spec": good, "edit_version": obj.edit_version()}

@@ -37,9 +37,16 @@ class Actor:
 SYNC_ENGINE = Actor("sync engine", AuditEntry.Source.SYNC)
 
 
+def _no_map(value: Any) -> bool:
+    return value is ABSENT or value == {}
+
+
 def json_diff(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
-    """Leaf-level changes; maps recurse, lists and scalars are whole values (as in the merge)."""
-    if old == new:
+    """Leaf-level changes; maps recurse, lists and scalars are whole values (as in the merge).
+
+    An empty map and no map are the same (Kubernetes stores ``labels: {}`` as no labels): a new
+    object's history lists what it was given, not "labels: not set -> {}"."""
+    if old == new or (_no_map(old) and _no_map(new)):
         return []
     if isinstance(old, dict) and isinstance(new, dict):
         changes = []

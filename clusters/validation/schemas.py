@@ -22,6 +22,7 @@ from django.conf import settings
 
 from clusters.kinds import KindInfo
 from clusters.validation.limits import INT32_MAX, INT64_MAX, MAX_ERRORS, MAX_QUOTED_CHARS
+from clusters.validation.pattern_words import pattern_rule
 
 MISSING: Any = object()  # marks "no value" in FieldError (e.g. a missing required field)
 
@@ -177,7 +178,7 @@ def _field_errors(error: jsonschema.ValidationError) -> list[FieldError]:
             for name in sorted(set(value) - known)
         ]
     rules = {
-        "pattern": lambda: f"does not match the pattern {error.schema.get('x-crd-pattern', expected)}",
+        "pattern": lambda: pattern_rule(error.schema.get("x-crd-pattern", expected)),
         "enum": lambda: "is not one of: " + ", ".join(str(item) for item in expected),
         "minimum": lambda: f"is less than the minimum {expected}",
         "maximum": lambda: f"is greater than the maximum {expected}",

@@ -26,7 +26,16 @@ def crd_enum(model, *path: str) -> list[tuple[str, str]]:
     node = load_crd(model.kube)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     for key in path:
         node = node["properties"][key] if key != "[]" else node["items"]
-    return [("", "—")] + [(value, value) for value in node.get("enum", [])]
+    return [("", "—")] + [(value, enum_label(value)) for value in node.get("enum", [])]
+
+
+# enum values a reader takes for "no value" (Python's None, YAML's null): labelled as the values they are
+_READ_AS_UNSET = {"None", "null", "Null", "NULL", "nil", "none"}
+
+
+def enum_label(value: str) -> str:
+    """A CRD enum value as shown: quoted and said to be a value where it reads as "nothing"."""
+    return f'"{value}" (a value of its own, not unset)' if value in _READ_AS_UNSET else value
 
 
 class YAMLField(forms.CharField):

@@ -22,7 +22,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views import View
 
-from accounts.access import ADD, CHANGE, DELETE, VIEW, can_act_in, restrict
+from accounts.access import ADD, CHANGE, DELETE, VIEW, can_act_in, restrict, visible_clusters
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.sync.audit import Actor
 from clusters.validation.manifests import ManifestInvalid, identity_errors, validate_manifest
@@ -94,8 +94,28 @@ def _drop(data: dict[str, Any], path: tuple[str, ...]) -> None:
         parent.pop(path[-1], None)
 
 
+def in_order_of(value: Any, reference: Any) -> Any:
+    """``value`` with its mappings' keys in ``reference``'s order (keys ``reference`` lacks last):
+    a form puts the fields it edits back one by one, and saving unchanged must write the same text."""
+    if isinstance(value, dict) and isinstance(reference, dict):
+        ordered = {key: in_order_of(value[key], reference[key]) for key in reference if key in value}
+        return ordered | {key: item for key, item in value.items() if key not in ordered}
+    if isinstance(value, list) and isinstance(reference, list):
+        return [in_order_of(item, reference[index]) if index < len(reference) else item
+                for index, item in enumerate(value)]  # fmt: skip
+    return value
+
+
 def _path_under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith((prefix + ".", prefix + "["))
+
+
+def preselect_only_cluster(field: forms.ModelChoiceField, user: Any) -> None:
+    """A create form whose user sees one cluster starts with it chosen (an edit shows its own)."""
+    if field.initial is None:
+        clusters = list(visible_clusters(user)[:2])
+        if len(clusters) == 1:
+            field.initial = clusters[0].name
 
 
 class KubeObjectPageForm(CopyVersionMixin, forms.Form):
@@ -134,6 +154,7 @@ class KubeObjectPageForm(CopyVersionMixin, forms.Form):
             kwargs["initial"] = {**initial, **kwargs.get("initial", {})}
         super().__init__(*args, **kwargs)
         self.open_copy(instance)
+        preselect_only_cluster(self.fields["cluster"], user)
         # identity first, then the kind's own fields, the free-form YAML last
         self.order_fields(["cluster", "namespace", "name", *self.spec_fields, "labels", "more_spec"])
         if instance is not None:
@@ -147,21 +168,20 @@ class KubeObjectPageForm(CopyVersionMixin, forms.Form):
         return {key: params[key] for key in params if key in cls.base_fields and key != cls.COPY_FIELD}
 
     def clean(self) -> dict[str, Any]:
+        """Every error of the page at once: the fields', the team's and the name's, and the
+        validator's on the spec (those landing on a field that already shows an error left out)."""
         data = super().clean()
         cluster, namespace, name = data.get("cluster"), data.get("namespace"), data.get("name")
-        if self.errors or cluster is None:
-            return data
-        action = CHANGE if self.instance else ADD
-        if not can_act_in(self.user, cluster.pk, namespace, action):
+        if cluster is not None and namespace and not can_act_in(self.user, cluster.pk, namespace,
+                                                                CHANGE if self.instance else ADD):  # fmt: skip
             self.add_error(
                 "namespace", f"{namespace!r} in cluster {cluster.name} is not a namespace your teams may edit"
             )
-            return data
-        if self.instance is None:
-            taken = identity_errors(self.model, cluster, {"name": name, "namespace": namespace})
-            if taken:
-                self.add_error("name", taken[0].message)
-                return data
+        if self.instance is None and cluster is not None and name and namespace:
+            for error in identity_errors(self.model, cluster, {"name": name, "namespace": namespace})[:1]:
+                self.add_error("name", error.message)
+        if self.has_error("more_spec") or self.has_error("labels"):
+            return data  # unreadable YAML: the spec's other errors would be guesses
         spec = copy.deepcopy(data.get("more_spec") or {})
         for field, path in self.spec_fields.items():
             value = data.get(field)
@@ -171,16 +191,24 @@ class KubeObjectPageForm(CopyVersionMixin, forms.Form):
                 _put(spec, path, value)
             else:
                 _drop(spec, path)
-        metadata = {"name": name, "namespace": namespace, "labels": data.get("labels") or {}}
+        metadata = {key: value for key, value in (("name", name), ("namespace", namespace)) if value}
+        metadata["labels"] = data.get("labels") or {}
         if self.instance is not None and self.instance.annotations:
             metadata["annotations"] = self.instance.annotations
         manifest = {"apiVersion": self.model.kube.api_version, "kind": self.model.kube.kind, "metadata": metadata}
         try:
-            self.manifest = validate_manifest(self.model, {**manifest, "spec": spec}, cluster)
+            validated = validate_manifest(self.model, {**manifest, "spec": spec}, cluster)
         except ManifestInvalid as invalid:
             for error in invalid.errors:
-                self.add_error(self.field_for(error.path), error.message)
+                field = self.field_for(error.path)
+                if field is None or not self.has_error(field):
+                    self.add_error(field, error.message)
             return data
+        if self.errors:
+            return data
+        self.manifest = validated
+        if self.instance is not None:  # the fields were put back one by one, and defaults filled in last
+            self.manifest["spec"] = in_order_of(self.manifest["spec"], self.instance.spec or {})
         self.check_copy(self.instance, data.get(self.COPY_FIELD, ""), cluster_document(self.manifest))
         return data
 
@@ -222,6 +250,7 @@ class ManifestForm(CopyVersionMixin, forms.Form):
             kw["initial"] = {"cluster": instance.cluster.name, "manifest": to_yaml(manifest)}
         super().__init__(*args, **kw)
         self.open_copy(instance)
+        preselect_only_cluster(self.fields["cluster"], user)
         if instance is not None:
             self.fields["cluster"].disabled = True
 

@@ -65,6 +65,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "config.not_found.NotFoundPageMiddleware",  # the portal's 404 page for hidden objects, DEBUG or not
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # last: turns a login refused by django-axes into its lockout response
     "axes.middleware.AxesMiddleware",
@@ -195,6 +196,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PARSER_CLASSES": [
         "clusters.web.api.parsers.JSONParser",
+        "clusters.web.api.parsers.MergePatchJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

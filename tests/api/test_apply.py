@@ -60,7 +60,9 @@ def test_one_bad_document_writes_nothing_and_names_each_error(editor, cluster) -
         ("Pod", "p"),
     ]
     assert failures[0]["errors"] == {
-        "spec.memory": ['spec.memory: "80GB" does not match the pattern ^[0-9]+(Ki|Mi|Gi|Ti)$']
+        "spec.memory": [
+            'spec.memory: "80GB" is not a Kubernetes quantity such as 16Gi (a whole number of Ki, Mi, Gi or Ti)'
+        ]
     }
     assert "is not a mirrored kind" in failures[1]["errors"]["kind"][0]
     assert not InferenceModel.objects.exists() and not KubeAIModel.objects.exists()

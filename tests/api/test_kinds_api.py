@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -71,7 +72,9 @@ def test_invalid_input_is_a_field_level_400_and_nothing_is_stored(editor, cluste
     assert response.status_code == 400
     assert response.json() == {
         "spec.maxReplicas": ["spec.maxReplicas: 2 is greater than the maximum 1"],
-        "spec.memory": ['spec.memory: "16GB" does not match the pattern ^[0-9]+(Ki|Mi|Gi|Ti)$'],
+        "spec.memory": [
+            'spec.memory: "16GB" is not a Kubernetes quantity such as 16Gi (a whole number of Ki, Mi, Gi or Ti)'
+        ],
     }
     assert not InferenceModel.objects.exists()
 
@@ -138,6 +141,20 @@ def test_patch_is_a_merge_patch_and_put_cannot_rename(editor, cluster) -> None:
     bad = editor.patch(url, {"spec": {"memory": "lots"}}, format="json")
     assert bad.status_code == 400
     assert InferenceModel.objects.get().spec["memory"] == "64Gi"
+
+
+def test_patch_takes_the_merge_patch_media_type(editor, cluster) -> None:
+    """``kubectl patch --type merge`` and RFC 7396 clients send application/merge-patch+json."""
+    created = editor.post(ENDPOINTS["InferenceModel"], SAMPLE, format="json").json()
+    url = f"{ENDPOINTS['InferenceModel']}{created['id']}/"
+    body = json.dumps({"spec": {"memory": "64Gi", "nodeSelector": {"gpu-type": None}}})
+    patched = editor.patch(url, body, content_type="application/merge-patch+json")
+    assert patched.status_code == 200, patched.json()
+    assert patched.json()["spec"]["nodeSelector"] == {"inference-pool": "gpu-a100"}
+    assert InferenceModel.objects.get().spec["memory"] == "64Gi"
+    assert editor.patch(url, "{", content_type="application/merge-patch+json").status_code == 400
+    refused = editor.put(url, json.dumps(SAMPLE), content_type="application/merge-patch+json")
+    assert refused.status_code == 415 and "is for PATCH" in refused.json()["detail"]
 
 
 def test_delete_of_an_object_never_applied_removes_it(editor, cluster) -> None:

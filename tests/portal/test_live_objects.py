@@ -41,15 +41,20 @@ def pods_running(kube, selector: str, count: int) -> bool:
     return len(pods) == count and all(p["status"].get("phase") in ("Running", "Succeeded") for p in pods)
 
 
-def test_a_managed_models_page_lists_its_deployment_replicaset_pods_and_events(managed, teams) -> None:
-    kube, cluster = managed
-    member, other = teams
+def running_llama(kube, cluster: Cluster) -> InferenceModel:
+    """llama-2-7b applied to the managed cluster, once kwok runs every pod of its Deployment."""
     kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml", kube.namespace))
     kube.sync()
     replicas = kube.get("apps/v1", "Deployment", "llama-2-7b")["spec"]["replicas"]
     wait_for(lambda: pods_running(kube, "app.kubernetes.io/name=llama-2-7b", replicas), timeout=30,
              message="kwok to run the Deployment's pods")
-    model = InferenceModel.objects.get(cluster=cluster, name="llama-2-7b")
+    return InferenceModel.objects.get(cluster=cluster, name="llama-2-7b")
+
+
+def test_a_managed_models_page_lists_its_deployment_replicaset_pods_and_events(managed, teams) -> None:
+    kube, cluster = managed
+    member, other = teams
+    model = running_llama(kube, cluster)
     page = member.get(f"/models/inferencemodels/{model.pk}/").content.decode()
     assert f'hx-get="/live/inferencemodel/{model.pk}/"' in page  # the page loads the live part
 

@@ -120,7 +120,7 @@ def test_create_form_shows_the_error_at_the_field_then_saves(world):
             "more_spec": "nodeSelector: {inference-pool: gpu}"}  # fmt: skip
     page = text(browser.post("/models/inferencemodels/new/", form))
     field = page.split('id="field-memory"')[1].split("</p>")[0]
-    assert "spec.memory: &quot;16GB&quot; does not match the pattern" in field and "field-error" in page
+    assert "spec.memory: &quot;16GB&quot; is not a Kubernetes quantity such as 16Gi" in field and "field-error" in page
     assert not InferenceModel.objects.filter(name="phi-3").exists()
     saved = browser.post("/models/inferencemodels/new/", {**form, "memory": "16Gi"})
     created = InferenceModel.objects.get(name="phi-3")

@@ -106,7 +106,7 @@ def test_rightsizing_alone_can_make_it_fit(client, cluster):
 @pytest.mark.parametrize(
     ("models", "field", "fragment"),
     [
-        ([new_model("x", "16GB")], "models[0].manifest.spec.memory", 'spec.memory: "16GB" does not match'),
+        ([new_model("x", "16GB")], "models[0].manifest.spec.memory", '"16GB" is not a Kubernetes quantity'),
         ([new_model("x", "1Gi", dependencies=["ghost"])], "models[0].dependencies", '"ghost" names no model'),
         ([{"kind": "InferenceModel", "id": 999999}], "models[0].id", "is not the id of an InferenceModel"),
         ([{"kind": "Pod", "id": 1}], "models[0].kind", '"Pod" is not a serving kind'),

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 from django.conf import settings
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.parsers import BaseParser
 
 from clusters.validation import yaml_input
@@ -74,3 +74,18 @@ class TextYAMLParser(YAMLParser):
 
 class PlainTextYAMLParser(YAMLParser):
     media_type = "text/plain"
+
+
+class MergePatchJSONParser(JSONParser):
+    """``PATCH`` with ``Content-Type: application/merge-patch+json`` (RFC 7396), as ``kubectl patch
+    --type merge`` sends it: a PATCH body already is a JSON merge patch; other methods take plain JSON."""
+
+    media_type = "application/merge-patch+json"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> Any:
+        request = (parser_context or {}).get("request")
+        if request is not None and request.method != "PATCH":
+            raise UnsupportedMediaType(
+                media_type, f"{self.media_type} is for PATCH; {request.method} takes application/json"
+            )
+        return super().parse(stream, media_type, parser_context)

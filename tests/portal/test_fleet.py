@@ -1,0 +1,77 @@
+"""Fleet pages: the pods and events of every namespace a person may see, read live from the real
+control plane and linked to the mirrored objects that own them; the audit log of every object
+they may see, filtered by who, kind, cluster and days; a cluster that cannot be read is named."""
+
+from __future__ import annotations
+
+from django.test import Client
+from django.utils import timezone
+
+from clusters.models import AuditEntry, Cluster
+from tests.clusters.conftest import wait_for
+from tests.conftest import ALL_KIND_PERMS
+from tests.portal.test_live_objects import running_llama, teams  # noqa: F401 - a fixture
+from tests.support.html_forms import form_fields
+
+
+def test_pods_and_events_of_the_fleet_link_to_their_models(managed, teams) -> None:  # noqa: F811
+    kube, cluster = managed
+    member, other = teams
+    model = running_llama(kube, cluster)
+    selector = "app.kubernetes.io/name=llama-2-7b"
+    pods = [pod["metadata"]["name"] for pod in kube.list("v1", "Pod", label_selector=selector)]
+
+    page = member.get("/fleet/pods/").content.decode()
+    for pod in pods:
+        assert f"<code>{pod}</code>" in page
+    assert f'<a href="/models/inferencemodels/{model.pk}/" class="owner-link">InferenceModel/llama-2-7b</a>' in page
+    assert "<time datetime=" in page and "ReplicaSet/llama-2-7b-" in page
+    assert f"<code>{pods[0]}</code>" not in other.get("/fleet/pods/").content.decode()  # another team's namespace
+    assert "No pods match these filters." in member.get("/fleet/pods/", {"q": "nomatch"}).content.decode()
+    assert f"<code>{pods[0]}</code>" in member.get("/fleet/pods/", {"q": "llama", "phase": "Running"}).content.decode()
+    assert f"<code>{pods[0]}</code>" not in member.get("/fleet/pods/", {"phase": "Failed"}).content.decode()
+
+    wait_for(lambda: "ScalingReplicaSet" in member.get("/fleet/events/").content.decode(), timeout=30,
+             message="the Deployment controller's event")  # fmt: skip
+    events = member.get("/fleet/events/", {"q": "ScalingReplicaSet"}).content.decode()
+    assert "<code>Deployment/llama-2-7b</code>" in events and f'href="/models/inferencemodels/{model.pk}/"' in events
+    assert "ScalingReplicaSet" not in other.get("/fleet/events/").content.decode()
+    nothing = member.get("/fleet/events/", {"type": "Warning", "q": "llama-2-7b-x"}).content.decode()
+    assert "No events match these filters." in nothing
+
+
+def test_a_cluster_that_cannot_be_read_is_named_and_snapshots_are_skipped(make_user, db) -> None:
+    Cluster.objects.create(name="gone", auth_method=Cluster.AuthMethod.TOKEN, server_url="https://127.0.0.1:9",
+                           bearer_token="t", request_timeout_seconds=2)  # fmt: skip
+    Cluster.objects.create(name="snap", auth_method=Cluster.AuthMethod.SNAPSHOT)
+    client = Client()
+    client.force_login(make_user("someone", perms=ALL_KIND_PERMS))
+    page = client.get("/fleet/pods/").content.decode()
+    assert "Cluster gone could not be read" in page and "Not read: snap (snapshot without an API server)" in page
+
+
+def test_the_audit_log_filters_by_who_kind_cluster_and_days(world) -> None:
+    member = world.browser("member")
+    model = world.objects[("InferenceModel", "vision")]
+    edit = member.get(f"/models/inferencemodels/{model.pk}/edit/")
+    assert edit.status_code == 200
+    fields = form_fields(edit.content.decode()) | {"memory": "64Gi"}
+    assert member.post(f"/models/inferencemodels/{model.pk}/edit/", fields).status_code == 302
+    other_model = world.objects[("InferenceModel", "nlp")]
+    AuditEntry.objects.create(kind="InferenceModel", object_id=other_model.pk, cluster=world.cluster, namespace="nlp",
+                              name=other_model.name, action="updated", source="api", actor_label="otto")  # fmt: skip
+
+    page = member.get("/audit/").content.decode()
+    assert f'<a href="/models/inferencemodels/{model.pk}/">{model.name}</a>' in page
+    assert "<code>spec.memory</code>" in page
+    assert "<td>otto</td>" not in page  # another team's namespace
+    staff = world.browser("staff")
+    assert "<td>otto</td>" in staff.get("/audit/").content.decode()
+    assert "<td>vera</td>" not in staff.get("/audit/", {"who": "otto"}).content.decode()
+    mine = {"who": "vera", "kind": "InferenceModel", "cluster": "east"}
+    assert "1 change." in staff.get("/audit/", mine).content.decode()
+    today = timezone.now().date().isoformat()
+    assert "2 changes." in staff.get("/audit/", {"since": today, "until": today}).content.decode()
+    assert "No changes match" in staff.get("/audit/", {"until": "2001-01-01"}).content.decode()
+    bad = staff.get("/audit/", {"since": "yesterday"})
+    assert bad.status_code == 400 and "since" in bad.content.decode()

@@ -19,7 +19,7 @@ DTYPES = [(key, key) for key in BYTES_PER_PARAMETER]
 # that preset, not the page's defaults).
 ARCHITECTURE_FIELDS = (
     "parameters", "dtype", "layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "kv_values_per_token",
-    "intermediate_size", "gate_up_fused", "vocab_size", "sliding_window", "sliding_window_layers",
+    "intermediate_size", "gate_up_fused", "experts_per_token", "vocab_size", "sliding_window", "sliding_window_layers",
 )  # fmt: skip
 
 
@@ -47,6 +47,9 @@ class CalculatorForm(forms.Form):
         help_text="MLP width per token (mixture of experts: experts per token x expert size).",
     )
     gate_up_fused = forms.BooleanField(required=False, label="Gate and up projections fused")
+    experts_per_token = forms.IntegerField(
+        initial=0, min_value=0, required=False, label="Experts per token", help_text="Mixture of experts; 0: dense."
+    )
     vocab_size = forms.IntegerField(initial=32000, min_value=0, required=False, label="Vocabulary size")
     sliding_window = forms.IntegerField(
         initial=0, min_value=0, required=False, help_text="Tokens; 0: every layer attends fully."

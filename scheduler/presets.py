@@ -100,6 +100,7 @@ class Preset:
             "sliding_window": self.sliding_window,
             "sliding_window_layers": self.sliding_window_layers,
             "gate_up_fused": self.gate_up_fused,
+            "experts_per_token": self.experts_per_token if self.experts else 0,
         }
 
 

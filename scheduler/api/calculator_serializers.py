@@ -78,6 +78,9 @@ class CalculatorRequestSerializer(serializers.Serializer):
         help_text="MLP width one token passes through (mixture of experts: experts per token x expert size).",
     )  # fmt: skip
     gate_up_fused = serializers.BooleanField(default=False, help_text="Gate and up projections are one matrix.")
+    experts_per_token = serializers.IntegerField(
+        min_value=0, max_value=10_000, default=0, help_text="Routed experts per token (mixture of experts); 0: dense."
+    )
     vocab_size = serializers.IntegerField(min_value=0, max_value=100_000_000, default=0)
     sliding_window = serializers.IntegerField(
         min_value=0, max_value=1_000_000_000, default=0, help_text="Tokens a sliding-window layer keeps; 0: none."

@@ -36,6 +36,14 @@ def sample_in(kind: str, namespace: str, name: str | None = None) -> dict[str, A
     manifest["metadata"]["namespace"] = namespace
     if name:
         manifest["metadata"]["name"] = name
+        model = model_for(manifest["apiVersion"], manifest["kind"])
+        path = getattr(model, "model_name_path", "")
+        if path and path != "metadata.name":  # a new object serves a name of its own (one owner per gateway id)
+            *parents, last = path.split(".")
+            holder = manifest
+            for key in parents:
+                holder = holder[key]
+            holder[last] = name
     if kind == "InferenceRun":
         manifest["spec"]["configRef"]["namespace"] = namespace
     return manifest

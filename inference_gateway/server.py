@@ -37,6 +37,7 @@ import orjson
 from aiohttp import web
 from django.conf import settings
 
+from governance.gateway import Governance
 from inference_gateway import metrics
 from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.callers import Caller, Callers, NotAuthenticated
@@ -87,6 +88,7 @@ class Gateway:
         self.balancer = Balancer(config.endpoints_ttl, config.eject_seconds)
         self.waker = Waker(config.wake_timeout, config.wake_poll)
         self.last_requests = LastRequests(config.stamp_interval)
+        self.governance = Governance.from_django()  # team limits and the usage ledger (governance/)
         self.session: aiohttp.ClientSession | None = None
 
     async def start(self, _app: web.Application) -> None:
@@ -129,6 +131,7 @@ class Gateway:
         finally:
             status = response.status if response is not None else 499  # cancelled: the client left
             metrics.observe(model, status, time.monotonic() - started, request.get(FIRST_BYTE))
+            self.governance.finish(request, status, time.monotonic() - started, request.get(FIRST_BYTE))
 
     async def _serve(self, request: web.Request, started: float) -> tuple[str, web.StreamResponse]:
         try:
@@ -145,6 +148,9 @@ class Gateway:
         route = await self.catalog.find(name, caller.visible)
         if route is None:
             return NO_MODEL, model_not_found(name)
+        body, refused = await self.governance.admit(request, caller, route, body)
+        if refused is not None:
+            return route.model, refused
         self.last_requests.seen(route)
         if route.wakeable and not route.ready:
             refused = await self._wake(route, caller)
@@ -221,15 +227,19 @@ class Gateway:
             request[FIRST_BYTE] = time.monotonic() - started
             if upstream.status == 200:
                 metrics.count_usage(route.model, usage_in(data))
+                self.governance.usage(request, usage_in(data))
             return response
         response = web.StreamResponse(status=upstream.status, headers=headers)
         await response.prepare(request)
+        tap = self.governance.tap(request)  # reads usage, drops the usage chunk the client did not ask for
         async for chunk in upstream.content.iter_any():
             if FIRST_BYTE not in request:
                 request[FIRST_BYTE] = time.monotonic() - started
-            await response.write(chunk)
             if b'"usage":{' in chunk or b'"usage": {' in chunk:
                 metrics.count_usage(route.model, usage_in(chunk))
+            await response.write(tap.feed(chunk) if tap is not None else chunk)
+        if tap is not None:
+            await response.write(tap.end())
         await response.write_eof()
         return response
 
@@ -251,6 +261,8 @@ def make_app(config: GatewaySettings | None = None) -> web.Application:
     app = web.Application(client_max_size=settings.GATEWAY_MAX_BODY_BYTES)
     app[GATEWAY] = gateway
     app.on_startup.append(gateway.start)
+    app.on_startup.append(gateway.governance.start)
+    app.on_cleanup.append(gateway.governance.stop)
     app.on_cleanup.append(gateway.stop)
     app.router.add_get("/v1/models", gateway.list_models)
     for path in API_PATHS:

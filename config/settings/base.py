@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "scheduler.rightsizing",
     "accounts",
     "inference_gateway",
+    "governance",
 ]
 
 MIDDLEWARE = [
@@ -293,3 +294,17 @@ GATEWAY_EJECT_SECONDS = env_int("GATEWAY_EJECT_SECONDS", 10)
 GATEWAY_UPSTREAM_TIMEOUT_SECONDS = env_int("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", 600)
 GATEWAY_WAKE_POLL_SECONDS = 0.5
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024)
+
+# Team limits, usage ledger and showback (governance/, docs/usage.md). Limits are counted in this
+# Redis so every gateway replica enforces the same numbers (empty: in each gateway's memory, for
+# one gateway). USAGE_LIMITS=false turns limits and the ledger off in the gateway.
+GOVERNANCE_REDIS_URL = env_str("GOVERNANCE_REDIS_URL", CACHE_URL)
+USAGE_LIMITS = env_bool("USAGE_LIMITS", True)
+USAGE_LIMITS_TTL_SECONDS = env_int("USAGE_LIMITS_TTL_SECONDS", 5)  # how stale the gateway's copy of the limits may be
+# Where the gateway copies ledger rows: a postgres:// URL, empty for the portal's own database.
+USAGE_LEDGER_DATABASE_URL = env_str("USAGE_LEDGER_DATABASE_URL", "")
+USAGE_LEDGER_QUEUE_ROWS = env_int("USAGE_LEDGER_QUEUE_ROWS", 100_000)  # rows waiting while the database is away
+USAGE_LEDGER_BATCH_ROWS = env_int("USAGE_LEDGER_BATCH_ROWS", 5_000)
+USAGE_LEDGER_FLUSH_SECONDS = float(env_str("USAGE_LEDGER_FLUSH_SECONDS", "1"))
+USAGE_LEDGER_RETENTION_MONTHS = env_int("USAGE_LEDGER_RETENTION_MONTHS", 13)
+USAGE_SAMPLE_SECONDS = env_int("USAGE_SAMPLE_SECONDS", 300)  # GPU holdings sampled this often

@@ -9,6 +9,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 key="$(cat "$here/kubernetes/go.sum" "$here/kwok/go.sum" | sha256sum | cut -c1-16)"
 cache="${KUBE_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/inference-portal/kube-control-plane}"
 out="$cache/$key"
+# One build at a time on the machine: a second clone's `make test` waits for the first build
+# instead of compiling the same binaries beside it (each build takes both cores for minutes).
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 missing=0
 for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || missing=1; done

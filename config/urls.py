@@ -17,6 +17,7 @@ api_patterns = [
     path("", include("runs_app.api.urls")),
     path("", include("scheduler.api.urls")),
     path("", include("scheduler.rightsizing.api.urls")),
+    path("", include("governance.api.urls")),
     path("token/", ObtainTokenView.as_view(), name="api-token"),
     # anonymous users see nothing but the login page: the schema and its docs need a login too;
     # the docs are pages for people, so they send a logged-out visitor to the login page
@@ -48,6 +49,7 @@ urlpatterns = [
     path("", include("clusters.live_urls")),
     path("", include("scheduler.urls")),
     path("", include("scheduler.rightsizing.urls")),
+    path("", include("governance.urls")),
     path("api/", include(api_patterns)),
     path("metrics", metrics, name="prometheus-django-metrics"),
 ]

@@ -47,9 +47,11 @@ class Limit(models.Model):
         ordering = ["team__name", "model"]
         constraints = [
             models.UniqueConstraint(fields=["team", "model"], name="governance_limit_scope_unique",
-                                    nulls_distinct=False),
+                                    nulls_distinct=False,
+                                    violation_error_message="This team and model already have a limit: edit it."),
             models.CheckConstraint(condition=models.Q(team__isnull=False) | ~models.Q(model=""),
-                                   name="governance_limit_has_scope"),
+                                   name="governance_limit_has_scope",
+                                   violation_error_message="A limit needs a team, a model or both."),
         ]
 
     def __str__(self) -> str:

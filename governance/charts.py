@@ -33,9 +33,11 @@ def usage_charts(rows: list[UsageRow], latency: dict[date, tuple[float, float]],
     def series(graph: pygal.graph.graph.Graph, name: str, key: str) -> None:
         graph.add(name, [round(totals[day][key], 4) if day in totals else None for day in days])
 
-    traffic = chart(pygal.Bar, title="Tokens and requests per day", x_labels=labels, secondary_range=None)
+    traffic = chart(pygal.Bar, title="Tokens (left) and requests (right) per day", x_labels=labels)
     series(traffic, "Tokens", "tokens")
-    traffic.add("Requests", [totals[day]["requests"] if day in totals else None for day in days], secondary=True)
+    requests = [totals[day]["requests"] if day in totals else None for day in days]
+    if any(requests):  # pygal cannot scale a secondary axis without a value
+        traffic.add("Requests", requests, secondary=True)
     speed = chart(pygal.Line, title="Latency per day (ms)", x_labels=labels)
     speed.add("p50", [round(latency[day][0], 1) if day in latency else None for day in days])
     speed.add("p95", [round(latency[day][1], 1) if day in latency else None for day in days])

@@ -19,18 +19,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-import redis
 from aiohttp import web
 from django.conf import settings
 
 from governance import metrics
 from governance.ledger import LedgerWriter, default_sink
-from governance.limits import BUDGET, REQUESTS, Decision, Limiter, counters_for
+from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, Decision, Limiter, counters_for
 from governance.models import Limit
 from governance.sse import UsageTap, with_usage_requested
 from governance.teams import CallerTeams, caller_teams
@@ -133,7 +132,7 @@ class Governance:
         self.writer = writer
         self.limits: Remembered[dict] = Remembered(limits_ttl)
         self.teams: Remembered[CallerTeams] = Remembered(teams_ttl)
-        self._charges: set[asyncio.Task] = set()
+        self._charging: asyncio.Task | None = None
 
     @classmethod
     def from_django(cls) -> Governance:
@@ -147,14 +146,28 @@ class Governance:
     async def start(self, _app: web.Application) -> None:
         if self.writer is not None:
             self.writer.start()
+        if self.limiter is not None:
+            self._charging = asyncio.get_running_loop().create_task(self._charge_every(CHARGE_SECONDS))
 
     async def stop(self, _app: web.Application) -> None:
-        if self._charges:
-            await asyncio.gather(*self._charges, return_exceptions=True)
+        if self._charging is not None:
+            self._charging.cancel()
+            await self._charge()
         if self.writer is not None:
             await self.writer.stop()
         if self.limiter is not None:
             await self.limiter.counters.close()
+
+    async def _charge_every(self, seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            await self._charge()
+
+    async def _charge(self) -> None:
+        try:
+            await self.limiter.flush()
+        except OSError as error:  # RedisUnavailable: kept for the next flush
+            logger.warning("tokens not charged to the limits yet, Redis unreachable: %s", error)
 
     async def admit(
         self, request: web.Request, caller: Any, route: Any, body: bytes
@@ -169,7 +182,7 @@ class Governance:
         applicable = [limits[key] for key in scopes if key in limits and key != (None, "")]
         try:
             decision = await self.limiter.admit(applicable, caller.token_key, team)
-        except (redis.RedisError, OSError) as error:
+        except OSError as error:  # RedisUnavailable
             metrics.LIMITS_UNCHECKED.inc()
             logger.warning("limits unchecked, Redis unreachable: %s", error)
             decision = Decision([], [], now=time.time())
@@ -213,19 +226,7 @@ class Governance:
         self.writer.add((admission.started_at, team, admission.username, admission.token_name, model,
                          admission.cluster_id, admission.namespace, status, seconds * 1000,
                          first_byte * 1000 if first_byte is not None else None, prompt, completion, admission.stream))
-        if prompt + completion and admission.decision.checks:
-            self._background(self.limiter.charge(admission.decision.checks, prompt + completion))
-
-    def _background(self, work: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._charges.add(task)
-        task.add_done_callback(self._charged)
-
-    def _charged(self, task: asyncio.Task) -> None:
-        self._charges.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            metrics.LIMITS_UNCHECKED.inc()
-            logger.warning("tokens not charged to the limits: %s", task.exception())
+        self.limiter.charge(admission.decision.checks, prompt + completion)
 
 
 def _tokens(usage: Any, name: str) -> int:

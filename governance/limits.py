@@ -6,8 +6,9 @@ month (tokens). A request is admitted by one atomic Redis script (:data:`ADMIT`)
 counter that applies to it and, when none is at its limit, counts the request in each
 requests-per-minute counter: whatever the number of replicas, no more requests get in per window
 than the limit. Tokens are known only once the answer is in, so they are added afterwards
-(:meth:`Limiter.charge`), and a request is refused once its scope's tokens of the window reached
-the limit: the requests already in flight may take a scope past it, by their own tokens only.
+(:meth:`Limiter.charge`, gathered and sent in one pipeline every ``CHARGE_SECONDS``), and a request
+is refused once its scope's tokens of the window reached the limit: the requests in flight, and
+those answered in the last ``CHARGE_SECONDS``, may take a scope past it, by their own tokens only.
 
 Windows are fixed, aligned to the clock: simple, the same on every replica, and a refusal can say
 exactly when the window resets (``x-ratelimit-reset-*``, ``Retry-After``). Keys expire with their
@@ -17,17 +18,20 @@ the same way.
 
 from __future__ import annotations
 
+import asyncio
 import calendar
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 
-import redis.asyncio as aioredis
+from governance.resp import PipelinedRedis
 
 REQUESTS, TOKENS, BUDGET = "requests", "tokens", "budget"
 MINUTE = 60
 PREFIX = "ip:limits"
+CHARGE_SECONDS = 0.05
 
 # KEYS: one counter per check. ARGV: per check its limit, its key's lifetime in seconds and
 # whether it counts requests (1) or is only read (0). Returns 0 and every counter's value (after
@@ -76,7 +80,12 @@ class Decision:
 
 def month_bounds(now: float) -> tuple[str, float]:
     """The UTC calendar month of ``now`` ("YYYYMM") and the Unix time it ends."""
-    moment = datetime.fromtimestamp(now, UTC)
+    return _month_of_minute(int(now // MINUTE))
+
+
+@lru_cache(maxsize=4)
+def _month_of_minute(minute: int) -> tuple[str, float]:
+    moment = datetime.fromtimestamp(minute * MINUTE, UTC)
     days = calendar.monthrange(moment.year, moment.month)[1]
     end = datetime(moment.year, moment.month, days, tzinfo=UTC).timestamp() + 86_400
     return f"{moment.year:04d}{moment.month:02d}", end
@@ -111,7 +120,8 @@ class Counters:
     async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
         raise NotImplementedError
 
-    async def add(self, checks: list[Check], tokens: int, now: float) -> None:
+    async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
+        """Add tokens to counters: key -> (tokens, the key's lifetime in seconds from ``now``)."""
         raise NotImplementedError
 
     async def read(self, keys: list[str]) -> list[int]:
@@ -126,32 +136,26 @@ def _lifetime(check: Check, now: float) -> int:
 
 
 class RedisCounters(Counters):
-    """Counters in one Redis, shared by every gateway replica."""
+    """Counters in one Redis, shared by every gateway replica (one pipelined connection per process)."""
 
     def __init__(self, url: str) -> None:
-        self.redis = aioredis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-        self.script = self.redis.register_script(ADMIT)
+        self.redis = PipelinedRedis(url)
 
     async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
         args: list[object] = []
         for check in checks:
             args += [check.limit, _lifetime(check, now), 1 if check.kind == REQUESTS else 0]
-        answer = await self.script(keys=[check.key for check in checks], args=args)
+        answer = await self.redis.evalsha(ADMIT, [check.key for check in checks], args)
         return int(answer[0]), [int(value) for value in answer[1:]]
 
-    async def add(self, checks: list[Check], tokens: int, now: float) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for check in checks:
-                if check.kind != REQUESTS:
-                    pipe.incrby(check.key, tokens)
-                    pipe.expire(check.key, _lifetime(check, now), nx=True)
-            await pipe.execute()
-
-    async def read(self, keys: list[str]) -> list[int]:
-        return [int(value or 0) for value in await self.redis.mget(keys)] if keys else []
+    async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
+        commands = []
+        for key, (tokens, lifetime) in amounts.items():
+            commands += [("INCRBY", key, tokens), ("EXPIRE", key, lifetime, "NX")]
+        await asyncio.gather(*(self.redis.call(*command) for command in commands))
 
     async def close(self) -> None:
-        await self.redis.aclose()
+        await self.redis.close()
 
 
 class LocalCounters(Counters):
@@ -175,10 +179,9 @@ class LocalCounters(Counters):
                 self.values[check.key] = (values[index], check.resets_at)
         return 0, values
 
-    async def add(self, checks: list[Check], tokens: int, now: float) -> None:
-        for check in checks:
-            if check.kind != REQUESTS:
-                self.values[check.key] = (self._get(check.key, now) + tokens, check.resets_at)
+    async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
+        for key, (tokens, lifetime) in amounts.items():
+            self.values[key] = (self._get(key, now) + tokens, now + lifetime)
         if len(self.values) > 100_000:
             self.values = {key: entry for key, entry in self.values.items() if entry[1] > now}
 
@@ -220,11 +223,12 @@ def headers_for(decision: Decision) -> dict[str, str]:
 
 
 class Limiter:
-    """Admits requests against the counters, then charges their tokens."""
+    """Admits requests against the counters, then charges their tokens (sent by :meth:`flush`)."""
 
     def __init__(self, counters: Counters, clock: Callable[[], float] = time.time) -> None:
         self.counters = counters
         self.clock = clock
+        self.pending: dict[str, tuple[int, int]] = {}
 
     async def admit(self, limits: Sequence[object], token_key: str, team: str) -> Decision:
         now = self.clock()
@@ -233,9 +237,29 @@ class Limiter:
             return Decision(checks, [], now=now)
         refused, values = await self.counters.admit(checks, now)
         decision = Decision(checks, values, checks[refused - 1] if refused else None, now)
-        decision.headers = headers_for(decision)
+        if refused:  # only refusals carry the headers (the backend's answer goes back as it came)
+            decision.headers = headers_for(decision)
         return decision
 
-    async def charge(self, checks: list[Check], tokens: int) -> None:
-        if tokens > 0 and any(check.kind != REQUESTS for check in checks):
-            await self.counters.add(checks, tokens, self.clock())
+    def charge(self, checks: list[Check], tokens: int) -> None:
+        """Count ``tokens`` against the token counters of ``checks``, at the next :meth:`flush`."""
+        if tokens <= 0:
+            return
+        now = self.clock()
+        for check in checks:
+            if check.kind != REQUESTS:
+                added, _ = self.pending.get(check.key, (0, 0))
+                self.pending[check.key] = (added + tokens, _lifetime(check, now))
+
+    async def flush(self) -> None:
+        """Send the charges gathered since the last flush, in one round trip; kept on failure."""
+        if not self.pending:
+            return
+        amounts, self.pending = self.pending, {}
+        try:
+            await self.counters.add(amounts, self.clock())
+        except BaseException:
+            for key, (tokens, lifetime) in amounts.items():
+                added, _ = self.pending.get(key, (0, 0))
+                self.pending[key] = (added + tokens, lifetime)
+            raise

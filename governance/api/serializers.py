@@ -54,3 +54,20 @@ class LimitSerializer(serializers.ModelSerializer):
         data = super().to_representation(instance)
         data["model"] = instance.model or None
         return data
+
+
+class UsageRowSerializer(serializers.Serializer):
+    """One row of ``/api/usage/`` (documentation of its shape; rows come from governance.showback)."""
+
+    team = serializers.CharField(help_text='A team name, or "unused" for GPU-hours no model held (staff only).')
+    model = serializers.CharField(allow_null=True)
+    day = serializers.DateField(required=False, help_text="With group_by=day.")
+    requests = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    gpu_hours = serializers.FloatField()
+    idle_gpu_hours = serializers.FloatField()
+    unpriced_gpu_hours = serializers.FloatField(help_text="GPU-hours of GPU products without a price (cost 0).")
+    cost = serializers.FloatField()
+    idle_cost = serializers.FloatField()
+    cost_per_million_tokens = serializers.FloatField(allow_null=True)

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from accounts.access import is_unrestricted
 from clusters.api.permissions import ReadLoggedInWriteWithModelPermission
-from governance.api.serializers import LimitSerializer
+from governance.api.serializers import LimitSerializer, UsageRowSerializer
 from governance.models import Limit
 from governance.showback import UsageQuery, usage_rows
 
@@ -28,6 +28,7 @@ class StaffWrites(ReadLoggedInWriteWithModelPermission):
 class LimitViewSet(viewsets.ModelViewSet):
     """Limits per team, per model, per team and model. POST for a scope that has one updates it."""
 
+    queryset = Limit.objects.none()  # for the schema; get_queryset() answers requests
     serializer_class = LimitSerializer
     permission_classes = [StaffWrites]
     filterset_fields = ["model"]
@@ -66,6 +67,7 @@ class UsageView(APIView):
             OpenApiParameter("to", str, description="Last day, inclusive (YYYY-MM-DD), default: today"),
             OpenApiParameter("group_by", str, enum=["day"], description="One row per day too"),
         ],
+        responses={200: UsageRowSerializer(many=True)},
         summary="Requests, tokens, GPU-hours and cost per team and model",
     )
     def get(self, request: Request) -> Response:

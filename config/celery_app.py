@@ -52,6 +52,12 @@ def _polling_interval_seconds() -> float:
     return interval.total_seconds()
 
 
+def _setting(name: str) -> object:
+    from django.conf import settings
+
+    return getattr(settings, name)
+
+
 # Every periodic schedule, in one place. Each expires before the next run so a backlog never piles up.
 app.conf.beat_schedule = {
     "resync-all-clusters": {  # repairs what watches missed; re-queues applies left waiting
@@ -73,5 +79,15 @@ app.conf.beat_schedule = {
         "task": "scheduler.rightsizing.tasks.refresh_all_rightsizing",
         "schedule": 3600.0,
         "options": {"expires": 3000},
+    },
+    "sample-gpu-holdings": {  # what every model holds, for the showback's GPU-hours (governance/)
+        "task": "governance.tasks.sample_gpu_holdings",
+        "schedule": float(_setting("USAGE_SAMPLE_SECONDS")),
+        "options": {"expires": float(_setting("USAGE_SAMPLE_SECONDS")) * 0.9},
+    },
+    "maintain-ledger-partitions": {  # next months' ledger partitions, retention of old ones
+        "task": "governance.tasks.maintain_ledger_partitions",
+        "schedule": 86400.0,
+        "options": {"expires": 80000},
     },
 }

@@ -19,6 +19,7 @@ api_patterns = [
     path("", include("scheduler.api.urls")),
     path("", include("scheduler.rightsizing.api.urls")),
     path("", include("inference_gateway.api")),
+    path("", include("governance.api.urls")),
     path("token/", ObtainTokenView.as_view(), name="api-token"),
     # anonymous users see nothing but the login page: the schema and its docs need a login too;
     # the docs are pages for people, so they send a logged-out visitor to the login page
@@ -52,6 +53,7 @@ urlpatterns = [
     path("", include("fleet.urls")),
     path("", include("scheduler.urls")),
     path("", include("scheduler.rightsizing.urls")),
+    path("", include("governance.urls")),
     path("api/", include(api_patterns)),
     path("metrics", metrics, name="prometheus-django-metrics"),
 ]

@@ -46,6 +46,8 @@ class Caller:
     user_id: int
     username: str
     visible: Callable[[int, str], bool]
+    token_name: str = ""  # the API token's name and first characters (knox's token_key), for the usage ledger
+    token_key: str = ""
 
 
 def key_from_header(header: str | None) -> str:
@@ -71,7 +73,9 @@ def verify(key: str) -> tuple[Caller, float]:
     except AuthenticationFailed as error:
         raise NotAuthenticated(f"invalid API key: {error.detail}") from None
     expires = token.expiry.timestamp() if token.expiry else float("inf")
-    return Caller(user.pk, user.get_username(), namespace_predicate(user, VIEW)), expires
+    caller = Caller(user.pk, user.get_username(), namespace_predicate(user, VIEW), getattr(token, "name", ""),
+                    token.token_key)
+    return caller, expires
 
 
 @dataclass(frozen=True)

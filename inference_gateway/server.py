@@ -43,6 +43,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from multidict import CIMultiDictProxy
 
+from governance.gateway import Governance
 from inference_gateway import metrics
 from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.callers import Caller, Callers, NotAuthenticated
@@ -130,6 +131,7 @@ class Gateway:
         self.balancer = Balancer(config.endpoints_ttl, config.eject_seconds)
         self.waker = Waker(config.wake_timeout, config.wake_poll)
         self.last_requests = LastRequests(config.stamp_interval)
+        self.governance = Governance.from_django()  # team limits and the usage ledger (governance/)
         self.session: aiohttp.ClientSession | None = None
         self.notices: asyncio.Task | None = None
         self.listening = asyncio.Event()  # set once catalog change notices arrive
@@ -194,6 +196,7 @@ class Gateway:
         finally:
             status = response.status if response is not None else 499  # cancelled: the client left
             metrics.observe(model, status, time.monotonic() - started, request.get(FIRST_BYTE))
+            self.governance.finish(request, status, time.monotonic() - started, request.get(FIRST_BYTE))
 
     async def _serve(self, request: web.Request, started: float) -> tuple[str, web.StreamResponse]:
         """One proxied request: who calls, which model, its wake, then :meth:`_forward`."""
@@ -222,6 +225,9 @@ class Gateway:
             return route.id, error_response(
                 502, f"the gateway does not route model {route.id}: {BACKEND_URL_FIELD} {route.refusal}",
                 "backend_refused")
+        body, refused = await self.governance.admit(request, caller, route, body)
+        if refused is not None:
+            return route.id, refused
         self.last_requests.seen(route)
         if route.wakeable and not route.ready:
             refused = await self._wake(route, caller)
@@ -359,6 +365,7 @@ class Gateway:
         request[FIRST_BYTE] = time.monotonic() - started
         if upstream.status == 200:
             metrics.count_usage(route.id, usage_in(data))
+            self.governance.usage(request, usage_in(data))
         response = web.StreamResponse(status=upstream.status, headers=headers)
         response.content_length = len(data)
         await response.prepare(request)
@@ -383,16 +390,20 @@ class Gateway:
         response = web.StreamResponse(status=upstream.status, headers=headers)
         await response.prepare(request)
         loop = asyncio.get_running_loop()
+        tap = self.governance.tap(request)  # reads usage, drops the usage chunk the client did not ask for
         try:
             async with asyncio.timeout(None) as deadline:
                 async for chunk in upstream.content.iter_any():
                     if FIRST_BYTE not in request:
                         request[FIRST_BYTE] = time.monotonic() - started
                     deadline.reschedule(loop.time() + self.config.client_timeout)
-                    await response.write(chunk)
+                    await response.write(tap.feed(chunk) if tap is not None else chunk)
                     deadline.reschedule(None)
                     if b'"usage":{' in chunk or b'"usage": {' in chunk:
                         metrics.count_usage(route.id, usage_in(chunk))
+                if tap is not None:
+                    deadline.reschedule(loop.time() + self.config.client_timeout)
+                    await response.write(tap.end())
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as error:
             logger.info("stream of %s ended early: %s: %s", route.id, type(error).__name__, error)
@@ -420,6 +431,8 @@ def make_app(config: GatewaySettings | None = None) -> web.Application:
     app = web.Application(client_max_size=settings.GATEWAY_MAX_BODY_BYTES)
     app[GATEWAY] = gateway
     app.on_startup.append(gateway.start)
+    app.on_startup.append(gateway.governance.start)
+    app.on_cleanup.append(gateway.governance.stop)
     app.on_cleanup.append(gateway.stop)
     app.router.add_get("/v1/models", gateway.list_models)
     for path in API_PATHS:

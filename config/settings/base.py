@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "accounts",
     "inference_gateway",
     "devstack",
+    "governance",
 ]
 
 MIDDLEWARE = [
@@ -130,6 +131,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "governance.context_processors.budget_warnings",
             ],
         },
     },
@@ -370,3 +372,17 @@ IMPERSONATE_GROUP_PREFIX = env_str("IMPERSONATE_GROUP_PREFIX", "portal:team:")
 OIDC_AUDIENCE = env_str("OIDC_AUDIENCE", "")
 OIDC_JWKS_CACHE_SECONDS = env_int("OIDC_JWKS_CACHE_SECONDS", 300)
 OIDC_JWKS_REFRESH_COOLDOWN_SECONDS = env_int("OIDC_JWKS_REFRESH_COOLDOWN_SECONDS", 30)
+
+# Team limits, usage ledger and showback (governance/, docs/usage.md). Limits are counted in this
+# Redis so every gateway replica enforces the same numbers (empty: in each gateway's memory, for
+# one gateway). USAGE_LIMITS=false turns limits and the ledger off in the gateway.
+GOVERNANCE_REDIS_URL = env_str("GOVERNANCE_REDIS_URL", CACHE_URL)
+USAGE_LIMITS = env_bool("USAGE_LIMITS", True)
+USAGE_LIMITS_TTL_SECONDS = env_int("USAGE_LIMITS_TTL_SECONDS", 5)  # how stale the gateway's copy of the limits may be
+# Where the gateway copies ledger rows: a postgres:// URL, empty for the portal's own database.
+USAGE_LEDGER_DATABASE_URL = env_str("USAGE_LEDGER_DATABASE_URL", "")
+USAGE_LEDGER_QUEUE_ROWS = env_int("USAGE_LEDGER_QUEUE_ROWS", 100_000)  # rows waiting while the database is away
+USAGE_LEDGER_BATCH_ROWS = env_int("USAGE_LEDGER_BATCH_ROWS", 5_000)
+USAGE_LEDGER_FLUSH_SECONDS = float(env_str("USAGE_LEDGER_FLUSH_SECONDS", "1"))
+USAGE_LEDGER_RETENTION_MONTHS = env_int("USAGE_LEDGER_RETENTION_MONTHS", 13)
+USAGE_SAMPLE_SECONDS = env_int("USAGE_SAMPLE_SECONDS", 300)  # GPU holdings sampled this often

@@ -1,0 +1,55 @@
+"""Staff set limits and prices here; the ledger and GPU samples are read-only records."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from governance.models import GpuPrice, GpuSample, Limit, RequestRecord, TokenPrice
+
+
+@admin.register(Limit)
+class LimitAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "requests_per_minute", "tokens_per_minute", "monthly_tokens",
+                    "api_token_requests_per_minute", "api_token_tokens_per_minute", "updated_at"]
+    list_select_related = ["team"]
+    search_fields = ["team__name", "model"]
+    autocomplete_fields = ["team"]
+
+
+@admin.register(GpuPrice)
+class GpuPriceAdmin(admin.ModelAdmin):
+    list_display = ["gpu_product", "price_per_gpu_hour"]
+
+
+@admin.register(TokenPrice)
+class TokenPriceAdmin(admin.ModelAdmin):
+    list_display = ["model", "price_per_million_tokens"]
+    search_fields = ["model"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records written by the gateway and the sampler: looked at, never edited."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(RequestRecord)
+class RequestRecordAdmin(ReadOnlyAdmin):
+    list_display = ["started_at", "team", "username", "token_name", "model", "status", "latency_ms",
+                    "prompt_tokens", "completion_tokens"]
+    list_filter = ["status", "stream"]
+    search_fields = ["team", "username", "model"]
+    date_hierarchy = "started_at"
+    show_full_result_count = False
+
+
+@admin.register(GpuSample)
+class GpuSampleAdmin(ReadOnlyAdmin):
+    list_display = ["sampled_at", "team", "model", "node_pool", "gpu_product", "gpus", "period_seconds", "idle"]
+    list_filter = ["idle"]
+    search_fields = ["team", "model", "node_pool"]
+    date_hierarchy = "sampled_at"

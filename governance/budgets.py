@@ -1,0 +1,92 @@
+"""How much of each monthly token budget is used: for the team page, the portal banner and the metric.
+
+The number shown is the one enforced: the gateway's Redis counter of the month
+(:mod:`governance.limits`). Without Redis (the embedded demo, one gateway counting in memory) the
+month's ledger rows are summed instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+
+import redis
+from django.conf import settings
+from django.db.models import F, Sum
+
+from governance.limits import budget_key, month_bounds
+from governance.models import Limit, RequestRecord
+
+WARN_AT = 0.8
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    team: str  # "" for a model's budget across every team
+    model: str  # "" for every model
+    used: int
+    limit: int
+
+    @property
+    def ratio(self) -> float:
+        return self.used / self.limit
+
+    @property
+    def warn(self) -> bool:
+        return self.ratio >= WARN_AT
+
+    @property
+    def percent(self) -> int:
+        return int(self.ratio * 100)
+
+
+@cache
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+def _ledger_used(limit: Limit, now: float) -> int:
+    month, _ = month_bounds(now)
+    start = datetime(int(month[:4]), int(month[4:]), 1, tzinfo=UTC)
+    rows = RequestRecord.objects.filter(started_at__gte=start)
+    if limit.team_id is not None:
+        rows = rows.filter(team=limit.team.name)
+    if limit.model:
+        rows = rows.filter(model=limit.model)
+    return rows.aggregate(total=Sum(F("prompt_tokens") + F("completion_tokens")))["total"] or 0
+
+
+def budget_uses(limits: Iterable[Limit] | None = None, now: float | None = None) -> list[BudgetUse]:
+    """The month's use of every budget among ``limits`` (all with a monthly budget when None)."""
+    now = time.time() if now is None else now
+    if limits is None:
+        limits = Limit.objects.filter(monthly_tokens__isnull=False).select_related("team")
+    limits = [limit for limit in limits if limit.monthly_tokens]
+    if not limits:
+        return []
+    url = settings.GOVERNANCE_REDIS_URL
+    if url:
+        month, _ = month_bounds(now)
+        try:
+            values = _redis(url).mget([budget_key(limit.scope, month) for limit in limits])
+        except redis.RedisError as error:
+            logger.warning("budget use unavailable: Redis at the limits' URL: %s", error)
+            return []
+        used = [int(value or 0) for value in values]
+    else:
+        used = [_ledger_used(limit, now) for limit in limits]
+    return [
+        BudgetUse(limit.team.name if limit.team_id else "", limit.model, value, limit.monthly_tokens)
+        for limit, value in zip(limits, used, strict=True)
+    ]
+
+
+def warnings_for(teams: Iterable[int]) -> list[BudgetUse]:
+    """Budgets of these teams at least 80% used (the portal banner)."""
+    limits = Limit.objects.filter(team_id__in=list(teams), monthly_tokens__isnull=False).select_related("team")
+    return [use for use in budget_uses(limits) if use.warn]

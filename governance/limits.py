@@ -1,0 +1,265 @@
+"""Requests and tokens per minute and tokens per month, counted where every gateway replica sees them.
+
+**Counting.** Each limit (:class:`governance.models.Limit`) is a scope; each of its figures a
+counter keyed by the scope and its window: the clock minute (requests, tokens) or the UTC calendar
+month (tokens). A request is admitted by one atomic Redis script (:data:`ADMIT`) that reads every
+counter that applies to it and, when none is at its limit, counts the request in each
+requests-per-minute counter: whatever the number of replicas, no more requests get in per window
+than the limit. Tokens are known only once the answer is in, so they are added afterwards
+(:meth:`Limiter.charge`, gathered and sent in one pipeline every ``CHARGE_SECONDS``), and a request
+is refused once its scope's tokens of the window reached the limit: the requests in flight, and
+those answered in the last ``CHARGE_SECONDS``, may take a scope past it, by their own tokens only.
+
+Windows are fixed, aligned to the clock: simple, the same on every replica, and a refusal can say
+exactly when the window resets (``x-ratelimit-reset-*``, ``Retry-After``). Keys expire with their
+window. Without Redis (the embedded single-process demo) :class:`LocalCounters` counts in memory,
+the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+
+from governance.resp import PipelinedRedis
+
+REQUESTS, TOKENS, BUDGET = "requests", "tokens", "budget"
+MINUTE = 60
+PREFIX = "ip:limits"
+CHARGE_SECONDS = 0.05
+
+# KEYS: one counter per check. ARGV: per check its limit, its key's lifetime in seconds and
+# whether it counts requests (1) or is only read (0). Returns 0 and every counter's value (after
+# counting this request), or the 1-based index of the first check at its limit and every value.
+ADMIT = """
+local values = {}
+for i, key in ipairs(KEYS) do
+  values[i] = tonumber(redis.call('GET', key) or '0')
+end
+for i = 1, #KEYS do
+  if values[i] >= tonumber(ARGV[3 * i - 2]) then
+    return {i, unpack(values)}
+  end
+end
+for i, key in ipairs(KEYS) do
+  if ARGV[3 * i] == '1' then
+    values[i] = redis.call('INCR', key)
+    if values[i] == 1 then redis.call('EXPIRE', key, ARGV[3 * i - 1]) end
+  end
+end
+return {0, unpack(values)}
+"""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One counter a request is held to."""
+
+    kind: str  # REQUESTS, TOKENS or BUDGET
+    key: str
+    limit: int
+    resets_at: float  # Unix time the window ends
+    team: str
+
+
+@dataclass
+class Decision:
+    """The outcome of :meth:`Limiter.admit`: ``refused`` is the check at its limit, or None."""
+
+    checks: list[Check]
+    values: list[int]
+    refused: Check | None = None
+    now: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def month_bounds(now: float) -> tuple[str, float]:
+    """The UTC calendar month of ``now`` ("YYYYMM") and the Unix time it ends."""
+    return _month_of_minute(int(now // MINUTE))
+
+
+@lru_cache(maxsize=4)
+def _month_of_minute(minute: int) -> tuple[str, float]:
+    moment = datetime.fromtimestamp(minute * MINUTE, UTC)
+    days = calendar.monthrange(moment.year, moment.month)[1]
+    end = datetime(moment.year, moment.month, days, tzinfo=UTC).timestamp() + 86_400
+    return f"{moment.year:04d}{moment.month:02d}", end
+
+
+def budget_key(scope: str, month: str) -> str:
+    return f"{PREFIX}:m:{scope}:{month}"
+
+
+def checks_for(limits: Sequence[object], token_key: str, now: float, team: str) -> list[Check]:
+    """Every counter the ``limits`` (Limit rows or alike) hold a request of one API token to."""
+    minute = int(now // MINUTE)
+    minute_ends = (minute + 1) * MINUTE
+    month, month_ends = month_bounds(now)
+    checks: list[Check] = []
+    for limit in limits:
+        scope = limit.scope
+        figures = [
+            (REQUESTS, f"{PREFIX}:r:{scope}:{minute}", limit.requests_per_minute, minute_ends),
+            (TOKENS, f"{PREFIX}:t:{scope}:{minute}", limit.tokens_per_minute, minute_ends),
+            (REQUESTS, f"{PREFIX}:r:{scope}:k:{token_key}:{minute}", limit.api_token_requests_per_minute, minute_ends),
+            (TOKENS, f"{PREFIX}:t:{scope}:k:{token_key}:{minute}", limit.api_token_tokens_per_minute, minute_ends),
+            (BUDGET, budget_key(scope, month), limit.monthly_tokens, month_ends),
+        ]
+        checks += [Check(kind, key, figure, ends, team) for kind, key, figure, ends in figures if figure]
+    return checks
+
+
+class Counters:
+    """Where the counters live: :class:`RedisCounters` or :class:`LocalCounters`."""
+
+    async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
+        raise NotImplementedError
+
+    async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
+        """Add tokens to counters: key -> (tokens, the key's lifetime in seconds from ``now``)."""
+        raise NotImplementedError
+
+    async def read(self, keys: list[str]) -> list[int]:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Release connections (nothing to release by default)."""
+
+
+def _lifetime(check: Check, now: float) -> int:
+    return max(1, int(check.resets_at - now) + 1)
+
+
+class RedisCounters(Counters):
+    """Counters in one Redis, shared by every gateway replica (one pipelined connection per process)."""
+
+    def __init__(self, url: str) -> None:
+        self.redis = PipelinedRedis(url)
+
+    async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
+        args: list[object] = []
+        for check in checks:
+            args += [check.limit, _lifetime(check, now), 1 if check.kind == REQUESTS else 0]
+        answer = await self.redis.evalsha(ADMIT, [check.key for check in checks], args)
+        return int(answer[0]), [int(value) for value in answer[1:]]
+
+    async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
+        commands = []
+        for key, (tokens, lifetime) in amounts.items():
+            commands += [("INCRBY", key, tokens), ("EXPIRE", key, lifetime, "NX")]
+        await asyncio.gather(*(self.redis.call(*command) for command in commands))
+
+    async def close(self) -> None:
+        await self.redis.close()
+
+
+class LocalCounters(Counters):
+    """Counters in this process's memory: for one gateway without Redis (the embedded demo)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, tuple[int, float]] = {}  # key -> (value, expires)
+
+    def _get(self, key: str, now: float) -> int:
+        value, expires = self.values.get(key, (0, 0.0))
+        return value if expires > now else 0
+
+    async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
+        values = [self._get(check.key, now) for check in checks]
+        for index, check in enumerate(checks):
+            if values[index] >= check.limit:
+                return index + 1, values
+        for index, check in enumerate(checks):
+            if check.kind == REQUESTS:
+                values[index] += 1
+                self.values[check.key] = (values[index], check.resets_at)
+        return 0, values
+
+    async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
+        for key, (tokens, lifetime) in amounts.items():
+            self.values[key] = (self._get(key, now) + tokens, now + lifetime)
+        if len(self.values) > 100_000:
+            self.values = {key: entry for key, entry in self.values.items() if entry[1] > now}
+
+    async def read(self, keys: list[str]) -> list[int]:
+        now = time.time()
+        return [self._get(key, now) for key in keys]
+
+
+def counters_for(url: str) -> Counters:
+    return RedisCounters(url) if url else LocalCounters()
+
+
+def _reset(seconds: float) -> str:
+    """OpenAI's ``x-ratelimit-reset-*`` form: ``1m30s``, ``12s``, ``3h2m0s``."""
+    total = max(1, int(seconds + 0.999))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def headers_for(decision: Decision) -> dict[str, str]:
+    """``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` of the tightest counters, and
+    ``Retry-After`` when refused. The monthly budget counts as a tokens limit."""
+    headers: dict[str, str] = {}
+    for suffix, kinds in (("requests", (REQUESTS,)), ("tokens", (TOKENS, BUDGET))):
+        candidates = [(check.limit - value, check) for check, value in zip(decision.checks, decision.values,
+                                                                             strict=True) if check.kind in kinds]
+        if not candidates:
+            continue
+        remaining, check = min(candidates, key=lambda pair: (pair[0], pair[1].resets_at))
+        headers[f"x-ratelimit-limit-{suffix}"] = str(check.limit)
+        headers[f"x-ratelimit-remaining-{suffix}"] = str(max(0, remaining))
+        headers[f"x-ratelimit-reset-{suffix}"] = _reset(check.resets_at - decision.now)
+    if decision.refused is not None:
+        headers["Retry-After"] = str(max(1, int(decision.refused.resets_at - decision.now + 0.999)))
+    return headers
+
+
+class Limiter:
+    """Admits requests against the counters, then charges their tokens (sent by :meth:`flush`)."""
+
+    def __init__(self, counters: Counters, clock: Callable[[], float] = time.time) -> None:
+        self.counters = counters
+        self.clock = clock
+        self.pending: dict[str, tuple[int, int]] = {}
+
+    async def admit(self, limits: Sequence[object], token_key: str, team: str) -> Decision:
+        now = self.clock()
+        checks = checks_for(limits, token_key, now, team)
+        if not checks:
+            return Decision(checks, [], now=now)
+        refused, values = await self.counters.admit(checks, now)
+        decision = Decision(checks, values, checks[refused - 1] if refused else None, now)
+        if refused:  # only refusals carry the headers (the backend's answer goes back as it came)
+            decision.headers = headers_for(decision)
+        return decision
+
+    def charge(self, checks: list[Check], tokens: int) -> None:
+        """Count ``tokens`` against the token counters of ``checks``, at the next :meth:`flush`."""
+        if tokens <= 0:
+            return
+        now = self.clock()
+        for check in checks:
+            if check.kind != REQUESTS:
+                added, _ = self.pending.get(check.key, (0, 0))
+                self.pending[check.key] = (added + tokens, _lifetime(check, now))
+
+    async def flush(self) -> None:
+        """Send the charges gathered since the last flush, in one round trip; kept on failure."""
+        if not self.pending:
+            return
+        amounts, self.pending = self.pending, {}
+        try:
+            await self.counters.add(amounts, self.clock())
+        except BaseException:
+            for key, (tokens, lifetime) in amounts.items():
+                added, _ = self.pending.get(key, (0, 0))
+                self.pending[key] = (added + tokens, lifetime)
+            raise

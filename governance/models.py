@@ -1,0 +1,151 @@
+"""Limits and prices staff set, the gateway's request ledger, and what models held over time.
+
+The ledger (:class:`RequestRecord`) holds who asked which model, when, how it went and how many
+tokens it took: never the prompt or the answer. On PostgreSQL its table is partitioned by month
+(migration 0002, :mod:`governance.partitions`); the rows are written by the gateway in batches
+(:mod:`governance.ledger`), never through the ORM on the request path.
+"""
+
+from __future__ import annotations
+
+from django.core.validators import MinValueValidator
+from django.db import models
+
+from accounts.models import Team
+
+UNUSED = "unused"  # the showback's team for GPU-hours no model held
+UNASSIGNED = "(no team)"  # GPU-hours of a model in a namespace no team owns
+
+
+class Limit(models.Model):
+    """Requests and tokens per minute, and tokens per calendar month (UTC), for one scope.
+
+    - team and no model: everything the team sends;
+    - team and a model: what the team sends to that model;
+    - a model and no team: that model, whoever calls it.
+
+    The ``api_token_*`` figures apply to each API token of the scope on its own. Empty: no limit.
+    """
+
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="limits",
+                             help_text="Empty: every team together (then a model is required).")
+    model = models.CharField(max_length=253, blank=True, default="",
+                             help_text="A model's gateway id (what clients send as `model`); empty: every model.")
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    tokens_per_minute = models.PositiveBigIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    monthly_tokens = models.PositiveBigIntegerField(null=True, blank=True, validators=[MinValueValidator(1)],
+                                                    help_text="Tokens per calendar month (UTC), prompt and completion.")
+    api_token_requests_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], help_text="For each API token on its own."
+    )
+    api_token_tokens_per_minute = models.PositiveBigIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], help_text="For each API token on its own."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team__name", "model"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "model"], name="governance_limit_scope_unique",
+                                    nulls_distinct=False,
+                                    violation_error_message="This team and model already have a limit: edit it."),
+            models.CheckConstraint(condition=models.Q(team__isnull=False) | ~models.Q(model=""),
+                                   name="governance_limit_has_scope",
+                                   violation_error_message="A limit needs a team, a model or both."),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team or 'every team'} / {self.model or 'every model'}"
+
+    @property
+    def scope(self) -> str:
+        """The counters' key: stable across edits of the row (and its re-creation)."""
+        return f"{self.team_id or '*'}:{self.model or '*'}"
+
+
+class GpuPrice(models.Model):
+    """What one GPU-hour of a GPU product costs (its ``nvidia.com/gpu.product`` label, as node pools record it)."""
+
+    gpu_product = models.CharField(max_length=253, unique=True,
+                                   help_text="As the pools' nodes report it, e.g. NVIDIA-H100-80GB-HBM3; "
+                                             "empty: pools whose product is unknown.", blank=True)
+    price_per_gpu_hour = models.DecimalField(max_digits=12, decimal_places=4, validators=[MinValueValidator(0)])
+
+    class Meta:
+        ordering = ["gpu_product"]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_product or '(unknown product)'}: {self.price_per_gpu_hour}/GPU-hour"
+
+
+class TokenPrice(models.Model):
+    """An optional price per million tokens of one model, charged to the teams that call it."""
+
+    model = models.CharField(max_length=253, unique=True, help_text="The model's gateway id.")
+    price_per_million_tokens = models.DecimalField(max_digits=12, decimal_places=4, validators=[MinValueValidator(0)])
+
+    class Meta:
+        ordering = ["model"]
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.price_per_million_tokens}/1M tokens"
+
+
+class RequestRecord(models.Model):
+    """One request through the gateway: no prompt, no answer.
+
+    ``team`` is the name of the caller's team through which the model was reached (names, not
+    keys: a deleted team's rows stay readable). Latencies are milliseconds; ``first_byte_ms`` is
+    null when no answer byte was sent.
+    """
+
+    started_at = models.DateTimeField()
+    team = models.CharField(max_length=63, blank=True)
+    username = models.CharField(max_length=150)
+    token_name = models.CharField(max_length=64, blank=True)
+    model = models.CharField(max_length=253)
+    cluster_id = models.IntegerField(null=True)
+    namespace = models.CharField(max_length=63, blank=True)
+    status = models.PositiveSmallIntegerField()
+    latency_ms = models.FloatField()
+    first_byte_ms = models.FloatField(null=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    stream = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [models.Index(fields=["team", "started_at"]), models.Index(fields=["started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.started_at:%Y-%m-%d %H:%M:%S} {self.team or '-'} {self.model} {self.status}"
+
+
+# Columns the gateway's writer copies, in order (governance.ledger).
+LEDGER_COLUMNS = ("started_at", "team", "username", "token_name", "model", "cluster_id", "namespace", "status",
+                  "latency_ms", "first_byte_ms", "prompt_tokens", "completion_tokens", "stream")
+
+
+class GpuSample(models.Model):
+    """What one model (or nobody: ``team == UNUSED``) held in one node pool over one sampling period.
+
+    Written by :func:`governance.sampling.sample_holdings` every ``USAGE_SAMPLE_SECONDS``: the
+    GPU-hours of the period are ``gpus * period_seconds / 3600``. ``idle`` marks a period in which
+    the model held its GPUs yet served no request (the cooldown before scale to zero).
+    """
+
+    sampled_at = models.DateTimeField(db_index=True)
+    period_seconds = models.PositiveIntegerField()
+    team = models.CharField(max_length=63)
+    model = models.CharField(max_length=253, blank=True)
+    cluster_id = models.IntegerField()
+    namespace = models.CharField(max_length=63, blank=True)
+    node_pool = models.CharField(max_length=253)
+    gpu_product = models.CharField(max_length=253, blank=True)
+    gpus = models.PositiveIntegerField()
+    idle = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [models.Index(fields=["team", "sampled_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.sampled_at:%Y-%m-%d %H:%M} {self.team} {self.model or '-'}: {self.gpus} GPUs"

@@ -1,0 +1,22 @@
+"""Periodic work of the governance app (schedules in config/celery_app.py)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from governance.partitions import maintain
+from governance.sampling import sample_holdings
+
+
+@shared_task
+def maintain_ledger_partitions() -> list[str]:
+    """Next months' partitions of the usage ledger, and the retention of old ones."""
+    return maintain(timezone.now(), settings.USAGE_LEDGER_RETENTION_MONTHS)
+
+
+@shared_task
+def sample_gpu_holdings() -> int:
+    """What every running model holds now, for the showback's GPU-hours."""
+    return sample_holdings(timezone.now(), settings.USAGE_SAMPLE_SECONDS)

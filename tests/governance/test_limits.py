@@ -1,0 +1,193 @@
+"""Limits: the counters (Redis, and in memory for one gateway), and 429s through the real gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import openai
+import pytest
+import requests
+
+from accounts.models import Team
+from governance.gateway import LimitView
+from governance.limits import BUDGET, REQUESTS, Counters, Limiter, LocalCounters, RedisCounters
+from governance.models import Limit
+from tests.clusters.conftest import wait_for
+from tests.gateway.conftest import serve_model
+from tests.support.services import REDIS_URL
+
+T = TypeVar("T")
+
+
+def limit(**figures: int) -> LimitView:
+    values = {"requests_per_minute": None, "tokens_per_minute": None, "monthly_tokens": None,
+              "api_token_requests_per_minute": None, "api_token_tokens_per_minute": None, **figures}
+    return LimitView(scope="7:*", **values)
+
+
+class Clock:
+    def __init__(self, moment: datetime) -> None:
+        self.now = moment.timestamp()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["redis", "memory"])
+def counters(request, limits_redis) -> Callable[[], Counters]:
+    """Makes the counters inside the test's event loop (an asyncio Redis client is bound to one)."""
+    return lambda: RedisCounters(REDIS_URL) if request.param == "redis" else LocalCounters()
+
+
+def run(work: Callable[[], Awaitable[T]]) -> T:
+    """``work()`` on a fresh event loop (one per call, as asyncio.run makes)."""
+    return asyncio.run(work())
+
+
+def test_requests_per_minute_admit_exactly_the_limit_and_say_when_it_resets(counters) -> None:
+    clock = Clock(datetime(2030, 5, 17, 10, 15, 45, tzinfo=UTC))
+    rule = [limit(requests_per_minute=3)]
+
+    async def burst():
+        limiter = Limiter(counters(), clock)
+        decisions = [await limiter.admit(rule, "key1", "team-a") for _ in range(5)]
+        clock.now += 15  # the next minute
+        decisions.append(await limiter.admit(rule, "key1", "team-a"))
+        await limiter.counters.close()
+        return decisions
+
+    *decisions, next_minute = run(burst)
+    assert [decision.refused is None for decision in decisions] == [True, True, True, False, False]
+    refused = decisions[3]
+    assert refused.refused.kind == REQUESTS
+    assert refused.headers == {"x-ratelimit-limit-requests": "3", "x-ratelimit-remaining-requests": "0",
+                               "x-ratelimit-reset-requests": "15s", "Retry-After": "15"}
+    assert decisions[1].values == [2]
+    assert next_minute.refused is None
+
+
+def test_each_api_token_has_its_own_count(counters) -> None:
+    rule = [limit(api_token_requests_per_minute=1)]
+
+    async def calls():
+        limiter = Limiter(counters(), Clock(datetime(2030, 5, 17, 10, 15, tzinfo=UTC)))
+        decisions = [await limiter.admit(rule, key, "team-a") for key in ("key1", "key1", "key2")]
+        await limiter.counters.close()
+        return decisions
+
+    assert [decision.refused is None for decision in run(calls)] == [True, False, True]
+
+
+def test_a_spent_monthly_budget_refuses_until_the_month_boundary(counters) -> None:
+    clock = Clock(datetime(2030, 11, 30, 23, 59, 0, tzinfo=UTC))
+    rule = [limit(monthly_tokens=100, tokens_per_minute=1000)]
+
+    async def month_end():
+        limiter = Limiter(counters(), clock)
+        first = await limiter.admit(rule, "key1", "team-a")
+        limiter.charge(first.checks, 120)  # the answer took the team past its budget
+        await limiter.flush()
+        spent = await limiter.admit(rule, "key1", "team-a")
+        clock.now = datetime(2030, 12, 1, 0, 0, 0, tzinfo=UTC).timestamp()
+        fresh = await limiter.admit(rule, "key1", "team-a")
+        await limiter.counters.close()
+        return first, spent, fresh
+
+    first, spent, fresh = run(month_end)
+    assert first.refused is None and first.values == [0, 0]
+    assert spent.refused.kind == BUDGET
+    assert spent.headers["Retry-After"] == "60"  # seconds to 2030-12-01 00:00 UTC
+    assert spent.headers["x-ratelimit-remaining-tokens"] == "0"
+    assert fresh.refused is None and fresh.values == [0, 0]
+
+
+def test_tokens_per_minute_refuse_once_the_window_has_used_them(counters) -> None:
+    rule = [limit(tokens_per_minute=50)]
+
+    async def calls():
+        limiter = Limiter(counters(), Clock(datetime(2030, 5, 17, 10, 15, tzinfo=UTC)))
+        first = await limiter.admit(rule, "key1", "team-a")
+        limiter.charge(first.checks, 50)
+        await limiter.flush()
+        refused = await limiter.admit(rule, "key1", "team-a")
+        await limiter.counters.close()
+        return refused
+
+    refused = run(calls)
+    assert refused.refused is not None and refused.headers["x-ratelimit-limit-tokens"] == "50"
+
+
+def chat(client: openai.OpenAI, model: str, text: str = "a b c", **options):
+    return client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}], **options)
+
+
+def away_from_minute_end() -> None:
+    """Requests-per-minute windows follow the clock: start a burst early in a minute."""
+    wait_for(lambda: time.time() % 60 < 40, timeout=25, message="the first 40 seconds of a minute")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_gateway_answers_429_in_openai_shape_with_rate_limit_headers(cluster, gateway, api_key,
+                                                                         start_backend) -> None:
+    backend = start_backend("replica-a")
+    serve_model(cluster, "limited", backend.url)
+    serve_model(cluster, "other", backend.url)
+    team = Team.objects.get(name="team-a")
+    Limit.objects.create(team=team, model="team-a/limited", requests_per_minute=2)  # its gateway id
+    client = gateway.client(api_key)
+    away_from_minute_end()
+    chat(client, "limited")
+    chat(client, "limited")
+    with pytest.raises(openai.RateLimitError) as refused:
+        chat(client, "limited")
+    response = refused.value.response
+    assert response.status_code == 429
+    assert response.json()["error"]["code"] == "rate_limit_exceeded"
+    assert response.json()["error"]["type"] == "requests"
+    assert response.headers["x-ratelimit-limit-requests"] == "2"
+    assert response.headers["x-ratelimit-remaining-requests"] == "0"
+    assert response.headers["x-ratelimit-reset-requests"].endswith("s")
+    assert 1 <= int(response.headers["Retry-After"]) <= 60
+    assert chat(client, "other").choices  # the limit is the team's on that model only
+    assert backend.stats()["/v1/chat/completions"] == 3  # the refused request never reached the backend
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_spent_budget_answers_insufficient_quota(cluster, gateway, api_key, start_backend) -> None:
+    backend = start_backend("replica-a")
+    serve_model(cluster, "metered", backend.url)
+    Limit.objects.create(team=Team.objects.get(name="team-a"), monthly_tokens=10)
+    client = gateway.client(api_key)
+    assert chat(client, "metered", "one two three four five six").usage.total_tokens == 12
+
+    def refused() -> list[requests.Response]:  # in a list: a 429 Response is falsy
+        answer = requests.post(f"{gateway.url}/v1/chat/completions", timeout=10,
+                               headers={"Authorization": f"Bearer {api_key}"},
+                               json={"model": "metered", "messages": [{"role": "user", "content": "hi"}]})
+        return [answer] if answer.status_code == 429 else []
+
+    [answer] = wait_for(refused, message="the budget refusing (tokens are charged once the answer is in)")
+    assert answer.json()["error"]["code"] == answer.json()["error"]["type"] == "insufficient_quota"
+    assert answer.headers["x-ratelimit-limit-tokens"] == "10"
+    assert answer.headers["x-ratelimit-remaining-tokens"] == "0"
+    assert int(answer.headers["Retry-After"]) > 0
+
+
+def test_redis_away_is_an_error_the_gateway_lets_through_and_counts() -> None:
+    from governance.resp import RedisUnavailable
+    from tests.support.control_plane import free_port
+
+    async def call():
+        limiter = Limiter(RedisCounters(f"redis://127.0.0.1:{free_port()}/0"))
+        try:
+            await limiter.admit([limit(requests_per_minute=1)], "key1", "team-a")
+        finally:
+            await limiter.counters.close()
+
+    with pytest.raises(RedisUnavailable) as error:
+        run(call)
+    assert isinstance(error.value, OSError) and "cannot connect" in str(error.value)

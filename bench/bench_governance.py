@@ -35,7 +35,6 @@ from pathlib import Path
 import aiohttp
 import redis
 from django.contrib.auth.models import User
-from tests.support.control_plane import free_port
 
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
@@ -50,6 +49,7 @@ from bench.bench_gateway import (
     _start,
 )
 from clusters.models import Cluster, SyncState
+from devstack.control_plane import free_port
 from governance.ledger import LedgerWriter, default_sink
 from governance.limits import PREFIX
 from governance.models import Limit, RequestRecord
@@ -133,7 +133,7 @@ def run() -> dict[str, float]:
            "USAGE_LIMITS_TTL_SECONDS": "1"}
     ports = [free_port(), free_port(), free_port()]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
-    processes = [_start(["-m", "tests.support.openai_backend", "--port", str(backend_port), "--think",
+    processes = [_start(["-m", "devstack.openai_backend", "--port", str(backend_port), "--think",
                          str(THINK_SECONDS)], f"{backend_url}/stats")]
     try:
         for port, url, enabled in zip(ports, urls, ("false", "true", "true"), strict=True):

@@ -178,8 +178,8 @@ def test_a_spent_budget_answers_insufficient_quota(cluster, gateway, api_key, st
 
 
 def test_redis_away_is_an_error_the_gateway_lets_through_and_counts() -> None:
+    from devstack.control_plane import free_port
     from governance.resp import RedisUnavailable
-    from tests.support.control_plane import free_port
 
     async def call():
         limiter = Limiter(RedisCounters(f"redis://127.0.0.1:{free_port()}/0"))

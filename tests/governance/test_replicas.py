@@ -13,11 +13,11 @@ import requests
 from django.conf import settings
 
 from accounts.models import Team
+from devstack.control_plane import free_port
 from governance.limits import PREFIX
 from governance.models import Limit
 from tests.clusters.conftest import wait_for
 from tests.gateway.conftest import serve_model, wait_until_serving
-from tests.support.control_plane import free_port
 from tests.support.services import REDIS_URL, session_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)

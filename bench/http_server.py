@@ -23,6 +23,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 60.0
+# throw-away keys (production settings refuse to start without keys); sign sessions with SECRET_KEY to sign in
+SECRET_KEY = "bench-only-secret-key-0123456789abcdef"
 
 
 def deploy_web_command() -> list[str]:
@@ -59,7 +61,7 @@ def production_server(env: dict[str, str], extra_args: tuple[str, ...] = ()) -> 
     environment = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.production",
-        "SECRET_KEY": "bench-only-secret-key-0123456789abcdef",
+        "SECRET_KEY": SECRET_KEY,
         "FIELD_ENCRYPTION_KEYS": "bench-only-field-key",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "SECURE_SSL_REDIRECT": "false",

@@ -7,7 +7,8 @@ Each group below is driven for ``BENCH_HTTP_SECONDS`` (after a warm-up round) by
 aiohttp clients on keep-alive connections, each sending its next request as soon as the last is
 read; a group of several URLs (every sortable column, ascending and descending) is cycled through
 by every client. ``http.<group>_p50_ms`` / ``_p99_ms`` are latencies from sending the request to the
-last byte of the response, queueing in the server included; ``http.<group>_rps`` the throughput. (There is no audit page in the portal yet to measure.)
+last byte of the response, queueing in the server included; ``http.<group>_rps`` the throughput.
+There is no audit page in the portal yet to measure.
 
 Included: the server's accept and parse, every middleware (sessions, CSRF, authentication,
 Prometheus), the view, its SQL on PostgreSQL, template rendering and the transfer over loopback.

@@ -5,10 +5,11 @@ image, the kustomize base and the Helm chart, and started as is by the HTTP benc
 gunicorn's own ASGI worker (asyncio) on ``config.asgi``: a connection costs a coroutine until its
 request is complete, so clients that send their headers slowly ("slowloris") hold no worker. The
 sync worker gives each connection a whole process and the threaded worker a thread until the
-request is read: 12 slow-header connections stopped /healthz answering under 3 sync workers, and
-40 under 3 threaded workers of 8 threads, while 3 ASGI workers answered every probe (2 cores;
-figures in docs/serving.md). Django runs the portal's sync views in one thread per worker, so the
-CPU-bound page work is spread over processes, as with sync workers.
+request is read, with no deadline for the headers: 12 slow-header connections stopped /healthz
+answering under 3 sync workers, and 40 under 3 threaded workers of 8 or 16 threads, while 3 ASGI
+workers answered every probe. The price is throughput: Django hops threads for each sync
+middleware and view under ASGI, and one worker serves one view at a time, so on 2 cores with 16
+clients the threaded worker served about twice the requests per second (docs/serving.md).
 """
 
 import os

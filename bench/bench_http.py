@@ -116,13 +116,23 @@ async def _drive(base: str, cookies: dict[str, str], requests: list, seconds: fl
         return samples, len(samples) / (time.perf_counter() - began)
 
 
-def _measure(base: str, cookies: dict[str, str], stem: str, requests: list, seconds: float) -> dict[str, float]:
+def measure(base: str, cookies: dict[str, str], stem: str, requests: list, seconds: float) -> dict[str, float]:
     samples, rate = asyncio.run(_drive(base, cookies, requests, seconds))
     return {f"http.{stem}_p50_ms": _percentile(samples, 0.5), f"http.{stem}_p99_ms": _percentile(samples, 0.99),
             f"http.{stem}_rps": rate}  # fmt: skip
 
 
-def _database_env() -> dict[str, str]:
+def signed_in_cookies(user: User) -> dict[str, str]:
+    """Session and CSRF cookies of ``user`` for the server bench/http_server.py starts (which signs
+    with its own SECRET_KEY; sessions live in the shared database)."""
+    client = Client()
+    with override_settings(SECRET_KEY=SERVER_SECRET_KEY):
+        client.force_login(user)
+    return {settings.SESSION_COOKIE_NAME: client.cookies[settings.SESSION_COOKIE_NAME].value,
+            settings.CSRF_COOKIE_NAME: CSRF}  # fmt: skip
+
+
+def database_env() -> dict[str, str]:
     db = settings.DATABASES["default"]
     url = f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     return {"DATABASE_URL": url, "DATABASE_CONN_MAX_AGE": "60"}
@@ -133,22 +143,17 @@ def run() -> dict[str, float]:
     data = build(models_per_cluster=MODELS_PER_CLUSTER, observations=2 * 10 * MODELS_PER_CLUSTER)
     rows = data.counts["InferenceModel"]
     figures["http.rows"] = float(rows)
-    admin = User.objects.create_superuser("bench-http-admin", email="", password=None)
-    client = Client()
-    with override_settings(SECRET_KEY=SERVER_SECRET_KEY):  # the session the server will read
-        client.force_login(admin)
-    cookies = {settings.SESSION_COOKIE_NAME: client.cookies[settings.SESSION_COOKIE_NAME].value,
-               settings.CSRF_COOKIE_NAME: CSRF}  # fmt: skip
-    env = _database_env()
+    cookies = signed_in_cookies(User.objects.create_superuser("bench-http-admin", email="", password=None))
+    env = database_env()
     for model, args in SERVER_MODELS.items():
         if model == "asgi":
             continue  # the deploy's configuration: measured in full below
         with production_server(env, args) as base:
-            for key, value in _measure(base, cookies, "api_list", groups(rows)["api_list"], SECONDS).items():
+            for key, value in measure(base, cookies, "api_list", groups(rows)["api_list"], SECONDS).items():
                 figures[key.replace("http.", f"http.server_{model}_")] = value
     with production_server(env) as base:
         for stem, requests in groups(rows).items():
-            figures.update(_measure(base, cookies, stem, requests, SECONDS))
+            figures.update(measure(base, cookies, stem, requests, SECONDS))
         for key in ("p50_ms", "p99_ms", "rps"):
             figures[f"http.server_asgi_api_list_{key}"] = figures[f"http.api_list_{key}"]
         figures["http.healthz_under_slowloris_ok"] = float(

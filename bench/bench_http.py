@@ -1,0 +1,163 @@
+"""Pages and API lists as users feel them: over real HTTP, 16 concurrent clients, against the deploy's
+own server command (bench/http_server.py: ``config/gunicorn.py``, production settings) on the bench
+dataset (bench/dataset.py, 10 clusters x ``BENCH_HTTP_MODELS_PER_CLUSTER`` InferenceModels, 10,000
+by default: 100,000 rows).
+
+Each group below is driven for ``BENCH_HTTP_SECONDS`` (after a warm-up round) by ``CLIENTS``
+aiohttp clients on keep-alive connections, each sending its next request as soon as the last is
+read; a group of several URLs (every sortable column, ascending and descending) is cycled through
+by every client. ``http.<group>_p50_ms`` / ``_p99_ms`` are latencies from sending the request to the
+last byte of the response, queueing in the server included; ``http.<group>_rps`` the throughput.
+There is no audit page in the portal yet to measure.
+
+Included: the server's accept and parse, every middleware (sessions, CSRF, authentication,
+Prometheus), the view, its SQL on PostgreSQL, template rendering and the transfer over loopback.
+Left out: TLS, a proxy or ingress in front, the network between a user and the cluster, the
+browser's own work (assets, JavaScript, layout). The load generator runs in this process, on the
+same 2 cores as the server: its CPU is taken from the server's, as is every other process's on a
+shared machine (``http.load_1m_before`` / ``_after`` record the machine's load).
+
+``http.healthz_under_slowloris_ok`` is 1 when /healthz answered every probe while 40 slow-header
+connections were held open (bench/slow_clients.py), else 0. ``http.server_<model>_*`` compare
+server models on the same machine for the API list (sync: 3 workers; gthread: 3 workers x 8 threads;
+asgi: the deploy's); the deploy's choice is config/gunicorn.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+
+import aiohttp
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client, override_settings
+
+from bench.dataset import POOLS, build
+from bench.http_server import SECRET_KEY as SERVER_SECRET_KEY
+from bench.http_server import production_server
+from bench.slow_clients import healthz_answers_under_slow_clients
+from models_app.catalog import SORTABLE
+
+CLIENTS = 16
+SECONDS = float(os.environ.get("BENCH_HTTP_SECONDS", "5"))
+MODELS_PER_CLUSTER = int(os.environ.get("BENCH_HTTP_MODELS_PER_CLUSTER", "10000"))
+CATALOG_PAGE_SIZE = 25
+ADMIN_PAGE_SIZE = 100
+API_LIMIT = 50
+CSRF = "b" * 32  # an unmasked secret: the cookie and the header carry the same one
+SLOWLORIS_CONNECTIONS = 40
+SERVER_MODELS: dict[str, tuple[str, ...]] = {
+    "sync": ("--worker-class", "sync", "config.wsgi:application"),
+    "gthread": ("--worker-class", "gthread", "--threads", "8", "config.wsgi:application"),
+    "asgi": (),
+}
+ESTIMATE = {"name": "new-70b", "namespace": "team-0", "pool": "gpu-a100", "memory": "160Gi", "gpus": 2,
+            "gpu_memory": "140Gi"}  # fmt: skip
+WHATIF = "- estimate: {name: new-70b, namespace: team-0, pool: gpu-a100, memory: 160Gi, gpus: 2, gpu_memory: 140Gi}"
+PLAN = {"cluster": "cluster-00", "models": [{"estimate": ESTIMATE}]}
+
+
+def groups(rows: int) -> dict[str, list[tuple[str, str, object]]]:
+    """Figure stem -> requests (method, path, body) its clients cycle through."""
+    deep_catalog = int(rows * 0.9) // CATALOG_PAGE_SIZE
+    per_pool = rows // len(POOLS)
+    deep_admin = max(1, int(per_pool * 0.9) // ADMIN_PAGE_SIZE)
+    admin = "/admin/models_app/inferencemodel/"
+    return {
+        "catalog_first": [("GET", "/models/", None)],
+        "catalog_sorted": [("GET", f"/models/?ordering={sign}{key}", None) for key in SORTABLE for sign in ("", "-")],
+        "catalog_deep": [("GET", f"/models/?page={deep_catalog}", None),
+                         ("GET", f"/models/?ordering=-memory_bytes&page={deep_catalog}", None)],
+        "admin_changelist_first": [("GET", f"{admin}?node_pool__exact={pool}", None) for pool in POOLS],
+        "admin_changelist_deep": [("GET", f"{admin}?node_pool__exact={pool}&p={deep_admin}", None) for pool in POOLS],
+        "whatif_post": [("POST", "/planning/", {"cluster": "cluster-00", "models": WHATIF, "include_running": "on"})],
+        "plan_api": [("POST", "/api/planning/plan/", PLAN)],
+        "dashboard": [("GET", "/", None)],
+        "rightsizing": [("GET", "/rightsizing/", None)],
+        "api_list": [("GET", f"/api/inferencemodels/?limit={API_LIMIT}&offset={offset}&ordering=name", None)
+                     for offset in (0, rows // 2, int(rows * 0.9))],
+    }  # fmt: skip
+
+
+def _percentile(samples: Sequence[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def _client(
+    session: aiohttp.ClientSession, base: str, requests: list, start: int, until: float, samples: list[float]
+) -> None:
+    number = start
+    while time.perf_counter() < until:
+        method, path, body = requests[number % len(requests)]
+        number += 1
+        began = time.perf_counter()
+        kwargs = ({"json": body} if path.startswith("/api/") else {"data": body}) if body is not None else {}
+        async with session.request(method, base + path, allow_redirects=False, **kwargs) as response:
+            text = await response.read()
+            if response.status != 200:
+                raise RuntimeError(f"{method} {path}: {response.status} {text[:300]!r}")
+        samples.append((time.perf_counter() - began) * 1000)
+
+
+async def _drive(base: str, cookies: dict[str, str], requests: list, seconds: float) -> tuple[list[float], float]:
+    headers = {"X-CSRFToken": CSRF, "Referer": base + "/"}
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector, cookies=cookies, headers=headers) as session:
+        warm: list[float] = []
+        await asyncio.gather(*(_client(session, base, requests, n, time.perf_counter() + 1.0, warm)
+                               for n in range(CLIENTS)))  # fmt: skip
+        samples: list[float] = []
+        began = time.perf_counter()
+        await asyncio.gather(*(_client(session, base, requests, n, began + seconds, samples) for n in range(CLIENTS)))
+        return samples, len(samples) / (time.perf_counter() - began)
+
+
+def measure(base: str, cookies: dict[str, str], stem: str, requests: list, seconds: float) -> dict[str, float]:
+    samples, rate = asyncio.run(_drive(base, cookies, requests, seconds))
+    return {f"http.{stem}_p50_ms": _percentile(samples, 0.5), f"http.{stem}_p99_ms": _percentile(samples, 0.99),
+            f"http.{stem}_rps": rate}  # fmt: skip
+
+
+def signed_in_cookies(user: User) -> dict[str, str]:
+    """Session and CSRF cookies of ``user`` for the server bench/http_server.py starts (which signs
+    with its own SECRET_KEY; sessions live in the shared database)."""
+    client = Client()
+    with override_settings(SECRET_KEY=SERVER_SECRET_KEY):
+        client.force_login(user)
+    return {settings.SESSION_COOKIE_NAME: client.cookies[settings.SESSION_COOKIE_NAME].value,
+            settings.CSRF_COOKIE_NAME: CSRF}  # fmt: skip
+
+
+def database_env() -> dict[str, str]:
+    db = settings.DATABASES["default"]
+    url = f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    return {"DATABASE_URL": url, "DATABASE_CONN_MAX_AGE": "60"}
+
+
+def run() -> dict[str, float]:
+    figures = {"http.load_1m_before": os.getloadavg()[0]}
+    data = build(models_per_cluster=MODELS_PER_CLUSTER, observations=2 * 10 * MODELS_PER_CLUSTER)
+    rows = data.counts["InferenceModel"]
+    figures["http.rows"] = float(rows)
+    cookies = signed_in_cookies(User.objects.create_superuser("bench-http-admin", email="", password=None))
+    env = database_env()
+    for model, args in SERVER_MODELS.items():
+        if model == "asgi":
+            continue  # the deploy's configuration: measured in full below
+        with production_server(env, args) as base:
+            for key, value in measure(base, cookies, "api_list", groups(rows)["api_list"], SECONDS).items():
+                figures[key.replace("http.", f"http.server_{model}_")] = value
+    with production_server(env) as base:
+        for stem, requests in groups(rows).items():
+            figures.update(measure(base, cookies, stem, requests, SECONDS))
+        for key in ("p50_ms", "p99_ms", "rps"):
+            figures[f"http.server_asgi_api_list_{key}"] = figures[f"http.api_list_{key}"]
+        figures["http.healthz_under_slowloris_ok"] = float(
+            healthz_answers_under_slow_clients(base, connections=SLOWLORIS_CONNECTIONS)
+        )
+    figures["http.load_1m_after"] = os.getloadavg()[0]
+    return figures

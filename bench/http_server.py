@@ -1,0 +1,92 @@
+"""The portal's web process as the deploy runs it, started on a free local port.
+
+The command is read from ``platform/deploy/web.yaml`` (the Helm chart renders the same one,
+tests/deploy/test_helm.py), only ``--bind`` swapped for a loopback port, so an HTTP benchmark or
+test measures the production server configuration (``config/gunicorn.py``), not a development
+server. ``extra_args`` (gunicorn options and an application) may be added to compare server models
+on the same machine; they override the configuration's.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 60.0
+# throw-away keys (production settings refuse to start without keys); sign sessions with SECRET_KEY to sign in
+SECRET_KEY = "bench-only-secret-key-0123456789abcdef"
+
+
+def deploy_web_command() -> list[str]:
+    """The web container's command in the kustomize base (platform/deploy/web.yaml)."""
+    for document in yaml.safe_load_all((ROOT / "platform/deploy/web.yaml").read_text()):
+        if document and document.get("kind") == "Deployment":
+            return list(document["spec"]["template"]["spec"]["containers"][0]["command"])
+    raise LookupError("platform/deploy/web.yaml has no Deployment")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _with_bind(command: list[str], bind: str, extra_args: tuple[str, ...]) -> list[str]:
+    words = list(command)
+    if "--bind" in words:
+        index = words.index("--bind")
+        del words[index : index + 2]
+    words += ["--bind", bind, *extra_args]
+    return [str(Path(sys.executable).with_name(words[0])), *words[1:]]
+
+
+@contextmanager
+def production_server(env: dict[str, str], extra_args: tuple[str, ...] = ()) -> Iterator[str]:
+    """Run the deploy's web command with production settings; yield its base URL once /healthz answers.
+
+    ``env`` adds to this process's environment (DATABASE_URL, ...); throw-away keys are set here as
+    production settings refuse to start without them.
+    """
+    port = free_port()
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "SECRET_KEY": SECRET_KEY,
+        "FIELD_ENCRYPTION_KEYS": "bench-only-field-key",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SECURE_SSL_REDIRECT": "false",
+        **env,
+    }
+    command = _with_bind(deploy_web_command(), f"127.0.0.1:{port}", extra_args)
+    process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{command} exited with {process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -99,7 +99,7 @@ def fresh_clone(tmp_path: Path) -> Path:
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(settings.BASE_DIR), str(clone)], check=True, timeout=300)
     (clone / ".venv").symlink_to(Path(sys.prefix))
-    installed = Path(sys.prefix) / ".installed"
+    installed = Path(sys.prefix) / "bin" / ".installed"  # the Makefile's $(BIN)/.installed
     if installed.exists():
         installed.touch()  # newer than the clone's requirements files: make's install step is done
     return clone

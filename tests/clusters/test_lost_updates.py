@@ -87,7 +87,8 @@ class TestOlderCopies:
         changed_in_the_cluster(kube, live_cluster, cooldownPeriod="2h")
         copy = {key: copy[key] for key in ("apiVersion", "kind", "metadata", "spec")}
         copy["spec"]["memory"] = "12Gi"
-        other = {**copy, "metadata": {"name": "other", "namespace": kube.namespace}}
+        other = {**copy, "metadata": {"name": "other", "namespace": kube.namespace},
+                 "spec": {**copy["spec"], "modelName": "another-model"}}  # a gateway id of its own
         response = editor.post("/api/apply/", [other, copy], format="json")
         assert response.status_code == 409, response.json()
         (refused,) = response.json()["documents"]

@@ -106,7 +106,7 @@ class Run:
 
     def concurrent_labels(self) -> None:
         """Two API clients PATCH a label each at the same moment, each in its own thread and connection."""
-        start, answers = threading.Barrier(2), {}
+        start, answers, bodies = threading.Barrier(2), {}, {}
         keys = [f"c{next(self.values)}" for _ in range(2)]
 
         def patch(key: str) -> None:
@@ -115,7 +115,9 @@ class Run:
             start.wait()
             try:
                 body = {"metadata": {"labels": {key: "x"}}}
-                answers[key] = client.patch(f"/api/inferencemodels/{self.row().pk}/", body, format="json").status_code
+                answer = client.patch(f"/api/inferencemodels/{self.row().pk}/", body, format="json")
+                answers[key] = answer.status_code
+                bodies[key] = answer.content[:500]
             finally:
                 connections.close_all()
 
@@ -124,7 +126,7 @@ class Run:
             thread.start()
         for thread in threads:
             thread.join()
-        assert sorted(answers.values()) == [409 if self.deleted else 200] * 2, answers
+        assert sorted(answers.values()) == [409 if self.deleted else 200] * 2, (answers, bodies)
         if not self.deleted:
             self.labels |= dict.fromkeys(keys, "x")
 

@@ -111,6 +111,11 @@ class ObjectEventsSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="Why the cluster could not be read; empty when it was.")
 
 
+# What a read adds to the manifest, dropped from a write, so an object read can be written back as
+# it is (status belongs to the cluster).
+OUTPUT_ONLY = ("id", "sync", "lastError", "summary", "status")
+
+
 class KubeObjectSerializer(serializers.Serializer):
     """One mirrored object, in and out in the shape ``kubectl get -o yaml`` prints.
 
@@ -175,7 +180,7 @@ class KubeObjectSerializer(serializers.Serializer):
             raise serializers.ValidationError({"(root)": ["expected a Kubernetes manifest (a JSON object)"]})
         if self.partial and self.instance is not None:
             data = apply_merge_patch(self.instance.to_manifest(), data)
-        return {key: value for key, value in data.items() if key not in ("id", "sync", "summary", "status")}
+        return {key: value for key, value in data.items() if key not in OUTPUT_ONLY}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         manifest = {key: value for key, value in attrs.items() if key != "cluster"}

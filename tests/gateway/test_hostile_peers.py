@@ -162,15 +162,22 @@ def test_a_name_that_resolves_to_loopback_is_refused_when_connecting(
 
 def test_the_resolver_refuses_loopback_names() -> None:
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     from django.test import override_settings
 
     from inference_gateway.resolver import GuardedResolver, RefusedAddress
 
-    async def resolve() -> None:
+    async def lookup() -> None:
         await GuardedResolver().resolve("localhost", 80)
 
+    def resolve() -> None:
+        """On a thread of its own, as the gateway runs its loop: an event loop another test left
+        running on this thread cannot refuse the call."""
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(lambda: asyncio.run(lookup())).result()
+
     with override_settings(GATEWAY_ALLOW_LOOPBACK=False), pytest.raises(RefusedAddress, match="which is loopback"):
-        asyncio.run(resolve())
+        resolve()
     with override_settings(GATEWAY_ALLOW_LOOPBACK=True):
-        asyncio.run(resolve())  # development: loopback backends are fine
+        resolve()  # development: loopback backends are fine

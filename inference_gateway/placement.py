@@ -258,7 +258,7 @@ def gateway_id_errors(
     if not row.model_name:
         return []
     kept = type(row).objects.filter(cluster=cluster, namespace=row.namespace, name=row.name, model_name=row.model_name)
-    if kept.exclude(sync_state__in=GONE).exists():
+    if kept.exists():
         # An edit that keeps the object's id claims nothing new: a duplicate that arrived from the
         # cluster meanwhile is the gateway's 409 to report, not a reason to refuse a label change.
         return []

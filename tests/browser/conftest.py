@@ -19,20 +19,30 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator:
+    """One Chromium for the browser tests, closed when the run leaves tests/browser/: Playwright's
+    sync API keeps an event loop running on this thread while it is open, and every later
+    ``asyncio.run`` on the thread (the gateway's and the limits' tests) would be refused."""
     executable = shutil.which("chromium")
     if executable is None:
         pytest.fail("Debian's chromium is not installed (.ci/setup.d/chromium.sh installs it)")
     from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API keeps an event loop on this thread; the test's own ORM calls are still
-    # synchronous, so Django's async-safety guard is lifted for the browser tests only.
+    # The test's own ORM calls stay synchronous beside Playwright's loop, so Django's async-safety
+    # guard is lifted while the browser is open, and put back after.
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+            yield chromium
+            chromium.close()
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
 @pytest.fixture

@@ -117,7 +117,9 @@ def test_a_task_is_traced_in_the_worker_within_the_publishers_trace(collector, t
         monkeypatch.setenv(name, value)  # the worker's environment (CeleryWorker starts from os.environ)
     worker = CeleryWorker(broker)
     try:
-        with Celery(broker=broker) as publisher:  # the context a traced publisher puts in the message
+        # The context a traced publisher puts in the message. Not the current app: shared tasks
+        # resolve through it, and later tests' tasks would go to this broker instead of running eagerly.
+        with Celery(broker=broker, set_as_current=False) as publisher:
             publisher.send_task(
                 "clusters.sync.tasks.reconcile_managed_clusters", queue="default", headers={"traceparent": TRACEPARENT}
             )

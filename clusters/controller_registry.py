@@ -11,16 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:  # annotations only: the models import this registry
-    from clusters.kube.client import ClusterGateway
-    from clusters.models import Cluster, KubeObject
+from django.db.models import Model
 
-Reconciler = Callable[["ClusterGateway", "KubeObject", datetime], str]
+# The models import this registry, so it names what it holds by Django's base class and the
+# Kubernetes client as Any: importing them, even for type hints, would close a circle.
+
+Reconciler = Callable[[Any, Model, datetime], str]  # (ClusterGateway, KubeObject row, now)
 _reconcilers: dict[str, Reconciler] = {}
 _children: dict[str, tuple[ChildKind, ...]] = {}
-_sweeps: dict[str, Callable[[Cluster], object]] = {}
+_sweeps: dict[str, Callable[[Model], object]] = {}
 _finalizers: dict[str, str] = {}
 
 
@@ -37,7 +38,7 @@ def register_controller(
     kind: str,
     reconcile: Reconciler,
     children: tuple[ChildKind, ...] = (),
-    sweep: Callable[[Cluster], object] | None = None,
+    sweep: Callable[[Model], object] | None = None,
     finalizer: str | None = None,
 ) -> None:
     """Called from an app's ``ready()``: ``reconcile(gateway, row, now) -> outcome text``; ``children``
@@ -69,6 +70,6 @@ def reconciler_for(kind: str) -> Reconciler | None:
     return _reconcilers.get(kind)
 
 
-def sweeps() -> Iterable[tuple[str, Callable[[Cluster], object]]]:
+def sweeps() -> Iterable[tuple[str, Callable[[Model], object]]]:
     """Each controlling kind's sweep, run once per reconcile pass."""
     return _sweeps.items()

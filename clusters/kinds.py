@@ -8,10 +8,11 @@ classes register), and the sync engine, the apply endpoint and the demo loader l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from clusters.models import KubeObject
+from django.db.models import Model
+
+# The registry sits below the models (they register themselves here), so it types them by Django's
+# base class: importing clusters.models, even for type hints, would close a circle through validation.
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,10 @@ def with_article(kind: str) -> str:
     return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
 
 
-_models: dict[tuple[str, str], type[KubeObject]] = {}
+_models: dict[tuple[str, str], type[Model]] = {}
 
 
-def register(model: type[KubeObject]) -> type[KubeObject]:
+def register(model: type[Model]) -> type[Model]:
     """Class decorator: make a concrete KubeObject model known to the sync engine and API."""
     info = model.kube
     key = (info.api_version, info.kind)
@@ -51,12 +52,12 @@ def register(model: type[KubeObject]) -> type[KubeObject]:
     return model
 
 
-def all_models() -> list[type[KubeObject]]:
+def all_models() -> list[type[Model]]:
     """Every registered mirror model, in registration order."""
     return list(_models.values())
 
 
-def model_for(api_version: str, kind: str) -> type[KubeObject] | None:
+def model_for(api_version: str, kind: str) -> type[Model] | None:
     """The mirror model for an ``apiVersion``/``kind`` pair, or None when not mirrored."""
     return _models.get((api_version, kind))
 

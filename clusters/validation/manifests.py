@@ -8,7 +8,9 @@ everywhere.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from django.db.models import Model
 
 from clusters.kinds import known_kinds, model_for
 from clusters.validation.json_values import json_value_errors
@@ -16,13 +18,13 @@ from clusters.validation.limits import MAX_OBJECT_BYTES
 from clusters.validation.metadata_rules import metadata_errors
 from clusters.validation.schemas import MISSING, FieldError, ManifestInvalid, default_manifest, schema_errors
 
-if TYPE_CHECKING:  # annotations only: the models call these rules, so they sit above them
-    from clusters.models import KubeObject
+# The models call these rules, so the rules type them by Django's base class: importing
+# clusters.models, even for type hints, would close a circle.
 
 __all__ = ["FieldError", "ManifestInvalid", "identity_errors", "resolve_kind", "validate_manifest"]
 
 
-def resolve_kind(manifest: Any) -> type[KubeObject]:
+def resolve_kind(manifest: Any) -> type[Model]:
     """The mirror model for a manifest's ``apiVersion`` and ``kind``, or ManifestInvalid."""
     if not isinstance(manifest, dict):
         raise ManifestInvalid([FieldError("(root)", manifest, "must be an object (a Kubernetes manifest)")])
@@ -40,7 +42,7 @@ def resolve_kind(manifest: Any) -> type[KubeObject]:
     return model
 
 
-def validate_manifest(model: type[KubeObject], manifest: dict[str, Any], cluster: Any = None) -> dict[str, Any]:
+def validate_manifest(model: type[Model], manifest: dict[str, Any], cluster: Any = None) -> dict[str, Any]:
     """Return the manifest with CRD defaults applied, or raise ManifestInvalid with every error.
 
     Status is not validated here: it belongs to the cluster, and the main resource ignores it.
@@ -85,7 +87,7 @@ def _refuse_unstorable(body: dict[str, Any]) -> None:
 
 
 def identity_errors(
-    model: type[KubeObject], cluster: Any, metadata: dict[str, Any], instance: KubeObject | None = None
+    model: type[Model], cluster: Any, metadata: dict[str, Any], instance: Model | None = None
 ) -> list[FieldError]:
     """Name and namespace are an object's identity in its cluster: fixed once created, unique.
 

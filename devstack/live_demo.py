@@ -46,7 +46,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from accounts.models import ApiToken
-from accounts.tokens import issue_token
+from accounts.public import issue_token
 from clusters.kinds import model_for
 from clusters.kube.conditions import rfc3339
 from clusters.management.commands.ensure_demo_admin import demo_password
@@ -185,7 +185,7 @@ class LiveDemo:
         self._start("demo_backend", ["demo_backend", "--host", "127.0.0.1", "--port", str(backend_port),
                                      "--name", "demo-backend"])
         cluster = register_cluster(self.plane)
-        from scheduler.refresh import refresh_node_pools  # the planner's view of the kwok nodes
+        from scheduler.public import refresh_node_pools  # the planner's view of the kwok nodes
 
         refresh_node_pools(cluster)
         count = apply_demo_objects(self.plane, f"http://127.0.0.1:{backend_port}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from accounts.access import grants_of, is_unrestricted, visible_clusters
 from accounts.models import ALL_NAMESPACES
+from accounts.public import grants_of, is_unrestricted, visible_clusters
 from clusters.models import Cluster
 
 

@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from accounts.access import VIEW, restrict, visible_clusters
+from accounts.public import VIEW, restrict, visible_clusters
 from clusters.kinds import all_models
 from clusters.models import AuditEntry
 from clusters.web.portal import list_page, obj_url

@@ -33,7 +33,7 @@ from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, Decision, Limite
 from governance.models import Limit
 from governance.sse import UsageTap, with_usage_requested
 from governance.teams import CallerTeams, caller_teams
-from inference_gateway.db_thread import read
+from inference_gateway.public import read
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from inference_gateway.metrics import REGISTRY as GATEWAY_REGISTRY
+from inference_gateway.public import REGISTRY as GATEWAY_REGISTRY
 
 TEAM_REQUESTS = Counter(
     "inference_portal_team_requests", "Gateway requests per team, model and HTTP status.",

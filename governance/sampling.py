@@ -18,8 +18,8 @@ from django.db.models import Max
 
 from governance.models import UNASSIGNED, UNUSED, GpuSample
 from governance.teams import best_team, grants
-from scheduler.holdings import load_holdings
 from scheduler.models import NodePool
+from scheduler.public import load_holdings
 
 
 def sample_holdings(now: datetime, every_seconds: int) -> int:

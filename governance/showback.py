@@ -28,8 +28,8 @@ from django.db.models import Aggregate, Count, F, FloatField, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from rest_framework.exceptions import ValidationError
 
-from accounts.access import is_unrestricted
 from accounts.models import Team
+from accounts.public import is_unrestricted
 from governance.models import UNUSED, GpuPrice, GpuSample, RequestRecord, TokenPrice
 
 CENT = Decimal("0.01")

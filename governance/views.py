@@ -13,8 +13,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from accounts.access import is_unrestricted
 from accounts.models import Team
+from accounts.public import is_unrestricted
 from governance.budgets import budget_uses
 from governance.charts import usage_charts
 from governance.models import Limit

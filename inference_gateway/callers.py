@@ -29,8 +29,7 @@ from django.utils import timezone
 from knox.auth import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
-from accounts.access import VIEW, namespace_predicate
-from accounts.access_tokens import InvalidAccessToken, looks_like_jwt, verify_access_token
+from accounts.public import VIEW, InvalidAccessToken, looks_like_jwt, namespace_predicate, verify_access_token
 from inference_gateway.db_thread import read
 
 PREFIXES = ("Bearer ", "Token ")

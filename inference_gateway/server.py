@@ -43,7 +43,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from multidict import CIMultiDictProxy
 
-from governance.gateway import Governance
+from governance.public import Governance
 from inference_gateway import metrics
 from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.callers import Caller, Callers, NotAuthenticated

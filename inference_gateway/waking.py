@@ -26,9 +26,8 @@ from clusters.sync.controllers import reconcile_row
 from inference_gateway.callers import Caller
 from inference_gateway.db_thread import WAKES, in_thread
 from inference_gateway.routes import Route
-from models_app.controller import Reason
 from models_app.models import InferenceModel
-from models_app.wake import WakeRefused, wake
+from models_app.public import Reason, WakeRefused, wake
 
 FRESH_SECONDS = 30.0
 

@@ -19,7 +19,7 @@ from django.db import connection
 from django.db.models import CharField, F, PositiveSmallIntegerField, QuerySet, Value
 from django.db.models.functions import Cast
 
-from accounts.access import VIEW, restrict
+from accounts.public import VIEW, restrict
 from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from clusters.web.api.ordering import ordering_error
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet

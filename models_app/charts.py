@@ -6,7 +6,7 @@ import pygal
 
 from config.charts import chart, render
 from models_app.models import InferenceModel
-from scheduler.rightsizing.charts import model_chart
+from scheduler.public import model_chart
 from scheduler.rightsizing.models import Observation
 
 GI = 1024**3

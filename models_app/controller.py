@@ -33,13 +33,18 @@ from clusters.sync.handover import remove_finalizer
 from clusters.sync.inbound import upsert_from_cluster
 from clusters.validation.quantities import quantity_to_int
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
-from scheduler.admission import Demand, admit, release
-from scheduler.consumption import shapes_from_json
-from scheduler.durations import parse_duration
-from scheduler.holdings import Holding, ModelKey
-from scheduler.idle import idle_since
 from scheduler.models import MemoryReservation
-from scheduler.pools import node_pool_of
+from scheduler.public import (
+    Demand,
+    Holding,
+    ModelKey,
+    admit,
+    idle_since,
+    node_pool_of,
+    parse_duration,
+    release,
+    shapes_from_json,
+)
 
 FINALIZER = "inference.eh-ops.io/finalizer"
 MEMORY_ANNOTATION = "inference.eh-ops.io/memory"

@@ -19,21 +19,28 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from accounts.access import ADD, grants_of, is_unrestricted, namespace_predicate, visible_cluster_ids
-from accounts.access import visible_clusters as clusters_of
+from accounts.public import ADD, grants_of, is_unrestricted, namespace_predicate, visible_cluster_ids
+from accounts.public import visible_clusters as clusters_of
 from clusters.models import Cluster, KubeObject
 from clusters.sync.audit import Actor
 from clusters.web.forms import to_yaml
 from clusters.web.portal import PORTAL, ManifestForm, obj_url, preselect_only_cluster, require_perm
 from models_app.models import InferenceModel, KubeAIModel
-from scheduler.api.calculator_serializers import CalculatorRequestSerializer
-from scheduler.calculator_answer import Answer, Row, answer
-from scheduler.calculator_fit import GPU_TYPES
-from scheduler.calculator_forms import CalculatorForm
-from scheduler.calculator_links import VLLM_IMAGE, object_name
-from scheduler.forms import PlanForm
-from scheduler.presets import Preset, all_presets, preset
-from scheduler.views import plan_for
+from scheduler.public import (
+    GPU_TYPES,
+    VLLM_IMAGE,
+    Answer,
+    CalculatorForm,
+    CalculatorRequestSerializer,
+    PlanForm,
+    Preset,
+    Row,
+    all_presets,
+    answer,
+    object_name,
+    plan_for,
+    preset,
+)
 
 KINDS: dict[str, type[KubeObject]] = {"InferenceModel": InferenceModel, "Model": KubeAIModel}
 

@@ -16,16 +16,16 @@ from clusters.serving import PodResources
 from clusters.validation.quantities import quantity_to_int, saturate_int64
 from clusters.validation.schemas import FieldError
 from clusters.validation.spec_rules import requests_within_limits
-from inference_gateway.placement import backend_url_errors, gateway_id, gateway_id_errors
-from scheduler.consumption import (
+from inference_gateway.public import backend_url_errors, gateway_id, gateway_id_errors
+from scheduler.public import (
     GPU_RESOURCE_BY_ACCELERATOR,
     PodShape,
     cpu_millis_of,
+    node_pool_of,
+    parse_duration,
     selected_product,
     shapes_from_json,
 )
-from scheduler.durations import parse_duration
-from scheduler.pools import node_pool_of
 
 LAST_REQUEST_ANNOTATION = "inference.eh-ops.io/last-request-time"
 

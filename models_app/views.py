@@ -15,7 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from accounts.access import VIEW, restrict
+from accounts.public import VIEW, restrict
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.web.forms import crd_enum
 from clusters.web.portal import (
@@ -29,11 +29,11 @@ from clusters.web.portal import (
     object_context,
     visible_object,
 )
-from inference_gateway.traffic import traffic
 from models_app.catalog import COLUMN_LABELS, CatalogError, catalog, filter_choices
 from models_app.charts import memory_chart
 from models_app.forms import FORMS
 from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
+from models_app.traffic import traffic
 from runs_app.models import InferenceConfig, InferenceRun
 
 KINDS: dict[str, type[KubeObject]] = {model.url_slug: model for model in (InferenceModel, KubeAIModel, ModelService)}

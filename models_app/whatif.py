@@ -17,7 +17,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 
-from accounts.access import VIEW, restrict, visible_clusters
+from accounts.public import VIEW, restrict, visible_clusters
 from models_app.catalog import FILTERSETS, catalog, filter_choices
 
 SHOWN = 20  # search results listed; a longer list is narrowed by the search

@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from accounts.access import VIEW, restrict
+from accounts.public import VIEW, restrict
 from clusters.web.portal import ManifestForm, edit_page, list_page, mode_urls, object_context, visible_object
 from runs_app.filtersets import InferenceConfigFilterSet
 from runs_app.forms import InferenceConfigPageForm

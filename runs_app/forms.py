@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from accounts.access import ADD, VIEW, can_act_in, grants_of, is_unrestricted, restrict
+from accounts.public import ADD, VIEW, can_act_in, grants_of, is_unrestricted, restrict
 from clusters.validation.manifests import ManifestInvalid, validate_manifest
 from clusters.web.forms import crd_enum
 from clusters.web.portal import KubeObjectPageForm

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from accounts.access import CHANGE, VIEW, restrict
+from accounts.public import CHANGE, VIEW, restrict
 from clusters.kube.health import connected
 from clusters.sync.audit import Actor
 from clusters.web.forms import to_yaml

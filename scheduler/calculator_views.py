@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.views.generic import FormView
 
-from accounts.access import visible_cluster_ids
+from accounts.public import visible_cluster_ids
 from scheduler.calculator_answer import answer
 from scheduler.calculator_forms import CalculatorForm
 from scheduler.presets import all_presets, preset

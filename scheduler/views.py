@@ -9,7 +9,7 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.http import HttpRequest, HttpResponse
 from django.views.generic import FormView
 
-from accounts.access import (
+from accounts.public import (
     VIEW,
     is_unrestricted,
     namespace_predicate,

@@ -9,6 +9,7 @@ describes the layers.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import grimp
@@ -64,3 +65,54 @@ def test_clusters_layers_import_downwards_only(graph: grimp.ImportGraph) -> None
         for dependency in sorted(illegal, key=lambda dependency: (dependency.importer, dependency.imported))
     ]
     assert not illegal, "imports against clusters/' layers:\n" + "\n".join(described)
+
+
+# The domain apps, each reached by the others through its public face only: ``<app>.public`` for
+# functions and classes, its ``models`` modules for its tables (Django's own convention, for foreign
+# keys and queries). clusters/ is the platform they build on: its layers above are its faces.
+DOMAIN_APPS = ("accounts", "devstack", "fleet", "governance", "inference_gateway", "models_app", "runs_app",
+               "scheduler")
+
+
+def is_face(module: str) -> bool:
+    """``<app>.public``, or one of the app's ``models`` modules."""
+    rest = module.partition(".")[2]
+    return rest == "public" or rest == "models" or rest.endswith(".models")
+
+
+def test_domain_apps_meet_through_their_public_faces(graph: grimp.ImportGraph) -> None:
+    """An import from one app into another domain app names that app's face; tests, benchmarks and
+    settings (``tests``, ``bench``, ``config``) may reach inside, as they exercise the parts."""
+    importers = (*DOMAIN_APPS, "clusters")
+    behind_a_face = sorted(
+        f"{importer} imports {imported}"
+        for importer in graph.modules if importer.split(".")[0] in importers
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if imported.split(".")[0] in DOMAIN_APPS and imported.split(".")[0] != importer.split(".")[0]
+        and not is_face(imported)
+    )
+    assert not behind_a_face, "imports past another app's public face:\n" + "\n".join(behind_a_face)
+
+
+def test_every_domain_app_has_a_small_public_face() -> None:
+    """A face lists what it offers (``__all__``) and offers only what other apps use."""
+    for app in DOMAIN_APPS:
+        path = ROOT / app / "public.py"
+        if not path.exists():
+            continue  # nothing of it is used by another app (fleet, devstack: pages and commands only)
+        module = __import__(f"{app}.public", fromlist=["__all__"])
+        assert sorted(module.__all__) == sorted(set(module.__all__)), app
+        unused = [name for name in module.__all__ if not _used_outside(app, name)]
+        assert not unused, f"{app}.public offers names no other app uses: {unused}"
+
+
+def _used_outside(app: str, name: str) -> bool:
+    """Whether a module outside ``app`` imports ``name`` from its face."""
+    pattern = re.compile(rf"from {app}\.public import[^;]*?\b{re.escape(name)}\b", re.DOTALL)
+    for path in ROOT.glob("*/**/*.py"):
+        top = path.relative_to(ROOT).parts[0]
+        if top == app or top in ("tests", "bench", ".venv"):
+            continue
+        if pattern.search(path.read_text()):
+            return True
+    return False

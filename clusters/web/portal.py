@@ -22,7 +22,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views import View
 
-from accounts.access import ADD, CHANGE, DELETE, VIEW, can_act_in, restrict, visible_clusters
+from accounts.public import ADD, CHANGE, DELETE, VIEW, can_act_in, restrict, visible_clusters
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.sync.audit import Actor
 from clusters.validation.manifests import ManifestInvalid, identity_errors, validate_manifest

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import is_unrestricted
+from accounts.public import is_unrestricted
 from clusters.web.api.permissions import ReadLoggedInWriteWithModelPermission
 from governance.api.serializers import LimitSerializer, UsageRowSerializer
 from governance.models import Limit

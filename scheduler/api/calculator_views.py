@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import visible_cluster_ids
+from accounts.public import visible_cluster_ids
 from scheduler.api.calculator_serializers import CalculatorRequestSerializer, PresetSerializer
 from scheduler.calculator_answer import answer, answer_to_dict
 from scheduler.presets import all_presets

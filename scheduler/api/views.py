@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
+from accounts.public import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
 from clusters.web.api.exceptions import field_error_detail
 from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
 from scheduler.api.serializers import PlanRequestSerializer

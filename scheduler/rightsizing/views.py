@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from accounts.access import CHANGE, VIEW, restrict, visible_cluster_ids
+from accounts.public import CHANGE, VIEW, restrict, visible_cluster_ids
 from clusters.models import Cluster
 from clusters.sync.audit import Actor
 from clusters.validation.quantities import format_bytes

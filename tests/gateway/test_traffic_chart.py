@@ -10,8 +10,8 @@ from django.test import Client
 from django.urls import reverse
 
 from clusters.models import Cluster
-from inference_gateway.traffic import traffic
 from models_app.models import InferenceModel, KubeAIModel
+from models_app.traffic import traffic
 from tests.rightsizing.prometheus_server import History, PrometheusServer, minutes
 
 DAY_MINUTES = 24 * 60

@@ -18,7 +18,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import ADD, CHANGE, can_act_in, grants_of, is_unrestricted, unreadable_references
+from accounts.public import ADD, CHANGE, can_act_in, grants_of, is_unrestricted, unreadable_references
 from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState
 from clusters.sync.audit import Actor

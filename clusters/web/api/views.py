@@ -11,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from accounts.access import ACTION_BY_METHOD, ADD, can_act_in, restrict, unreadable_references
+from accounts.public import ACTION_BY_METHOD, ADD, can_act_in, restrict, unreadable_references
 from clusters.kube.live import live_objects
 from clusters.models import AuditEntry, Cluster
 from clusters.sync.audit import Actor

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import CHANGE, VIEW, restrict, visible_cluster_ids
+from accounts.public import CHANGE, VIEW, restrict, visible_cluster_ids
 from clusters.sync.audit import Actor
 from clusters.validation.quantities import format_bytes
 from clusters.web.api.serializers import KubeObjectSerializer, manifest_serializer_for

@@ -19,7 +19,7 @@ from django.utils.safestring import mark_safe
 
 from config.charts import chart, render
 from models_app.models import ServingModel
-from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError
+from scheduler.public import PrometheusClient, PrometheusError
 
 WINDOW = timedelta(days=1)
 STEP = timedelta(minutes=15)
@@ -31,8 +31,12 @@ class RangeClient(PrometheusClient):
 
     def query_range(self, promql: str, start: datetime, end: datetime, step: timedelta) -> list[tuple[float, float]]:
         """The first series' (unix time, value) points, NaN dropped; [] when there is no series."""
-        form = {"query": promql, "start": f"{start.timestamp():.3f}", "end": f"{end.timestamp():.3f}",
-                "step": f"{step.total_seconds():g}"}
+        form = {
+            "query": promql,
+            "start": f"{start.timestamp():.3f}",
+            "end": f"{end.timestamp():.3f}",
+            "step": f"{step.total_seconds():g}",
+        }
         result = self.post("query_range", form).get("result") or []
         if not result:
             return []
@@ -70,13 +74,13 @@ def _chart(title: str, series: dict[str, list[tuple[float, float]]], start: date
         stamps.append(moment.timestamp())
         moment += STEP
     graph = chart(pygal.Line, title=title, height=260, dots_size=1.5, x_label_rotation=0, show_minor_x_labels=False)
-    graph.x_labels = [timezone.localtime(datetime.fromtimestamp(at, tz=start.tzinfo)).strftime("%H:%M")
-                      for at in stamps]
+    graph.x_labels = [
+        timezone.localtime(datetime.fromtimestamp(at, tz=start.tzinfo)).strftime("%H:%M") for at in stamps
+    ]
     graph.x_labels_major = graph.x_labels[::16]
     for legend, points in series.items():
         by_time = {round(at): value for at, value in points}
-        graph.add(legend, [None if by_time.get(round(at)) is None else round(by_time[round(at)], 1)
-                           for at in stamps])
+        graph.add(legend, [None if by_time.get(round(at)) is None else round(by_time[round(at)], 1) for at in stamps])
     return render(graph)
 
 
@@ -91,13 +95,19 @@ def traffic(model: ServingModel, now: datetime | None = None) -> Traffic:
     start = end - WINDOW
     try:
         with RangeClient(cluster.prometheus_url, cluster.prometheus_auth_header or "", TIMEOUT_SECONDS) as client:
-            lines = {legend: client.query_range(promql, start, end, STEP)
-                     for legend, promql in queries(model.gateway_id).items()}
+            lines = {
+                legend: client.query_range(promql, start, end, STEP)
+                for legend, promql in queries(model.gateway_id).items()
+            }
     except PrometheusError as error:
         return Traffic(note=str(error))
     if not any(lines.values()):
         return Traffic(note="No request through the gateway in the last day.")
     rate = {"requests/min": lines.pop("requests/min")}
     # pygal escapes every label it draws; the SVG is ours, not user HTML.
-    return Traffic(svg=mark_safe(_chart("Requests per minute (gateway)", rate, start, end)
-                                 + _chart("Latency (ms, gateway)", lines, start, end)))
+    return Traffic(
+        svg=mark_safe(
+            _chart("Requests per minute (gateway)", rate, start, end)
+            + _chart("Latency (ms, gateway)", lines, start, end)
+        )
+    )

@@ -1,0 +1,74 @@
+"""What other apps may use of ``scheduler``: memory admission, pod shapes, the calculator and plans.
+
+tests/test_architecture.py holds the other apps to this module (and ``scheduler.models``). By concern:
+
+- **Admission and holdings** (the eh-ops controller in ``models_app`` asks before it scales a model
+  up; governance samples what models held for showback): ``Demand``, ``admit``, ``release``,
+  ``Holding``, ``ModelKey``, ``load_holdings``, ``idle_since``.
+- **Pod shapes and pools** (what a model's pods ask for, and on which node pool):
+  ``PodShape``, ``shapes_from_json``, ``selected_product``, ``cpu_millis_of``,
+  ``GPU_RESOURCE_BY_ACCELERATOR``, ``node_pool_of``, ``parse_duration``, ``refresh_node_pools``.
+- **Calculator, presets and plans** (the guided deploy page builds on them): ``CalculatorForm``,
+  ``CalculatorRequestSerializer``, ``answer``, ``Answer``, ``Row``, ``GPU_TYPES``, ``VLLM_IMAGE``,
+  ``object_name``, ``Preset``, ``preset``, ``all_presets``, ``PlanForm``, ``plan_for``.
+- **Charts and Prometheus** (the model page's right-sizing and traffic charts): ``model_chart``,
+  ``PrometheusClient``, ``PrometheusError``.
+"""
+
+from scheduler.admission import Demand, admit, release
+from scheduler.api.calculator_serializers import CalculatorRequestSerializer
+from scheduler.calculator_answer import Answer, Row, answer
+from scheduler.calculator_fit import GPU_TYPES
+from scheduler.calculator_forms import CalculatorForm
+from scheduler.calculator_links import VLLM_IMAGE, object_name
+from scheduler.consumption import (
+    GPU_RESOURCE_BY_ACCELERATOR,
+    PodShape,
+    cpu_millis_of,
+    selected_product,
+    shapes_from_json,
+)
+from scheduler.durations import parse_duration
+from scheduler.forms import PlanForm
+from scheduler.holdings import Holding, ModelKey, load_holdings
+from scheduler.idle import idle_since
+from scheduler.pools import node_pool_of
+from scheduler.presets import Preset, all_presets, preset
+from scheduler.refresh import refresh_node_pools
+from scheduler.rightsizing.charts import model_chart
+from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError
+from scheduler.views import plan_for
+
+__all__ = [
+    "GPU_RESOURCE_BY_ACCELERATOR",
+    "GPU_TYPES",
+    "VLLM_IMAGE",
+    "Answer",
+    "CalculatorForm",
+    "CalculatorRequestSerializer",
+    "Demand",
+    "Holding",
+    "ModelKey",
+    "PlanForm",
+    "PodShape",
+    "Preset",
+    "PrometheusClient",
+    "PrometheusError",
+    "Row",
+    "admit",
+    "all_presets",
+    "answer",
+    "cpu_millis_of",
+    "idle_since",
+    "load_holdings",
+    "model_chart",
+    "node_pool_of",
+    "object_name",
+    "parse_duration",
+    "plan_for",
+    "preset",
+    "refresh_node_pools",
+    "release",
+    "selected_product",
+    "shapes_from_json",
+]

@@ -3,7 +3,8 @@
 Three kinds of process besides this one, all started here: the backend (tools/fast-backend: Go,
 fasthttp, a fixed OpenAI-shaped reply with ``usage`` at once, tens of thousands of requests/s on
 these cores, so the direct arm measures the machine, not a Python backend's cap of about
-2,600/s), the gateway (``manage.py gateway --workers GATEWAY_WORKERS``) and the load generator
+2,600/s), the gateway (``manage.py gateway --workers GATEWAY_WORKERS``: one per core unless
+``BENCH_GATEWAY_WORKERS`` says otherwise) and the load generator
 (tools/http-load: Go, fasthttp's client, ``CLIENTS`` keep-alive connections per arm, so the load
 tool is not what caps either arm). The arms take turns in slices of ``SLICE_SECONDS``
 (direct, gateway, gateway, direct, ...), ``SECONDS`` in all per load, so a load that comes and
@@ -52,6 +53,7 @@ from django.db import connection
 from accounts.tokens import issue_token
 from clusters.models import Cluster, SyncState
 from devstack.control_plane import free_port
+from inference_gateway.workers import default_workers
 from models_app.models import InferenceModel
 
 CLIENTS = 64
@@ -59,7 +61,7 @@ SECONDS = 16.0  # per load, both arms' slices together
 SLICE_SECONDS = 1.0
 PACED_FRACTION = 0.5  # of the gateway's saturated rate
 ROOT = Path(settings.BASE_DIR)
-GATEWAY_WORKERS = 1
+GATEWAY_WORKERS = int(os.environ.get("BENCH_GATEWAY_WORKERS", "0")) or default_workers()
 
 
 def _percentile(samples: list[float], fraction: float) -> float:
@@ -93,6 +95,17 @@ def _start(args: list[str], health: str, env: dict[str, str] | None = None) -> s
             time.sleep(0.1)
     process.kill()
     raise RuntimeError(f"{args} did not serve {health}")
+
+
+def _all_workers(gateway_url: str) -> None:
+    """Wait until every worker answers: the load's keep-alive connections would otherwise all go to
+    the first one up."""
+    seen: set[str] = set()
+    deadline = time.monotonic() + 120
+    while len(seen) < GATEWAY_WORKERS:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {len(seen)} of {GATEWAY_WORKERS} gateway workers answered")
+        seen.add(requests.get(f"{gateway_url}/healthz", timeout=5).headers["X-Gateway-Worker"])
 
 
 def _compare(load: str, urls: tuple[str, str], key: str, rate: float = 0.0, stream: bool = False) -> tuple[dict, dict]:
@@ -150,12 +163,13 @@ def run() -> dict[str, float]:
     processes = [
         _start([_go_tool("fast-backend"), "--port", str(backend_port)], f"{backend_url}/healthz"),
         _start(
-            [sys.executable, "manage.py", "gateway", "--host", "127.0.0.1", "--port", str(gateway_port)],
+            [sys.executable, "manage.py", "gateway", "--port", str(gateway_port), "--workers", str(GATEWAY_WORKERS)],
             f"{gateway_url}/healthz",
             env,
         ),
     ]
     try:
+        _all_workers(gateway_url)
         full_direct, full_gateway = _compare(load, urls, key)
         rate = PACED_FRACTION * full_gateway["rps"]
         paced_direct, paced_gateway = _compare(load, urls, key, rate)

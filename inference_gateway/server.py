@@ -30,6 +30,7 @@ import functools
 import hmac
 import json
 import logging
+import os
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -421,9 +422,11 @@ class Gateway:
 
     async def healthz(self, _request: web.Request) -> web.Response:
         """Alive; ``X-Catalog-Notices`` says whether route changes arrive as notices (``listening``)
-        or only with the periodic reload (``periodic``: SQLite, or the listener is reconnecting)."""
+        or only with the periodic reload (``periodic``: SQLite, or the listener is reconnecting);
+        ``X-Gateway-Worker``, which process answered (its pid: several share a port with
+        ``--workers``)."""
         notices = "listening" if self.listening.is_set() else "periodic"
-        return web.Response(text="ok\n", headers={"X-Catalog-Notices": notices})
+        return web.Response(text="ok\n", headers={"X-Catalog-Notices": notices, "X-Gateway-Worker": str(os.getpid())})
 
 
 def make_app(config: GatewaySettings | None = None) -> web.Application:
@@ -442,15 +445,19 @@ def make_app(config: GatewaySettings | None = None) -> web.Application:
     return app
 
 
-async def run(host: str, port: int, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
+async def run(
+    host: str, port: int, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None,
+    reuse_port: bool = False,
+) -> None:
     """Serve until ``stop`` is set (forever without one). ``handler_cancellation``: a client that
     disconnects cancels its handler, and with it the upstream call. ``keepalive_timeout``: a
     connection that has sent no complete request (slow headers) or sits idle between requests for
-    ``GATEWAY_CLIENT_TIMEOUT_SECONDS`` is closed."""
+    ``GATEWAY_CLIENT_TIMEOUT_SECONDS`` is closed. ``reuse_port``: other processes listen on the
+    same port (``SO_REUSEPORT``, inference_gateway/workers.py)."""
     runner = web.AppRunner(make_app(), handler_cancellation=True, access_log=None,
                            keepalive_timeout=float(settings.GATEWAY_CLIENT_TIMEOUT_SECONDS))
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
+    site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=reuse_port or None)
     await site.start()
     logger.info("inference gateway listening on %s:%s", host, port)
     if ready is not None:

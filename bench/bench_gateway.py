@@ -53,7 +53,7 @@ from django.db import connection
 from accounts.tokens import issue_token
 from clusters.models import Cluster, SyncState
 from devstack.control_plane import free_port
-from inference_gateway.workers import default_workers
+from inference_gateway.workers import cores
 from models_app.models import InferenceModel
 
 CLIENTS = 64
@@ -61,7 +61,7 @@ SECONDS = 16.0  # per load, both arms' slices together
 SLICE_SECONDS = 1.0
 PACED_FRACTION = 0.5  # of the gateway's saturated rate
 ROOT = Path(settings.BASE_DIR)
-GATEWAY_WORKERS = int(os.environ.get("BENCH_GATEWAY_WORKERS", "0")) or default_workers()
+GATEWAY_WORKERS = int(os.environ.get("BENCH_GATEWAY_WORKERS", "0")) or cores()
 
 
 def _percentile(samples: list[float], fraction: float) -> float:

@@ -21,9 +21,10 @@ no database query, no ``labels()`` lookup, only ``model`` read from the body (or
 is aiohttp's client (request and response objects, payload, headers, the write task), 30% its
 server and the two sockets' system calls, 8% the governance hooks (admit, finish; end to end,
 the ledger's batched writes included, ``USAGE_LIMITS=false`` measured 258-281 against 322-348 us),
-the rest this module, the catalog and the metrics. Parsed once instead of per request: the upstream URL (``upstream_url``), a route's id and
-key; a body that arrived with its headers is read without arming a timeout. More cores take more
-processes: ``manage.py gateway --workers`` (inference_gateway/workers.py). The upstream pool has no limit: each request
+the rest this module, the catalog and the metrics. Parsed once instead of per request: the
+upstream URL (``upstream_url``), a route's id and key; a body that arrived with its headers is
+read without arming a timeout. More cores take more processes: ``manage.py gateway --workers``
+(inference_gateway/workers.py). The upstream pool has no limit: each request
 in flight holds one keep-alive connection to its replica, so a backend sees the concurrency its
 clients send (an inference engine batches what it gets; a cap here would queue requests where
 neither the engine nor its metrics see them), and idle connections close after aiohttp's 15 s.

@@ -47,10 +47,15 @@ WATCHED = {*STOPPING, signal.SIGCHLD}
 PR_SET_PDEATHSIG = 1
 
 
+def cores() -> int:
+    """The cores this process may run on. In a container these are the node's, not the CPU limit."""
+    return len(os.sched_getaffinity(0))
+
+
 def default_workers() -> int:
-    """``GATEWAY_WORKERS`` when set, else the cores this process may run on. In a container the
-    latter is the node's, not the CPU limit: deployments set ``GATEWAY_WORKERS``."""
-    return settings.GATEWAY_WORKERS or len(os.sched_getaffinity(0))
+    """``GATEWAY_WORKERS`` when set, else one per core (deployments set ``GATEWAY_WORKERS`` or
+    ``--workers``: see :func:`cores`)."""
+    return settings.GATEWAY_WORKERS or cores()
 
 
 def _in_worker(mask: set[signal.Signals]) -> None:

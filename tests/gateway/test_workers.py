@@ -80,11 +80,19 @@ def supervised(transactional_db) -> Iterator[Supervised]:
     """``manage.py gateway --workers 2`` in a session of its own (Ctrl-C reaches its process group);
     the periodic catalog reload an hour away, so only notices refresh routes."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": session_database_url(), "DEBUG": "false", "METRICS_TOKEN": METRICS_TOKEN,
-           "GATEWAY_CATALOG_TTL_SECONDS": "3600", "GATEWAY_CALLER_TTL_SECONDS": "0"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": session_database_url(),
+        "DEBUG": "false",
+        "METRICS_TOKEN": METRICS_TOKEN,
+        "GATEWAY_CATALOG_TTL_SECONDS": "3600",
+        "GATEWAY_CALLER_TTL_SECONDS": "0",
+    }
     process = subprocess.Popen(
         [sys.executable, "manage.py", "gateway", "--host", "127.0.0.1", "--port", str(port), "--workers", str(WORKERS)],
-        cwd=settings.BASE_DIR, env=env, start_new_session=True,
+        cwd=settings.BASE_DIR,
+        env=env,
+        start_new_session=True,
     )
     running = Supervised(process, f"http://127.0.0.1:{port}")
     try:
@@ -97,8 +105,12 @@ def supervised(transactional_db) -> Iterator[Supervised]:
 
 
 def chat(session: requests.Session, url: str, key: str, model: str) -> requests.Response:
-    return session.post(f"{url}/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
-                        json={"model": model, "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+    return session.post(
+        f"{url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {key}"},
+        json={"model": model, "messages": [{"role": "user", "content": "hi"}]},
+        timeout=30,
+    )
 
 
 def test_every_worker_routes_a_new_model_at_once(supervised, cluster, api_key, start_backend) -> None:
@@ -107,8 +119,11 @@ def test_every_worker_routes_a_new_model_at_once(supervised, cluster, api_key, s
     backend = start_backend()
     sessions = supervised.sessions()
     for session in sessions.values():
-        wait_for(lambda session=session: supervised.worker(session)[1] == "listening", timeout=60,
-                 message="the worker to listen for catalog notices")
+        wait_for(
+            lambda session=session: supervised.worker(session)[1] == "listening",
+            timeout=60,
+            message="the worker to listen for catalog notices",
+        )
         assert chat(session, supervised.url, api_key, "team-a/fresh").status_code == 404  # its table is loaded
     serve_model(cluster, "fresh", backend.url)
     for pid, session in sessions.items():
@@ -124,10 +139,13 @@ def test_metrics_of_every_worker_are_summed(supervised, cluster, api_key, start_
         for _ in range(3):
             assert chat(session, supervised.url, api_key, "team-a/counted").status_code == 200
     for session in sessions.values():  # whichever worker Prometheus reaches reports the whole gateway
-        text = session.get(f"{supervised.url}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"},
-                           timeout=10).text
-        assert sample_value(text, "inference_portal_gateway_requests_total", model="team-a/counted",
-                            status="200") == 3 * WORKERS
+        text = session.get(
+            f"{supervised.url}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10
+        ).text
+        assert (
+            sample_value(text, "inference_portal_gateway_requests_total", model="team-a/counted", status="200")
+            == 3 * WORKERS
+        )
 
 
 def test_a_killed_worker_is_replaced(supervised, cluster, api_key, start_backend) -> None:
@@ -135,8 +153,11 @@ def test_a_killed_worker_is_replaced(supervised, cluster, api_key, start_backend
     before = set(supervised.sessions())
     killed = min(before)
     os.kill(killed, signal.SIGKILL)
-    wait_for(lambda: len(supervised.children()) == WORKERS and killed not in supervised.children(), timeout=60,
-             message="the supervisor to start another worker")
+    wait_for(
+        lambda: len(supervised.children()) == WORKERS and killed not in supervised.children(),
+        timeout=60,
+        message="the supervisor to start another worker",
+    )
     after = supervised.sessions()  # the new worker serves, on the same port
     assert killed not in after and len(after) == WORKERS
     for session in after.values():

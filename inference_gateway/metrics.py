@@ -9,13 +9,19 @@ first SSE chunk of a stream) left for the client.
 Each series' child (``labels(...)``) is resolved once and kept: ``labels()`` takes a lock and
 checks its arguments on every call, three times a request. The label values are bounded: model
 names come from the catalog (any other name is counted as ``-``), statuses are HTTP codes.
+
+Several workers (``manage.py gateway --workers N``, inference_gateway/workers.py) share one
+``PROMETHEUS_MULTIPROC_DIR``: prometheus_client then keeps every value in a file per process, and
+:func:`exposition` answers the sum over the files, so whichever worker Prometheus reaches reports
+the whole gateway.
 """
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 REGISTRY = CollectorRegistry()
@@ -70,4 +76,9 @@ def count_usage(model: str, usage: object) -> None:
 
 
 def exposition() -> bytes:
-    return generate_latest(REGISTRY)
+    """This process's series, or with ``PROMETHEUS_MULTIPROC_DIR`` every worker's, summed."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return generate_latest(REGISTRY)
+    workers = CollectorRegistry()
+    multiprocess.MultiProcessCollector(workers)
+    return generate_latest(workers)

@@ -20,6 +20,7 @@ a mirrored one is routed whatever its status says, as another controller owns it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from urllib.parse import urlsplit
 
 from inference_gateway.placement import gateway_id, service_of
@@ -53,12 +54,13 @@ class Route:
     # Staff let several objects serve this route's id (``SharedGatewayId``).
     shared: bool = False
 
-    @property
+    # Cached (the instance's __dict__, beside the frozen fields): a request reads both several times.
+    @cached_property
     def id(self) -> str:
         """The gateway id, unique across the portal: ``namespace/modelName``."""
         return gateway_id(self.namespace, self.model)
 
-    @property
+    @cached_property
     def key(self) -> tuple[str, int, str, str]:
         return (self.kind, self.cluster_id, self.namespace, self.name)
 

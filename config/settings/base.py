@@ -353,6 +353,8 @@ GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024)
 GATEWAY_MAX_RESPONSE_BYTES = env_int("GATEWAY_MAX_RESPONSE_BYTES", 32 * 1024 * 1024)
 GATEWAY_CONNECT_TIMEOUT_SECONDS = env_int("GATEWAY_CONNECT_TIMEOUT_SECONDS", 10)
 GATEWAY_CLIENT_TIMEOUT_SECONDS = env_int("GATEWAY_CLIENT_TIMEOUT_SECONDS", 30)
+# Gateway processes per pod or host (`manage.py gateway --workers`); 0: one per core (inference_gateway/workers.py).
+GATEWAY_WORKERS = env_int("GATEWAY_WORKERS", 0)
 # Where clients reach the gateway: the address the model pages' snippets name.
 GATEWAY_PUBLIC_URL = env_str("GATEWAY_PUBLIC_URL", "http://127.0.0.1:8080")
 GATEWAY_ALLOW_LOOPBACK = env_bool("GATEWAY_ALLOW_LOOPBACK", False)

@@ -10,6 +10,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = True
 # The tests' backends run on loopback; refusal tests turn it off with the `settings` fixture.
 GATEWAY_ALLOW_LOOPBACK = True
+# One process per `manage.py gateway` a test starts; tests/gateway/test_workers.py asks for more.
+GATEWAY_WORKERS = 1
 
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     # A file, not shared in-memory: sync tests run watchers in threads, and an in-memory

@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import calendar
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import Any
 
 from governance.resp import PipelinedRedis
 
@@ -71,7 +72,7 @@ class Check:
 class Decision:
     """The outcome of :meth:`Limiter.admit`: ``refused`` is the check at its limit, or None."""
 
-    checks: list[Check]
+    checks: Sequence[Check]
     values: list[int]
     refused: Check | None = None
     now: float = 0.0
@@ -95,11 +96,16 @@ def budget_key(scope: str, month: str) -> str:
     return f"{PREFIX}:m:{scope}:{month}"
 
 
-def checks_for(limits: Sequence[object], token_key: str, now: float, team: str) -> list[Check]:
-    """Every counter the ``limits`` (Limit rows or alike) hold a request of one API token to."""
-    minute = int(now // MINUTE)
+def checks_for(limits: Sequence[Hashable], token_key: str, now: float, team: str) -> tuple[Check, ...]:
+    """Every counter the ``limits`` (frozen views of Limit rows) hold a request of one API token to."""
+    return _checks(tuple(limits), token_key, int(now // MINUTE), team)
+
+
+@lru_cache(maxsize=4096)
+def _checks(limits: tuple[Any, ...], token_key: str, minute: int, team: str) -> tuple[Check, ...]:
+    """Worked out once per scope, token and minute: the same for every request of that minute."""
     minute_ends = (minute + 1) * MINUTE
-    month, month_ends = month_bounds(now)
+    month, month_ends = _month_of_minute(minute)
     checks: list[Check] = []
     for limit in limits:
         scope = limit.scope
@@ -111,13 +117,13 @@ def checks_for(limits: Sequence[object], token_key: str, now: float, team: str) 
             (BUDGET, budget_key(scope, month), limit.monthly_tokens, month_ends),
         ]
         checks += [Check(kind, key, figure, ends, team) for kind, key, figure, ends in figures if figure]
-    return checks
+    return tuple(checks)
 
 
 class Counters:
     """Where the counters live: :class:`RedisCounters` or :class:`LocalCounters`."""
 
-    async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
+    async def admit(self, checks: Sequence[Check], now: float) -> tuple[int, list[int]]:
         raise NotImplementedError
 
     async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
@@ -141,7 +147,7 @@ class RedisCounters(Counters):
     def __init__(self, url: str) -> None:
         self.redis = PipelinedRedis(url)
 
-    async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
+    async def admit(self, checks: Sequence[Check], now: float) -> tuple[int, list[int]]:
         args: list[object] = []
         for check in checks:
             args += [check.limit, _lifetime(check, now), 1 if check.kind == REQUESTS else 0]
@@ -168,7 +174,7 @@ class LocalCounters(Counters):
         value, expires = self.values.get(key, (0, 0.0))
         return value if expires > now else 0
 
-    async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
+    async def admit(self, checks: Sequence[Check], now: float) -> tuple[int, list[int]]:
         values = [self._get(check.key, now) for check in checks]
         for index, check in enumerate(checks):
             if values[index] >= check.limit:
@@ -241,7 +247,7 @@ class Limiter:
             decision.headers = headers_for(decision)
         return decision
 
-    def charge(self, checks: list[Check], tokens: int) -> None:
+    def charge(self, checks: Sequence[Check], tokens: int) -> None:
         """Count ``tokens`` against the token counters of ``checks``, at the next :meth:`flush`."""
         if tokens <= 0:
             return

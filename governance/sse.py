@@ -19,21 +19,16 @@ EVENT_END = re.compile(rb"\r?\n\r?\n")
 USAGE = b'"usage"'
 
 
-def with_usage_requested(body: bytes) -> tuple[bytes, bool, bool]:
-    """``(body to send, streamed, strip)``: a streamed request made to ask for usage, and whether
-    the client did not ask for it itself (so its usage chunk must be taken out)."""
-    if b'"stream"' not in body:
-        return body, False, False
-    try:
-        data = orjson.loads(body)
-    except ValueError:
-        return body, False, False
-    if not isinstance(data, dict) or data.get("stream") is not True:
+def with_usage_requested(body: bytes, data: dict[str, Any]) -> tuple[bytes, bool, bool]:
+    """``(body to send, streamed, strip)`` for a request ``body`` (``data``, as the gateway parsed
+    it): a streamed request made to ask for usage, and whether the client did not ask for it itself
+    (so its usage chunk must be taken out). Only such a body is encoded again."""
+    if data.get("stream") is not True:
         return body, False, False
     options = data.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage") is True:
         return body, True, False
-    data["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+    data = {**data, "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True}}
     return orjson.dumps(data), True, True
 
 

@@ -137,7 +137,7 @@ class Gateway:
         self.listening = asyncio.Event()  # set once catalog change notices arrive
 
     async def start(self, _app: web.Application) -> None:
-        self.notices = asyncio.ensure_future(listen(self.catalog.changed, self.listening))
+        self.notices = asyncio.ensure_future(listen(self._changed, self.listening))
         # No cookie jar: one shared by every caller would hand one caller's cookies to the next.
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=10, resolver=GuardedResolver()),
@@ -147,6 +147,11 @@ class Gateway:
             skip_auto_headers=("Accept-Encoding",),
             auto_decompress=False,
         )
+
+    def _changed(self) -> None:
+        """A change notice: routes, and the limits and teams governance holds, are read again."""
+        self.catalog.changed()
+        self.governance.changed()
 
     async def stop(self, _app: web.Application) -> None:
         if self.notices is not None:
@@ -208,7 +213,8 @@ class Gateway:
         if refused is not None:
             return NO_MODEL, refused
         try:
-            name = orjson.loads(body).get("model")  # parsed only for this: passed on as received
+            data = orjson.loads(body)  # read for `model` (and governance's stream options): passed on as received
+            name = data.get("model")
         except (ValueError, AttributeError):
             return NO_MODEL, error_response(400, "the request body must be a JSON object", "invalid_json")
         if not isinstance(name, str) or not name:
@@ -225,7 +231,7 @@ class Gateway:
             return route.id, error_response(
                 502, f"the gateway does not route model {route.id}: {BACKEND_URL_FIELD} {route.refusal}",
                 "backend_refused")
-        body, refused = await self.governance.admit(request, caller, route, body)
+        body, refused = await self.governance.admit(request, caller, route, body, data)
         if refused is not None:
             return route.id, refused
         self.last_requests.seen(route)

@@ -191,3 +191,29 @@ def test_redis_away_is_an_error_the_gateway_lets_through_and_counts() -> None:
     with pytest.raises(RedisUnavailable) as error:
         run(call)
     assert isinstance(error.value, OSError) and "cannot connect" in str(error.value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_limit_set_while_the_gateway_serves_applies_on_its_change_notice(cluster, gateway, api_key, start_backend,
+                                                                            settings) -> None:
+    """The gateway holds limits and teams in memory; a change reaches it by notice, not by the
+    safety-net re-read (set to an hour here)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("change notices are PostgreSQL's LISTEN/NOTIFY; SQLite has the periodic re-read only")
+    settings.USAGE_LIMITS_TTL_SECONDS = 3600
+    backend = start_backend("replica-a")
+    serve_model(cluster, "noticed", backend.url)
+    client = gateway.client(api_key)
+    away_from_minute_end()
+    assert chat(client, "noticed").choices  # limits and teams read: none applies
+    Limit.objects.create(team=Team.objects.get(name="team-a"), requests_per_minute=1)
+
+    def refused() -> bool:
+        answer = requests.post(f"{gateway.url}/v1/chat/completions", timeout=10,
+                               headers={"Authorization": f"Bearer {api_key}"},
+                               json={"model": "noticed", "messages": [{"role": "user", "content": "hi"}]})
+        return answer.status_code == 429
+
+    wait_for(refused, message="the new limit refusing (read again on its notice)")

@@ -33,13 +33,14 @@ from django.db import DatabaseError
 
 from governance import metrics
 from governance.ledger import LedgerWriter, default_sink
-from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, Decision, Limiter, counters_for
+from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision, Limiter, counters_for, reservation
 from governance.models import Limit
 from governance.sse import UsageTap, with_usage_requested
 from governance.teams import Directory, load_directory
 from inference_gateway.db_thread import read
 
 logger = logging.getLogger(__name__)
+EMBEDDINGS = "/v1/embeddings"  # the one API path whose answers generate no tokens
 
 
 @dataclass
@@ -174,12 +175,17 @@ def refusal(decision: Decision, team: str) -> web.Response:
     wait = decision.headers["Retry-After"]
     if check.kind == BUDGET:
         ends = datetime.fromtimestamp(check.resets_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
-        message = (f"You exceeded your current quota: {who} used its monthly budget of {check.limit} tokens; "
+        message = (f"You exceeded your current quota: {who} used or reserved {_used(decision)} of its monthly "
+                   f"budget of {check.limit} tokens, and this request reserves {decision.reserved}; "
                    f"it resets at {ends}.")
         error = {"message": message, "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}
     else:
         per = "requests per minute" if check.kind == REQUESTS else "tokens per minute"
         message = f"Rate limit reached for {who} on {per}: limit {check.limit}. Please try again in {wait}s."
+        if check.kind == TOKENS:
+            message += (f" This request reserves {decision.reserved} tokens (its max_tokens, or "
+                        f"{settings.USAGE_RESERVE_COMPLETION_TOKENS} without one, plus its prompt, estimated), "
+                        f"{_used(decision)} of the limit are used or reserved.")
         error = {"message": message, "type": "requests" if check.kind == REQUESTS else "tokens", "param": None,
                  "code": "rate_limit_exceeded"}
     return web.json_response({"error": error}, status=429, headers=decision.headers)
@@ -189,8 +195,10 @@ class Governance:
     """Limits and ledger for one gateway process; ``enabled=False`` makes every hook a no-op."""
 
     def __init__(self, enabled: bool, limiter: Limiter | None, writer: LedgerWriter | None,
-                 tables_ttl: float) -> None:
+                 tables_ttl: float, completion_reserve: int = 0, bytes_per_token: float = 4.0) -> None:
         self.enabled = enabled
+        self.completion_reserve = completion_reserve
+        self.bytes_per_token = bytes_per_token
         self.limiter = limiter
         self.writer = writer
         self.tables = Snapshot(tables_ttl)
@@ -203,7 +211,8 @@ class Governance:
         writer = LedgerWriter(default_sink(), settings.USAGE_LEDGER_QUEUE_ROWS, settings.USAGE_LEDGER_BATCH_ROWS,
                               settings.USAGE_LEDGER_FLUSH_SECONDS)
         return cls(True, Limiter(counters_for(settings.GOVERNANCE_REDIS_URL)), writer,
-                   settings.USAGE_LIMITS_TTL_SECONDS)
+                   settings.USAGE_LIMITS_TTL_SECONDS, settings.USAGE_RESERVE_COMPLETION_TOKENS,
+                   settings.USAGE_RESERVE_BYTES_PER_TOKEN)
 
     def changed(self) -> None:
         """A catalog change notice (limits, teams, memberships and grants publish them too)."""
@@ -244,8 +253,10 @@ class Governance:
             return body, None
         tables = await self.tables.get()
         team, team_id = tables.directory.caller(caller.user_id).team_for(route.cluster_id, route.namespace)
+        reserve = reservation(data, len(body), self.completion_reserve, self.bytes_per_token,
+                              generates=request.path != EMBEDDINGS)
         try:
-            decision = await self.limiter.admit(tables.applicable(team_id, route.id), caller.token_key, team)
+            decision = await self.limiter.admit(tables.applicable(team_id, route.id), caller.token_key, team, reserve)
         except OSError as error:  # RedisUnavailable
             metrics.LIMITS_UNCHECKED.inc()
             logger.warning("limits unchecked, Redis unreachable: %s", error)
@@ -266,6 +277,16 @@ class Governance:
         """The stream's usage reader (and usage-chunk remover), or None."""
         admission = request.get(ADMISSION)
         return admission.tap if admission is not None else None
+
+    @staticmethod
+    def headers(request: web.Request, headers: dict[str, str]) -> dict[str, str]:
+        """The answer's headers with the ``x-ratelimit-*`` of the limits that apply to the request
+        (as counted at its admission), in place of any the backend sent."""
+        admission = request.get(ADMISSION)
+        if admission is None or not admission.decision.headers:
+            return headers
+        own = {name: value for name, value in headers.items() if not name.lower().startswith("x-ratelimit-")}
+        return {**own, **admission.decision.headers}
 
     @staticmethod
     def usage(request: web.Request, usage: Any) -> None:
@@ -290,7 +311,14 @@ class Governance:
         self.writer.add((admission.started_at, team, admission.username, admission.token_name, model,
                          admission.cluster_id, admission.namespace, status, seconds * 1000,
                          first_byte * 1000 if first_byte is not None else None, prompt, completion, admission.stream))
-        self.limiter.charge(admission.decision.checks, prompt + completion)
+        decision = admission.decision
+        if decision.refused is None:  # settle: what the backend reported, less what was reserved
+            self.limiter.charge(decision.checks, prompt + completion - decision.reserved)
+
+
+def _used(decision: Decision) -> int:
+    """The refused counter's value: what the window used or reserved before this request."""
+    return decision.values[list(decision.checks).index(decision.refused)]
 
 
 def _tokens(usage: Any, name: str) -> int:

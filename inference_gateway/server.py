@@ -350,7 +350,7 @@ class Gateway:
         if 300 <= upstream.status < 400:
             return error_response(502, f"the backend of model {route.id} answered {upstream.status} (a redirect); "
                                   "the gateway follows none", "upstream_redirect")
-        headers = answer_headers(upstream.headers)
+        headers = self.governance.headers(request, answer_headers(upstream.headers))  # + x-ratelimit-*
         if upstream.content_type == "text/event-stream":
             return await self._stream(request, upstream, route, started, headers)
         cap = self.config.max_response_bytes

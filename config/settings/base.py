@@ -381,6 +381,10 @@ USAGE_LIMITS = env_bool("USAGE_LIMITS", True)
 # The gateway re-reads limits and teams on change notices (PostgreSQL); this is the safety net (and
 # all there is on SQLite): how stale its copy may be when a notice is lost.
 USAGE_LIMITS_TTL_SECONDS = env_int("USAGE_LIMITS_TTL_SECONDS", 30)
+# Tokens a request reserves in its tokens limits at admission (governance.limits): its max_tokens,
+# or this when it sets none, plus its prompt estimated at this many bytes of body a token.
+USAGE_RESERVE_COMPLETION_TOKENS = env_int("USAGE_RESERVE_COMPLETION_TOKENS", 1024)
+USAGE_RESERVE_BYTES_PER_TOKEN = float(env_str("USAGE_RESERVE_BYTES_PER_TOKEN", "4"))
 # Where the gateway copies ledger rows: a postgres:// URL, empty for the portal's own database.
 USAGE_LEDGER_DATABASE_URL = env_str("USAGE_LEDGER_DATABASE_URL", "")
 USAGE_LEDGER_QUEUE_ROWS = env_int("USAGE_LEDGER_QUEUE_ROWS", 100_000)  # rows waiting while the database is away

@@ -370,8 +370,9 @@ class Gateway:
                                   "upstream_broken")
         request[FIRST_BYTE] = time.monotonic() - started
         if upstream.status == 200:
-            metrics.count_usage(route.id, usage_in(data))
-            self.governance.usage(request, usage_in(data))
+            usage = usage_in(data)  # one search of the body, from its end
+            metrics.count_usage(route.id, usage)
+            self.governance.usage(request, usage)
         response = web.StreamResponse(status=upstream.status, headers=headers)
         response.content_length = len(data)
         await response.prepare(request)
@@ -405,11 +406,12 @@ class Gateway:
                     deadline.reschedule(loop.time() + self.config.client_timeout)
                     await response.write(tap.feed(chunk) if tap is not None else chunk)
                     deadline.reschedule(None)
-                    if b'"usage":{' in chunk or b'"usage": {' in chunk:
+                    if tap is None and b'"usage"' in chunk:  # the tap reads it otherwise, from the stream's end
                         metrics.count_usage(route.id, usage_in(chunk))
                 if tap is not None:
                     deadline.reschedule(loop.time() + self.config.client_timeout)
                     await response.write(tap.end())
+                    metrics.count_usage(route.id, tap.usage)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as error:
             logger.info("stream of %s ended early: %s: %s", route.id, type(error).__name__, error)

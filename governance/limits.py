@@ -230,7 +230,11 @@ def counters_for(url: str) -> Counters:
 
 def _reset(seconds: float) -> str:
     """OpenAI's ``x-ratelimit-reset-*`` form: ``1m30s``, ``12s``, ``3h2m0s``."""
-    total = max(1, int(seconds + 0.999))
+    return _reset_text(max(1, int(seconds + 0.999)))
+
+
+@lru_cache(maxsize=4096)
+def _reset_text(total: int) -> str:
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
@@ -241,16 +245,19 @@ def _reset(seconds: float) -> str:
 def headers_for(decision: Decision) -> dict[str, str]:
     """``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` of the tightest counters, and
     ``Retry-After`` when refused. The monthly budget counts as a tokens limit."""
+    tightest: dict[str, tuple[int, float, Check]] = {}  # "requests" / "tokens" -> (remaining, resets_at, check)
+    for check, value in zip(decision.checks, decision.values, strict=True):
+        suffix = "requests" if check.kind == REQUESTS else "tokens"
+        known = tightest.get(suffix)
+        if known is None or (check.limit - value, check.resets_at) < known[:2]:
+            tightest[suffix] = (check.limit - value, check.resets_at, check)
     headers: dict[str, str] = {}
-    for suffix, kinds in (("requests", (REQUESTS,)), ("tokens", (TOKENS, BUDGET))):
-        candidates = [(check.limit - value, check) for check, value in zip(decision.checks, decision.values,
-                                                                             strict=True) if check.kind in kinds]
-        if not candidates:
-            continue
-        remaining, check = min(candidates, key=lambda pair: (pair[0], pair[1].resets_at))
-        headers[f"x-ratelimit-limit-{suffix}"] = str(check.limit)
-        headers[f"x-ratelimit-remaining-{suffix}"] = str(max(0, remaining))
-        headers[f"x-ratelimit-reset-{suffix}"] = _reset(check.resets_at - decision.now)
+    for suffix in ("requests", "tokens"):
+        if suffix in tightest:
+            remaining, resets_at, check = tightest[suffix]
+            headers[f"x-ratelimit-limit-{suffix}"] = str(check.limit)
+            headers[f"x-ratelimit-remaining-{suffix}"] = str(max(0, remaining))
+            headers[f"x-ratelimit-reset-{suffix}"] = _reset(resets_at - decision.now)
     if decision.refused is not None:
         headers["Retry-After"] = str(max(1, int(decision.refused.resets_at - decision.now + 0.999)))
     return headers
@@ -280,11 +287,11 @@ class Limiter:
         """Add ``tokens`` (negative: give back) to the tokens counters of ``checks``, at the next :meth:`flush`."""
         if tokens == 0:
             return
-        now = self.clock()
+        now, pending = self.clock(), self.pending
         for check in checks:
             if check.kind != REQUESTS:
-                added, _ = self.pending.get(check.key, (0, 0))
-                self.pending[check.key] = (added + tokens, _lifetime(check, now))
+                known = pending.get(check.key)
+                pending[check.key] = (tokens + known[0] if known else tokens, _lifetime(check, now))
 
     async def flush(self) -> None:
         """Send the charges gathered since the last flush, in one round trip; kept on failure."""

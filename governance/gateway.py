@@ -23,6 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -37,9 +38,13 @@ from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision
 from governance.models import Limit
 from governance.sse import UsageTap, with_usage_requested
 from governance.teams import Directory, load_directory
-from inference_gateway.db_thread import read
+from inference_gateway.db_thread import close_reads, read
 
 logger = logging.getLogger(__name__)
+# The tables' re-reads have a thread (and kept connection) of their own: in the gateway's read
+# thread, the re-read a change notice starts got ahead of the catalog's, and a new model waited
+# for both before its first request was routed.
+TABLE_READS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="governance-db")
 EMBEDDINGS = "/v1/embeddings"  # the one API path whose answers generate no tokens
 
 
@@ -150,7 +155,7 @@ class Snapshot:
             self._again = False
             started = time.monotonic()
             try:
-                self.tables = await read(self.loader)
+                self.tables = await read(self.loader, TABLE_READS)
             except DatabaseError as error:
                 if self.tables is None:
                     raise  # the first read: the request that waits for it answers 503
@@ -233,6 +238,8 @@ class Governance:
             await self.writer.stop()
         if self.limiter is not None:
             await self.limiter.counters.close()
+        if self.enabled:
+            await close_reads(TABLE_READS)
 
     async def _charge_every(self, seconds: float) -> None:
         while True:

@@ -9,7 +9,10 @@ make a new model routable quickly); this process is the clients.
   the whole 1 GiB stream through it, minus its resident memory just before (after warm-up
   requests to both models); sampled from ``/proc/<pid>/status`` every 20 ms. Target at most 64.
 - ``gateway.neighbour_p99_ms_during_relay``: p99 latency of sequential chat requests to the other
-  model while the relay runs (one client, keep-alive). Target under 50. Leaves out: several
+  model while the relay runs (one client, keep-alive). Target under 50. The stream's reader is a
+  process of its own: in this process its reading held the GIL the neighbour's client needed, and
+  each socket call of the neighbour then waited out the interpreter's 5 ms switch interval, which
+  alone made the neighbour 50-100 ms slow, whatever the gateway did. Leaves out: several
   hostile streams at once, and a client that reads slower than the gateway relays. For scale,
   ``gateway.neighbour_p99_ms_before_relay`` (the same client for ``BASELINE_SECONDS`` before) and
   ``gateway.hostile_machine_load_1m``: on a shared 2-core machine the relay's three busy processes
@@ -22,6 +25,8 @@ make a new model routable quickly); this process is the clients.
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
 import os
 import subprocess
 import threading
@@ -30,6 +35,7 @@ from pathlib import Path
 
 import requests
 from django.contrib.auth.models import User
+from django.db import connections
 
 from accounts.tokens import issue_token
 from bench.bench_gateway import _database_url, _percentile, _start
@@ -57,23 +63,27 @@ def _serve(cluster: Cluster, name: str, url: str) -> InferenceModel:
                                          status={"ready": True})
 
 
+def _read_stream(url: str, headers: dict[str, str], received: ctypes.c_longlong) -> None:
+    """The 1 GiB stream, read to its end (in a process of its own, see the module's docstring)."""
+    with requests.post(url, json={"model": "bench/huge", "stream": True, **CHAT}, headers=headers, stream=True,
+                       timeout=120) as answer:
+        for chunk in answer.iter_content(1024 * 1024):
+            received.value += len(chunk)
+
+
 class Relay:
-    """One client reading the 1 GiB stream, another calling the neighbour until the stream ends."""
+    """One process reading the 1 GiB stream; a client calling the neighbour until the stream ends."""
 
     def __init__(self, gateway_url: str, headers: dict[str, str]) -> None:
         self.url, self.headers = f"{gateway_url}/v1/chat/completions", headers
         self.done = threading.Event()
-        self.received = 0
+        self.received = multiprocessing.get_context("fork").Value("q", 0, lock=False)
         self.latencies_ms: list[float] = []
 
-    def read_stream(self) -> None:
-        try:
-            with requests.post(self.url, json={"model": "bench/huge", "stream": True, **CHAT}, headers=self.headers,
-                               stream=True, timeout=120) as answer:
-                for chunk in answer.iter_content(1024 * 1024):
-                    self.received += len(chunk)
-        finally:
-            self.done.set()
+    def reader(self) -> multiprocessing.process.BaseProcess:
+        connections.close_all()  # the child must not share the parent's database connection
+        return multiprocessing.get_context("fork").Process(target=_read_stream,
+                                                           args=(self.url, self.headers, self.received))
 
     def call_neighbour(self, until: float | None = None) -> list[float]:
         """Sequential requests to the neighbour until the stream ends (or ``until``, a perf_counter time)."""
@@ -114,16 +124,16 @@ def run() -> dict[str, float]:
         before = relay.call_neighbour(until=time.perf_counter() + BASELINE_SECONDS)
         baseline = _rss_bytes(gateway.pid)
         peak = baseline
-        threads = [threading.Thread(target=relay.read_stream), threading.Thread(target=relay.call_neighbour)]
-        for thread in threads:
-            thread.start()
-        while not relay.done.is_set():
+        reader, neighbour = relay.reader(), threading.Thread(target=relay.call_neighbour)
+        reader.start()
+        neighbour.start()
+        while reader.is_alive():
             peak = max(peak, _rss_bytes(gateway.pid))
             time.sleep(SAMPLE_SECONDS)
-        for thread in threads:
-            thread.join(timeout=60)
-        if relay.received < RELAY_BYTES:
-            raise RuntimeError(f"the relay ended after {relay.received} of {RELAY_BYTES} bytes")
+        relay.done.set()
+        neighbour.join(timeout=60)
+        if relay.received.value < RELAY_BYTES:
+            raise RuntimeError(f"the relay ended after {relay.received.value} of {RELAY_BYTES} bytes")
         fresh = _route_fresh(cluster, quick_url, gateway_url, headers)
         load = os.getloadavg()[0]
     finally:

@@ -8,10 +8,13 @@ metrics, the tokens charged to the limits). The ledger holds every request for a
 may use, whatever its outcome; requests refused before (no key, no such model) are only counted
 by the gateway's own metrics.
 
-The limits and a caller's teams are read from the database in the gateway's read thread and
-remembered for a few seconds (``USAGE_LIMITS_TTL_SECONDS``, ``GATEWAY_CALLER_TTL_SECONDS``),
-refreshed in the background while requests go on with the copy they have. Redis unreachable:
-requests go through unchecked and are counted (``inference_portal_limit_checks_failed_total``).
+**What a request costs** (the target: ``gateway.limits_overhead_p99_ms``): one Redis round trip
+(the admission script, pipelined with the other requests of the same event-loop turn) and no
+database query: the limits and every team's members and grants are held in memory
+(:class:`Snapshot`), re-read in the background when the catalog notices say they changed. Tokens
+are charged to the counters in one pipeline every ``CHARGE_SECONDS`` and ledger rows appended to a
+queue, both off the request path. Redis unreachable: requests go through unchecked and are counted
+(``inference_portal_limit_checks_failed_total``).
 """
 
 from __future__ import annotations
@@ -19,24 +22,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from aiohttp import web
 from django.conf import settings
+from django.db import DatabaseError
 
 from governance import metrics
 from governance.ledger import LedgerWriter, default_sink
-from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, Decision, Limiter, counters_for
+from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision, Limiter, counters_for, reservation
 from governance.models import Limit
 from governance.sse import UsageTap, with_usage_requested
-from governance.teams import CallerTeams, caller_teams
-from inference_gateway.public import read
+from governance.teams import Directory, load_directory
+from inference_gateway.public import close_reads, read
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
+# The tables' re-reads have a thread (and kept connection) of their own: in the gateway's read
+# thread, the re-read a change notice starts got ahead of the catalog's, and a new model waited
+# for both before its first request was routed.
+TABLE_READS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="governance-db")
+EMBEDDINGS = "/v1/embeddings"  # the one API path whose answers generate no tokens
 
 
 @dataclass
@@ -80,28 +89,88 @@ def load_limits() -> dict[tuple[int | None, str], LimitView]:
     }
 
 
-class Remembered(Generic[T]):
-    """Values loaded in the read thread, kept ``ttl`` seconds, then refreshed in the background."""
+class Tables:
+    """The limits and the team directory as read at one moment; what a request needs of them is
+    worked out once per scope and kept with them."""
 
-    def __init__(self, ttl: float) -> None:
-        self.ttl = ttl
-        self._values: dict[Hashable, tuple[float, T]] = {}
-        self._loading: dict[Hashable, asyncio.Task] = {}
+    def __init__(self, limits: dict[tuple[int | None, str], LimitView], directory: Directory) -> None:
+        self.limits = limits
+        self.directory = directory
+        self._applicable: dict[tuple[int | None, str], tuple[LimitView, ...]] = {}
 
-    async def get(self, key: Hashable, load: Callable[[], T]) -> T:
-        known = self._values.get(key)
-        if known is not None and time.monotonic() < known[0]:
-            return known[1]
-        task = self._loading.get(key)
-        if task is None:
-            task = self._loading[key] = asyncio.ensure_future(self._load(key, load))
-            task.add_done_callback(lambda _: self._loading.pop(key, None))
-        return known[1] if known is not None else await asyncio.shield(task)
+    def applicable(self, team_id: int | None, model: str) -> tuple[LimitView, ...]:
+        """The limits a request of this team (None: no team) for this model is held to."""
+        known = self._applicable.get((team_id, model))
+        if known is None:
+            scopes = dict.fromkeys([(team_id, ""), (team_id, model), (None, model)])
+            known = tuple(self.limits[key] for key in scopes if key in self.limits and key != (None, ""))
+            self._applicable[(team_id, model)] = known
+        return known
 
-    async def _load(self, key: Hashable, load: Callable[[], T]) -> T:
-        value = await read(load)
-        self._values[key] = (time.monotonic() + self.ttl, value)
-        return value
+
+def load_tables() -> Tables:
+    return Tables(load_limits(), load_directory())
+
+
+class Snapshot:
+    """The governance tables in memory, so that a request does no query.
+
+    Read before the first request that needs them (the only read a request waits for), then again
+    in the background on every change notice (:meth:`changed`: the PostgreSQL triggers on limits,
+    teams, memberships and grants) and when older than ``ttl`` seconds (the safety net for a lost
+    notice, and all there is on SQLite). Requests go on with the tables they find meanwhile, so a
+    change applies once its notice arrived and one read is done: milliseconds, not a TTL. A read
+    that fails keeps the tables it had (and is tried again at the next notice or ``ttl``).
+    """
+
+    def __init__(self, ttl: float, loader: Callable[[], Tables] = load_tables) -> None:
+        self.ttl, self.loader = ttl, loader
+        self.tables: Tables | None = None
+        self.loaded_at = 0.0
+        self._reading: asyncio.Task | None = None
+        self._again = False  # a notice came during the read under way, which may predate the change
+
+    async def get(self) -> Tables:
+        if self.tables is None:
+            return await asyncio.shield(self._read())
+        if time.monotonic() - self.loaded_at > self.ttl:
+            self._read()
+        return self.tables
+
+    def changed(self) -> None:
+        """A change notice: read again now, or right after the read under way."""
+        if self._reading is not None and not self._reading.done():
+            self._again = True
+        elif self.tables is not None:
+            self._read()
+
+    def _read(self) -> asyncio.Task:
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.ensure_future(self._reads())
+            self._reading.add_done_callback(_retrieve_outcome)
+        return self._reading
+
+    async def _reads(self) -> Tables:
+        while True:
+            self._again = False
+            started = time.monotonic()
+            try:
+                self.tables = await read(self.loader, TABLE_READS)
+            except DatabaseError as error:
+                if self.tables is None:
+                    raise  # the first read: the request that waits for it answers 503
+                logger.warning("limits and teams not re-read, the database refused: %s", error)
+                return self.tables
+            self.loaded_at = started
+            if not self._again:
+                return self.tables
+
+
+def _retrieve_outcome(task: asyncio.Task) -> None:
+    """A failed first read is the waiting request's to report; retrieving it here keeps asyncio
+    from logging it again as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def refusal(decision: Decision, team: str) -> web.Response:
@@ -111,12 +180,17 @@ def refusal(decision: Decision, team: str) -> web.Response:
     wait = decision.headers["Retry-After"]
     if check.kind == BUDGET:
         ends = datetime.fromtimestamp(check.resets_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
-        message = (f"You exceeded your current quota: {who} used its monthly budget of {check.limit} tokens; "
+        message = (f"You exceeded your current quota: {who} used or reserved {_used(decision)} of its monthly "
+                   f"budget of {check.limit} tokens, and this request reserves {decision.reserved}; "
                    f"it resets at {ends}.")
         error = {"message": message, "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}
     else:
         per = "requests per minute" if check.kind == REQUESTS else "tokens per minute"
         message = f"Rate limit reached for {who} on {per}: limit {check.limit}. Please try again in {wait}s."
+        if check.kind == TOKENS:
+            message += (f" This request reserves {decision.reserved} tokens (its max_tokens, or "
+                        f"{settings.USAGE_RESERVE_COMPLETION_TOKENS} without one, plus its prompt, estimated), "
+                        f"{_used(decision)} of the limit are used or reserved.")
         error = {"message": message, "type": "requests" if check.kind == REQUESTS else "tokens", "param": None,
                  "code": "rate_limit_exceeded"}
     return web.json_response({"error": error}, status=429, headers=decision.headers)
@@ -126,22 +200,29 @@ class Governance:
     """Limits and ledger for one gateway process; ``enabled=False`` makes every hook a no-op."""
 
     def __init__(self, enabled: bool, limiter: Limiter | None, writer: LedgerWriter | None,
-                 limits_ttl: float, teams_ttl: float) -> None:
+                 tables_ttl: float, completion_reserve: int = 0, bytes_per_token: float = 4.0) -> None:
         self.enabled = enabled
+        self.completion_reserve = completion_reserve
+        self.bytes_per_token = bytes_per_token
         self.limiter = limiter
         self.writer = writer
-        self.limits: Remembered[dict] = Remembered(limits_ttl)
-        self.teams: Remembered[CallerTeams] = Remembered(teams_ttl)
+        self.tables = Snapshot(tables_ttl)
         self._charging: asyncio.Task | None = None
 
     @classmethod
     def from_django(cls) -> Governance:
         if not settings.USAGE_LIMITS:
-            return cls(False, None, None, 0, 0)
+            return cls(False, None, None, 0)
         writer = LedgerWriter(default_sink(), settings.USAGE_LEDGER_QUEUE_ROWS, settings.USAGE_LEDGER_BATCH_ROWS,
                               settings.USAGE_LEDGER_FLUSH_SECONDS)
         return cls(True, Limiter(counters_for(settings.GOVERNANCE_REDIS_URL)), writer,
-                   settings.USAGE_LIMITS_TTL_SECONDS, settings.GATEWAY_CALLER_TTL_SECONDS)
+                   settings.USAGE_LIMITS_TTL_SECONDS, settings.USAGE_RESERVE_COMPLETION_TOKENS,
+                   settings.USAGE_RESERVE_BYTES_PER_TOKEN)
+
+    def changed(self) -> None:
+        """A catalog change notice (limits, teams, memberships and grants publish them too)."""
+        if self.enabled:
+            self.tables.changed()
 
     async def start(self, _app: web.Application) -> None:
         if self.writer is not None:
@@ -157,6 +238,8 @@ class Governance:
             await self.writer.stop()
         if self.limiter is not None:
             await self.limiter.counters.close()
+        if self.enabled:
+            await close_reads(TABLE_READS)
 
     async def _charge_every(self, seconds: float) -> None:
         while True:
@@ -170,18 +253,17 @@ class Governance:
             logger.warning("tokens not charged to the limits yet, Redis unreachable: %s", error)
 
     async def admit(
-        self, request: web.Request, caller: Any, route: Any, body: bytes
+        self, request: web.Request, caller: Any, route: Any, body: bytes, data: dict[str, Any]
     ) -> tuple[bytes, web.Response | None]:
-        """The body to send upstream, or a 429 to answer instead."""
+        """The body to send upstream, or a 429 to answer instead (``data``: the body, parsed)."""
         if not self.enabled:
             return body, None
-        teams = await self.teams.get(caller.user_id, lambda: caller_teams(caller.user_id))
-        team, team_id = teams.team_for(route.cluster_id, route.namespace)
-        limits = await self.limits.get(None, load_limits)
-        scopes = dict.fromkeys([(team_id, ""), (team_id, route.id), (None, route.id)])
-        applicable = [limits[key] for key in scopes if key in limits and key != (None, "")]
+        tables = await self.tables.get()
+        team, team_id = tables.directory.caller(caller.user_id).team_for(route.cluster_id, route.namespace)
+        reserve = reservation(data, len(body), self.completion_reserve, self.bytes_per_token,
+                              generates=request.path != EMBEDDINGS)
         try:
-            decision = await self.limiter.admit(applicable, caller.token_key, team)
+            decision = await self.limiter.admit(tables.applicable(team_id, route.id), caller.token_key, team, reserve)
         except OSError as error:  # RedisUnavailable
             metrics.LIMITS_UNCHECKED.inc()
             logger.warning("limits unchecked, Redis unreachable: %s", error)
@@ -192,7 +274,7 @@ class Governance:
         if decision.refused is not None:
             metrics.series(metrics.LIMITED, team, decision.refused.kind).inc()
             return body, refusal(decision, team)
-        body, admission.stream, strip = with_usage_requested(body)
+        body, admission.stream, strip = with_usage_requested(body, data)
         if admission.stream:
             admission.tap = UsageTap(strip)
         return body, None
@@ -202,6 +284,16 @@ class Governance:
         """The stream's usage reader (and usage-chunk remover), or None."""
         admission = request.get(ADMISSION)
         return admission.tap if admission is not None else None
+
+    @staticmethod
+    def headers(request: web.Request, headers: dict[str, str]) -> dict[str, str]:
+        """The answer's headers with the ``x-ratelimit-*`` of the limits that apply to the request
+        (as counted at its admission), in place of any the backend sent."""
+        admission = request.get(ADMISSION)
+        if admission is None or not admission.decision.headers:
+            return headers
+        own = {name: value for name, value in headers.items() if not name.lower().startswith("x-ratelimit-")}
+        return {**own, **admission.decision.headers}
 
     @staticmethod
     def usage(request: web.Request, usage: Any) -> None:
@@ -226,7 +318,14 @@ class Governance:
         self.writer.add((admission.started_at, team, admission.username, admission.token_name, model,
                          admission.cluster_id, admission.namespace, status, seconds * 1000,
                          first_byte * 1000 if first_byte is not None else None, prompt, completion, admission.stream))
-        self.limiter.charge(admission.decision.checks, prompt + completion)
+        decision = admission.decision
+        if decision.refused is None:  # settle: what the backend reported, less what was reserved
+            self.limiter.charge(decision.checks, prompt + completion - decision.reserved)
+
+
+def _used(decision: Decision) -> int:
+    """The refused counter's value: what the window used or reserved before this request."""
+    return decision.values[list(decision.checks).index(decision.refused)]
 
 
 def _tokens(usage: Any, name: str) -> int:

@@ -3,17 +3,28 @@
 **Counting.** Each limit (:class:`governance.models.Limit`) is a scope; each of its figures a
 counter keyed by the scope and its window: the clock minute (requests, tokens) or the UTC calendar
 month (tokens). A request is admitted by one atomic Redis script (:data:`ADMIT`) that reads every
-counter that applies to it and, when none is at its limit, counts the request in each
-requests-per-minute counter: whatever the number of replicas, no more requests get in per window
-than the limit. Tokens are known only once the answer is in, so they are added afterwards
-(:meth:`Limiter.charge`, gathered and sent in one pipeline every ``CHARGE_SECONDS``), and a request
-is refused once its scope's tokens of the window reached the limit: the requests in flight, and
-those answered in the last ``CHARGE_SECONDS``, may take a scope past it, by their own tokens only.
+counter that applies to it and, when each has room for what the request adds to it, adds that:
+one request to each requests-per-minute counter, and to each tokens counter the tokens the request
+may take, **reserved** at admission (:func:`reservation`: ``max_tokens``, or
+``USAGE_RESERVE_COMPLETION_TOKENS`` when the request sets none, plus its prompt estimated at
+``USAGE_RESERVE_BYTES_PER_TOKEN`` bytes a token of its body). Once the answer is in, the
+difference between the backend's ``usage`` and the reservation is settled (:meth:`Limiter.charge`,
+gathered and sent in one pipeline every ``CHARGE_SECONDS``; a request that failed gives its
+reservation back).
 
-Windows are fixed, aligned to the clock: simple, the same on every replica, and a refusal can say
-exactly when the window resets (``x-ratelimit-reset-*``, ``Retry-After``). Keys expire with their
-window. Without Redis (the embedded single-process demo) :class:`LocalCounters` counts in memory,
-the same way.
+**The bound.** Whatever the number of replicas and of requests in flight, no more requests get in
+per window than the limit, and a window's tokens exceed their limit by at most what requests use
+beyond their reservations: nothing when every request sets ``max_tokens`` and its prompt takes no
+more tokens than its body's bytes over ``USAGE_RESERVE_BYTES_PER_TOKEN`` (1 makes that hold for any
+byte-level tokenizer; 4, the default, for English text, and estimates as OpenAI does). A request
+whose reservation alone is larger than a limit is refused (its ``max_tokens`` is the client's to
+lower). Reserving what a request may take refuses some requests near a limit that its actual use
+would have let in; the settlement gives the difference back within ``CHARGE_SECONDS``.
+
+Windows are fixed, aligned to the clock: simple, the same on every replica, and every answer can
+say exactly when the window resets (``x-ratelimit-reset-*``, ``Retry-After``). Keys expire with
+their window. Without Redis (the embedded single-process demo) :class:`LocalCounters` counts in
+memory, the same way.
 """
 
 from __future__ import annotations
@@ -21,10 +32,11 @@ from __future__ import annotations
 import asyncio
 import calendar
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import Any
 
 from governance.resp import PipelinedRedis
 
@@ -33,27 +45,42 @@ MINUTE = 60
 PREFIX = "ip:limits"
 CHARGE_SECONDS = 0.05
 
-# KEYS: one counter per check. ARGV: per check its limit, its key's lifetime in seconds and
-# whether it counts requests (1) or is only read (0). Returns 0 and every counter's value (after
-# counting this request), or the 1-based index of the first check at its limit and every value.
+# KEYS: one counter per check. ARGV: per check its limit, its key's lifetime in seconds and what
+# this request adds to it (1 for a request, its reserved tokens). A counter has room when it stays
+# within its limit after adding at least 1 (one at its limit refuses every request). Returns 0 and
+# every counter's value after adding, or the 1-based index of the first check without room and
+# every value as it was.
 ADMIT = """
 local values = {}
 for i, key in ipairs(KEYS) do
   values[i] = tonumber(redis.call('GET', key) or '0')
 end
 for i = 1, #KEYS do
-  if values[i] >= tonumber(ARGV[3 * i - 2]) then
+  if values[i] + math.max(tonumber(ARGV[3 * i]), 1) > tonumber(ARGV[3 * i - 2]) then
     return {i, unpack(values)}
   end
 end
 for i, key in ipairs(KEYS) do
-  if ARGV[3 * i] == '1' then
-    values[i] = redis.call('INCR', key)
-    if values[i] == 1 then redis.call('EXPIRE', key, ARGV[3 * i - 1]) end
+  local amount = tonumber(ARGV[3 * i])
+  if amount > 0 then
+    values[i] = redis.call('INCRBY', key, amount)
+    if values[i] == amount then redis.call('EXPIRE', key, ARGV[3 * i - 1]) end
   end
 end
 return {0, unpack(values)}
 """
+
+
+def reservation(data: dict[str, Any], body_bytes: int, completion_default: int, bytes_per_token: float,
+                generates: bool = True) -> int:
+    """The tokens a request may take: its completion cap (``max_completion_tokens`` or
+    ``max_tokens``, else ``completion_default``; none for embeddings, ``generates=False``) plus its
+    prompt, estimated from the body's size."""
+    completion = 0
+    if generates:
+        cap = data.get("max_completion_tokens", data.get("max_tokens"))
+        completion = cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else completion_default
+    return completion + max(1, int(body_bytes / bytes_per_token + 0.999))
 
 
 @dataclass(frozen=True)
@@ -71,11 +98,12 @@ class Check:
 class Decision:
     """The outcome of :meth:`Limiter.admit`: ``refused`` is the check at its limit, or None."""
 
-    checks: list[Check]
+    checks: Sequence[Check]
     values: list[int]
     refused: Check | None = None
     now: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    reserved: int = 0  # tokens the request reserves in each tokens counter (added when admitted)
 
 
 def month_bounds(now: float) -> tuple[str, float]:
@@ -95,11 +123,16 @@ def budget_key(scope: str, month: str) -> str:
     return f"{PREFIX}:m:{scope}:{month}"
 
 
-def checks_for(limits: Sequence[object], token_key: str, now: float, team: str) -> list[Check]:
-    """Every counter the ``limits`` (Limit rows or alike) hold a request of one API token to."""
-    minute = int(now // MINUTE)
+def checks_for(limits: Sequence[Hashable], token_key: str, now: float, team: str) -> tuple[Check, ...]:
+    """Every counter the ``limits`` (frozen views of Limit rows) hold a request of one API token to."""
+    return _checks(tuple(limits), token_key, int(now // MINUTE), team)
+
+
+@lru_cache(maxsize=4096)
+def _checks(limits: tuple[Any, ...], token_key: str, minute: int, team: str) -> tuple[Check, ...]:
+    """Worked out once per scope, token and minute: the same for every request of that minute."""
     minute_ends = (minute + 1) * MINUTE
-    month, month_ends = month_bounds(now)
+    month, month_ends = _month_of_minute(minute)
     checks: list[Check] = []
     for limit in limits:
         scope = limit.scope
@@ -111,13 +144,14 @@ def checks_for(limits: Sequence[object], token_key: str, now: float, team: str) 
             (BUDGET, budget_key(scope, month), limit.monthly_tokens, month_ends),
         ]
         checks += [Check(kind, key, figure, ends, team) for kind, key, figure, ends in figures if figure]
-    return checks
+    return tuple(checks)
 
 
 class Counters:
     """Where the counters live: :class:`RedisCounters` or :class:`LocalCounters`."""
 
-    async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
+    async def admit(self, checks: Sequence[Check], amounts: list[int], now: float) -> tuple[int, list[int]]:
+        """Add ``amounts`` to the checks' counters if each has room (see :data:`ADMIT`)."""
         raise NotImplementedError
 
     async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
@@ -141,10 +175,10 @@ class RedisCounters(Counters):
     def __init__(self, url: str) -> None:
         self.redis = PipelinedRedis(url)
 
-    async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
+    async def admit(self, checks: Sequence[Check], amounts: list[int], now: float) -> tuple[int, list[int]]:
         args: list[object] = []
-        for check in checks:
-            args += [check.limit, _lifetime(check, now), 1 if check.kind == REQUESTS else 0]
+        for check, amount in zip(checks, amounts, strict=True):
+            args += [check.limit, _lifetime(check, now), amount]
         answer = await self.redis.evalsha(ADMIT, [check.key for check in checks], args)
         return int(answer[0]), [int(value) for value in answer[1:]]
 
@@ -168,14 +202,14 @@ class LocalCounters(Counters):
         value, expires = self.values.get(key, (0, 0.0))
         return value if expires > now else 0
 
-    async def admit(self, checks: list[Check], now: float) -> tuple[int, list[int]]:
+    async def admit(self, checks: Sequence[Check], amounts: list[int], now: float) -> tuple[int, list[int]]:
         values = [self._get(check.key, now) for check in checks]
         for index, check in enumerate(checks):
-            if values[index] >= check.limit:
+            if values[index] + max(amounts[index], 1) > check.limit:
                 return index + 1, values
         for index, check in enumerate(checks):
-            if check.kind == REQUESTS:
-                values[index] += 1
+            if amounts[index] > 0:
+                values[index] += amounts[index]
                 self.values[check.key] = (values[index], check.resets_at)
         return 0, values
 
@@ -196,7 +230,11 @@ def counters_for(url: str) -> Counters:
 
 def _reset(seconds: float) -> str:
     """OpenAI's ``x-ratelimit-reset-*`` form: ``1m30s``, ``12s``, ``3h2m0s``."""
-    total = max(1, int(seconds + 0.999))
+    return _reset_text(max(1, int(seconds + 0.999)))
+
+
+@lru_cache(maxsize=4096)
+def _reset_text(total: int) -> str:
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
@@ -207,16 +245,19 @@ def _reset(seconds: float) -> str:
 def headers_for(decision: Decision) -> dict[str, str]:
     """``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` of the tightest counters, and
     ``Retry-After`` when refused. The monthly budget counts as a tokens limit."""
+    tightest: dict[str, tuple[int, float, Check]] = {}  # "requests" / "tokens" -> (remaining, resets_at, check)
+    for check, value in zip(decision.checks, decision.values, strict=True):
+        suffix = "requests" if check.kind == REQUESTS else "tokens"
+        known = tightest.get(suffix)
+        if known is None or (check.limit - value, check.resets_at) < known[:2]:
+            tightest[suffix] = (check.limit - value, check.resets_at, check)
     headers: dict[str, str] = {}
-    for suffix, kinds in (("requests", (REQUESTS,)), ("tokens", (TOKENS, BUDGET))):
-        candidates = [(check.limit - value, check) for check, value in zip(decision.checks, decision.values,
-                                                                             strict=True) if check.kind in kinds]
-        if not candidates:
-            continue
-        remaining, check = min(candidates, key=lambda pair: (pair[0], pair[1].resets_at))
-        headers[f"x-ratelimit-limit-{suffix}"] = str(check.limit)
-        headers[f"x-ratelimit-remaining-{suffix}"] = str(max(0, remaining))
-        headers[f"x-ratelimit-reset-{suffix}"] = _reset(check.resets_at - decision.now)
+    for suffix in ("requests", "tokens"):
+        if suffix in tightest:
+            remaining, resets_at, check = tightest[suffix]
+            headers[f"x-ratelimit-limit-{suffix}"] = str(check.limit)
+            headers[f"x-ratelimit-remaining-{suffix}"] = str(max(0, remaining))
+            headers[f"x-ratelimit-reset-{suffix}"] = _reset(resets_at - decision.now)
     if decision.refused is not None:
         headers["Retry-After"] = str(max(1, int(decision.refused.resets_at - decision.now + 0.999)))
     return headers
@@ -230,32 +271,33 @@ class Limiter:
         self.clock = clock
         self.pending: dict[str, tuple[int, int]] = {}
 
-    async def admit(self, limits: Sequence[object], token_key: str, team: str) -> Decision:
+    async def admit(self, limits: Sequence[Hashable], token_key: str, team: str, reserve: int = 0) -> Decision:
+        """Count a request against ``limits``, ``reserve`` tokens in each tokens counter."""
         now = self.clock()
         checks = checks_for(limits, token_key, now, team)
         if not checks:
             return Decision(checks, [], now=now)
-        refused, values = await self.counters.admit(checks, now)
-        decision = Decision(checks, values, checks[refused - 1] if refused else None, now)
-        if refused:  # only refusals carry the headers (the backend's answer goes back as it came)
-            decision.headers = headers_for(decision)
+        amounts = [1 if check.kind == REQUESTS else reserve for check in checks]
+        refused, values = await self.counters.admit(checks, amounts, now)
+        decision = Decision(checks, values, checks[refused - 1] if refused else None, now, reserved=reserve)
+        decision.headers = headers_for(decision)
         return decision
 
-    def charge(self, checks: list[Check], tokens: int) -> None:
-        """Count ``tokens`` against the token counters of ``checks``, at the next :meth:`flush`."""
-        if tokens <= 0:
+    def charge(self, checks: Sequence[Check], tokens: int) -> None:
+        """Add ``tokens`` (negative: give back) to the tokens counters of ``checks``, at the next :meth:`flush`."""
+        if tokens == 0:
             return
-        now = self.clock()
+        now, pending = self.clock(), self.pending
         for check in checks:
             if check.kind != REQUESTS:
-                added, _ = self.pending.get(check.key, (0, 0))
-                self.pending[check.key] = (added + tokens, _lifetime(check, now))
+                known = pending.get(check.key)
+                pending[check.key] = (tokens + known[0] if known else tokens, _lifetime(check, now))
 
     async def flush(self) -> None:
         """Send the charges gathered since the last flush, in one round trip; kept on failure."""
         if not self.pending:
             return
-        amounts, self.pending = self.pending, {}
+        amounts, self.pending = {key: entry for key, entry in self.pending.items() if entry[0]}, {}
         try:
             await self.counters.add(amounts, self.clock())
         except BaseException:

@@ -13,12 +13,19 @@ more than ``timeout`` seconds, fails every command waiting on it; the next comma
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 from collections import deque
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import hiredis
+
+
+@functools.lru_cache(maxsize=16)
+def _sha1(script: str) -> str:
+    """The name Redis knows a script by (worked out once per script, not per request)."""
+    return hashlib.sha1(script.encode()).hexdigest()
 
 
 class RedisUnavailable(OSError):
@@ -125,7 +132,7 @@ class PipelinedRedis:
         return await self._send(await self._connection(), command)
 
     async def evalsha(self, script: str, keys: list[str], args: list[Any]) -> Any:
-        sha = hashlib.sha1(script.encode()).hexdigest()
+        sha = _sha1(script)
         reply = await self.call("EVALSHA", sha, len(keys), *keys, *args)
         if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("NOSCRIPT"):
             reply = await self.call("EVAL", script, len(keys), *keys, *args)

@@ -5,7 +5,8 @@ For a streamed answer the gateway asks the backend for usage (``stream_options.i
 request's ``usage``, before ``[DONE]``. Clients that asked for it get it; for the others
 :class:`UsageTap` takes it out, so they see the stream they asked for. Events are passed on whole
 as they complete (an SSE event ends with a blank line); a chunk that ends mid-event keeps its
-tail until the rest arrives, which a backend writing whole events never makes wait.
+tail until the rest arrives (up to ``UsageTap.HELD`` bytes), which a backend writing whole events
+never makes wait.
 """
 
 from __future__ import annotations
@@ -19,21 +20,16 @@ EVENT_END = re.compile(rb"\r?\n\r?\n")
 USAGE = b'"usage"'
 
 
-def with_usage_requested(body: bytes) -> tuple[bytes, bool, bool]:
-    """``(body to send, streamed, strip)``: a streamed request made to ask for usage, and whether
-    the client did not ask for it itself (so its usage chunk must be taken out)."""
-    if b'"stream"' not in body:
-        return body, False, False
-    try:
-        data = orjson.loads(body)
-    except ValueError:
-        return body, False, False
-    if not isinstance(data, dict) or data.get("stream") is not True:
+def with_usage_requested(body: bytes, data: dict[str, Any]) -> tuple[bytes, bool, bool]:
+    """``(body to send, streamed, strip)`` for a request ``body`` (``data``, as the gateway parsed
+    it): a streamed request made to ask for usage, and whether the client did not ask for it itself
+    (so its usage chunk must be taken out). Only such a body is encoded again."""
+    if data.get("stream") is not True:
         return body, False, False
     options = data.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage") is True:
         return body, True, False
-    data["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+    data = {**data, "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True}}
     return orjson.dumps(data), True, True
 
 
@@ -50,8 +46,30 @@ def usage_of_event(event: bytes) -> tuple[dict[str, Any] | None, bool]:
     return None, False
 
 
+def _last_event_end(data: bytes, start: int) -> int:
+    """Where the last complete event of ``data`` ends, looking from ``start`` on, or -1."""
+    ends = [index + length
+            for index, length in ((data.rfind(b"\n\n", start), 2), (data.rfind(b"\n\r\n", start), 3)) if index >= 0]
+    return max(ends, default=-1)
+
+
 class UsageTap:
-    """Reads ``usage`` from an SSE stream; drops the usage-only event when ``strip``."""
+    """Reads ``usage`` from an SSE stream; drops the usage-only event when ``strip``.
+
+    **Cost and memory, whatever the backend sends.** The usage-only event is small and the last
+    before ``[DONE]``, so only the last ``HELD`` bytes of what has arrived are searched, for the
+    last event boundary and for ``"usage"`` (in C); only events that contain it are split and
+    parsed. What follows the last boundary waits for the next chunk while it is at most ``HELD``
+    bytes; longer, it cannot be the usage-only event and is passed on as it comes (but for the
+    last ``KEPT`` bytes: a boundary may straddle two chunks). So a 1 GiB stream costs a search of
+    ``HELD`` bytes per chunk, and a backend that sends one endless event costs ``HELD`` bytes of
+    memory, not its size. What this leaves: a usage event followed in the same chunk by more than
+    ``HELD`` bytes of other events is passed on unread, which no engine sends (usage comes last).
+    Without ``strip`` every chunk is passed on at once, as it came.
+    """
+
+    HELD = 16 * 1024
+    KEPT = 3
 
     def __init__(self, strip: bool) -> None:
         self.strip = strip
@@ -59,19 +77,29 @@ class UsageTap:
         self._tail = b""
 
     def feed(self, chunk: bytes) -> bytes:
-        """What of ``chunk`` to send now."""
+        """What to send now, ``chunk`` included (all of it, at once, without ``strip``)."""
+        sent = self._feed(chunk)
+        return sent if self.strip else chunk
+
+    def _feed(self, chunk: bytes) -> bytes:
         data = self._tail + chunk if self._tail else chunk
-        ends = list(EVENT_END.finditer(data))
-        if not ends:
-            self._tail = data
-            return b""
-        cut = ends[-1].end()
+        window = max(0, len(data) - self.HELD)
+        cut = _last_event_end(data, window)
+        if cut < 0:
+            if len(data) <= self.HELD:
+                self._tail = data
+                return b""
+            self._tail = data[-self.KEPT:]  # part of an event too long to be the usage-only one
+            return data[:-self.KEPT]
         self._tail = data[cut:]
-        complete = data[:cut]
-        if USAGE not in complete:
-            return complete
+        if data.find(USAGE, window, cut) < 0:
+            return data[:cut] if cut < len(data) else data
+        return self._events(data[:cut])
+
+    def _events(self, complete: bytes) -> bytes:
+        """Whole events, less the usage-only one when ``strip``; ``usage`` read where there is one."""
         kept, start = [], 0
-        for end in ends:
+        for end in EVENT_END.finditer(complete):
             event = complete[start:end.end()]
             start = end.end()
             usage, usage_only = usage_of_event(event) if USAGE in event else (None, False)
@@ -82,6 +110,10 @@ class UsageTap:
         return b"".join(kept)
 
     def end(self) -> bytes:
-        """Whatever is left when the stream ends (an event without its blank line)."""
+        """Whatever is left when the stream ends (an event without its blank line; nothing
+        without ``strip``, where everything was passed on already)."""
         rest, self._tail = self._tail, b""
-        return rest
+        if USAGE in rest:
+            usage, _ = usage_of_event(rest)
+            self.usage = usage or self.usage
+        return rest if self.strip else b""

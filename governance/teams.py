@@ -10,9 +10,9 @@ of whose teams grants the namespace (staff) is counted for their first team, els
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from accounts.models import ALL_NAMESPACES, NamespaceGrant
+from accounts.models import ALL_NAMESPACES, NamespaceGrant, Team
 
 
 @dataclass(frozen=True)
@@ -47,16 +47,45 @@ class CallerTeams:
     names: tuple[str, ...]
     ids: dict[str, int]
     grants: tuple[Grant, ...]
+    _teams: dict[tuple[int, str], tuple[str, int | None]] = field(default_factory=dict, compare=False)
 
     def team_for(self, cluster_id: int, namespace: str) -> tuple[str, int | None]:
-        """The team (name, id) a request for a model in this namespace is counted for; ("", None): none."""
-        name = best_team(self.grants, cluster_id, namespace) or (self.names[0] if self.names else "")
-        return name, self.ids.get(name)
+        """The team (name, id) a request for a model in this namespace is counted for; ("", None): none.
+        Worked out once per namespace (the grants do not change for the life of this object)."""
+        known = self._teams.get((cluster_id, namespace))
+        if known is None:
+            name = best_team(self.grants, cluster_id, namespace) or (self.names[0] if self.names else "")
+            known = self._teams[(cluster_id, namespace)] = (name, self.ids.get(name))
+        return known
 
 
-def caller_teams(user_id: int) -> CallerTeams:
-    rows = list(NamespaceGrant.objects.filter(team__members=user_id).select_related("team"))
-    from accounts.models import Team
+class Directory:
+    """Every team, its members and its grants, read in one go: what the gateway needs to count any
+    caller's request for a team without a query. ``CallerTeams`` of a user are built on first use
+    and kept with the directory (a new directory is read whenever teams, members or grants change)."""
 
-    teams = {team.name: team.pk for team in Team.objects.filter(members=user_id)}
-    return CallerTeams(tuple(sorted(teams)), teams, tuple(grants(rows)))
+    def __init__(self, teams: dict[str, int], members: dict[int, tuple[str, ...]], all_grants: Iterable[Grant]) -> None:
+        self.teams = teams
+        self.members = members
+        self.grants_of: dict[str, list[Grant]] = {}
+        for grant in all_grants:
+            self.grants_of.setdefault(grant.team, []).append(grant)
+        self._callers: dict[int, CallerTeams] = {}
+
+    def caller(self, user_id: int) -> CallerTeams:
+        known = self._callers.get(user_id)
+        if known is None:
+            names = tuple(sorted(self.members.get(user_id, ())))
+            mine = tuple(grant for name in names for grant in self.grants_of.get(name, ()))
+            known = self._callers[user_id] = CallerTeams(names, {name: self.teams[name] for name in names}, mine)
+        return known
+
+
+def load_directory() -> Directory:
+    """Three queries, whatever the number of users: teams, memberships, grants."""
+    teams = dict(Team.objects.values_list("name", "pk"))
+    names = {pk: name for name, pk in teams.items()}
+    members: dict[int, list[str]] = {}
+    for user_id, team_id in Team.members.through.objects.values_list("user_id", "team_id"):
+        members.setdefault(user_id, []).append(names[team_id])
+    return Directory(teams, {user: tuple(of) for user, of in members.items()}, grants())

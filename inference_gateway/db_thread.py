@@ -50,11 +50,11 @@ async def in_thread(work: Callable[[], T], executor: Executor) -> T:
     return await asyncio.get_running_loop().run_in_executor(executor, _closing, work)
 
 
-async def read(work: Callable[[], T]) -> T:
-    """``work()`` in the reads' thread, on its kept connection."""
-    return await asyncio.get_running_loop().run_in_executor(READS, _reusing, work)
+async def read(work: Callable[[], T], executor: Executor = READS) -> T:
+    """``work()`` in the reads' thread (or another single thread: ``executor``), on its kept connection."""
+    return await asyncio.get_running_loop().run_in_executor(executor, _reusing, work)
 
 
-async def close_reads() -> None:
+async def close_reads(executor: Executor = READS) -> None:
     """Close the reads' connection (the gateway stops)."""
-    await asyncio.get_running_loop().run_in_executor(READS, _close)
+    await asyncio.get_running_loop().run_in_executor(executor, _close)

@@ -9,8 +9,8 @@ gateway process's shared parts its hooks run on.
 tests/test_architecture.py holds the other apps to this module (and ``inference_gateway.models``).
 """
 
-from inference_gateway.db_thread import read
+from inference_gateway.db_thread import close_reads, read
 from inference_gateway.metrics import REGISTRY
 from inference_gateway.placement import backend_url_errors, gateway_id, gateway_id_errors
 
-__all__ = ["REGISTRY", "backend_url_errors", "gateway_id", "gateway_id_errors", "read"]
+__all__ = ["REGISTRY", "backend_url_errors", "close_reads", "gateway_id", "gateway_id_errors", "read"]

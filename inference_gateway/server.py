@@ -153,7 +153,7 @@ class Gateway:
         self.listening = asyncio.Event()  # set once catalog change notices arrive
 
     async def start(self, _app: web.Application) -> None:
-        self.notices = asyncio.ensure_future(listen(self.catalog.changed, self.listening))
+        self.notices = asyncio.ensure_future(listen(self._changed, self.listening))
         # No cookie jar: one shared by every caller would hand one caller's cookies to the next.
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=10, resolver=GuardedResolver()),
@@ -163,6 +163,11 @@ class Gateway:
             skip_auto_headers=("Accept-Encoding",),
             auto_decompress=False,
         )
+
+    def _changed(self) -> None:
+        """A change notice: routes, and the limits and teams governance holds, are read again."""
+        self.catalog.changed()
+        self.governance.changed()
 
     async def stop(self, _app: web.Application) -> None:
         if self.notices is not None:
@@ -224,7 +229,8 @@ class Gateway:
         if refused is not None:
             return NO_MODEL, refused
         try:
-            name = orjson.loads(body).get("model")  # parsed only for this: passed on as received
+            data = orjson.loads(body)  # read for `model` (and governance's stream options): passed on as received
+            name = data.get("model")
         except (ValueError, AttributeError):
             return NO_MODEL, error_response(400, "the request body must be a JSON object", "invalid_json")
         if not isinstance(name, str) or not name:
@@ -241,7 +247,7 @@ class Gateway:
             return route.id, error_response(
                 502, f"the gateway does not route model {route.id}: {BACKEND_URL_FIELD} {route.refusal}",
                 "backend_refused")
-        body, refused = await self.governance.admit(request, caller, route, body)
+        body, refused = await self.governance.admit(request, caller, route, body, data)
         if refused is not None:
             return route.id, refused
         self.last_requests.seen(route)
@@ -363,7 +369,7 @@ class Gateway:
         if 300 <= upstream.status < 400:
             return error_response(502, f"the backend of model {route.id} answered {upstream.status} (a redirect); "
                                   "the gateway follows none", "upstream_redirect")
-        headers = answer_headers(upstream.headers)
+        headers = self.governance.headers(request, answer_headers(upstream.headers))  # + x-ratelimit-*
         if upstream.content_type == "text/event-stream":
             return await self._stream(request, upstream, route, started, headers)
         cap = self.config.max_response_bytes
@@ -383,8 +389,9 @@ class Gateway:
                                   "upstream_broken")
         request[FIRST_BYTE] = time.monotonic() - started
         if upstream.status == 200:
-            metrics.count_usage(route.id, usage_in(data))
-            self.governance.usage(request, usage_in(data))
+            usage = usage_in(data)  # one search of the body, from its end
+            metrics.count_usage(route.id, usage)
+            self.governance.usage(request, usage)
         response = web.StreamResponse(status=upstream.status, headers=headers)
         response.content_length = len(data)
         await response.prepare(request)
@@ -418,11 +425,12 @@ class Gateway:
                     deadline.reschedule(loop.time() + self.config.client_timeout)
                     await response.write(tap.feed(chunk) if tap is not None else chunk)
                     deadline.reschedule(None)
-                    if b'"usage":{' in chunk or b'"usage": {' in chunk:
+                    if tap is None and b'"usage"' in chunk:  # the tap reads it otherwise, from the stream's end
                         metrics.count_usage(route.id, usage_in(chunk))
                 if tap is not None:
                     deadline.reschedule(loop.time() + self.config.client_timeout)
                     await response.write(tap.end())
+                    metrics.count_usage(route.id, tap.usage)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as error:
             logger.info("stream of %s ended early: %s: %s", route.id, type(error).__name__, error)

@@ -380,7 +380,13 @@ OIDC_JWKS_REFRESH_COOLDOWN_SECONDS = env_int("OIDC_JWKS_REFRESH_COOLDOWN_SECONDS
 # one gateway). USAGE_LIMITS=false turns limits and the ledger off in the gateway.
 GOVERNANCE_REDIS_URL = env_str("GOVERNANCE_REDIS_URL", CACHE_URL)
 USAGE_LIMITS = env_bool("USAGE_LIMITS", True)
-USAGE_LIMITS_TTL_SECONDS = env_int("USAGE_LIMITS_TTL_SECONDS", 5)  # how stale the gateway's copy of the limits may be
+# The gateway re-reads limits and teams on change notices (PostgreSQL); this is the safety net (and
+# all there is on SQLite): how stale its copy may be when a notice is lost.
+USAGE_LIMITS_TTL_SECONDS = env_int("USAGE_LIMITS_TTL_SECONDS", 30)
+# Tokens a request reserves in its tokens limits at admission (governance.limits): its max_tokens,
+# or this when it sets none, plus its prompt estimated at this many bytes of body a token.
+USAGE_RESERVE_COMPLETION_TOKENS = env_int("USAGE_RESERVE_COMPLETION_TOKENS", 1024)
+USAGE_RESERVE_BYTES_PER_TOKEN = float(env_str("USAGE_RESERVE_BYTES_PER_TOKEN", "4"))
 # Where the gateway copies ledger rows: a postgres:// URL, empty for the portal's own database.
 USAGE_LEDGER_DATABASE_URL = env_str("USAGE_LEDGER_DATABASE_URL", "")
 USAGE_LEDGER_QUEUE_ROWS = env_int("USAGE_LEDGER_QUEUE_ROWS", 100_000)  # rows waiting while the database is away

@@ -33,6 +33,14 @@ def governance_settings(settings, limits_redis):
     return settings
 
 
+@pytest.fixture
+def light_reservations(settings):
+    """Requests reserve their max_tokens and next to nothing for their prompt (listed before
+    ``gateway``, which reads the setting when it starts): for tests of small budgets."""
+    settings.USAGE_RESERVE_BYTES_PER_TOKEN = 100_000
+    return settings
+
+
 def metric_value(text: str, name: str, **labels: str) -> float:
     """One sample of a Prometheus exposition (0 when absent), whatever its labels' order."""
     for family in text_string_to_metric_families(text):

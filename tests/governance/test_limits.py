@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -14,10 +15,21 @@ import requests
 
 from accounts.models import Team
 from governance.gateway import LimitView
-from governance.limits import BUDGET, REQUESTS, Counters, Limiter, LocalCounters, RedisCounters
+from governance.limits import (
+    BUDGET,
+    PREFIX,
+    REQUESTS,
+    TOKENS,
+    Counters,
+    Limiter,
+    LocalCounters,
+    RedisCounters,
+    reservation,
+)
 from governance.models import Limit
 from tests.clusters.conftest import wait_for
 from tests.gateway.conftest import serve_model
+from tests.governance.conftest import metric_value
 from tests.support.services import REDIS_URL
 
 T = TypeVar("T")
@@ -121,6 +133,39 @@ def test_tokens_per_minute_refuse_once_the_window_has_used_them(counters) -> Non
     assert refused.refused is not None and refused.headers["x-ratelimit-limit-tokens"] == "50"
 
 
+def test_tokens_are_reserved_at_admission_and_the_difference_settled_with_the_usage(counters) -> None:
+    rule = [limit(tokens_per_minute=100)]
+
+    async def calls():
+        limiter = Limiter(counters(), Clock(datetime(2030, 5, 17, 10, 15, tzinfo=UTC)))
+        admitted = [await limiter.admit(rule, "key1", "team-a", reserve=30) for _ in range(3)]
+        full = await limiter.admit(rule, "key1", "team-a", reserve=30)  # 90 reserved: no room for 30 more
+        for decision in admitted:
+            limiter.charge(decision.checks, 10 - decision.reserved)  # each used 10 of its 30
+        await limiter.flush()
+        again = await limiter.admit(rule, "key1", "team-a", reserve=30)
+        too_large = await limiter.admit(rule, "key1", "team-a", reserve=101)
+        await limiter.counters.close()
+        return admitted, full, again, too_large
+
+    admitted, full, again, too_large = run(calls)
+    assert [decision.values for decision in admitted] == [[30], [60], [90]]
+    assert [decision.refused for decision in admitted] == [None, None, None]
+    assert admitted[1].headers["x-ratelimit-remaining-tokens"] == "40"
+    assert full.refused.kind == TOKENS and full.values == [90]
+    assert full.headers["x-ratelimit-remaining-tokens"] == "10" and full.headers["Retry-After"] == "60"
+    assert again.refused is None and again.values == [60]  # 30 used, 30 reserved
+    assert too_large.refused.kind == TOKENS  # more than the limit itself: never admitted
+
+
+def test_a_reservation_is_max_tokens_plus_the_prompt_estimated_from_the_body() -> None:
+    assert reservation({"max_tokens": 50}, 400, 1024, 4) == 150
+    assert reservation({"max_completion_tokens": 20, "max_tokens": 50}, 400, 1024, 4) == 120
+    assert reservation({}, 401, 1024, 4) == 1024 + 101  # no cap: the default; a byte more rounds up
+    assert reservation({"max_tokens": True}, 8, 1024, 1) == 1024 + 8  # not a number of tokens
+    assert reservation({"max_tokens": 50}, 400, 1024, 4, generates=False) == 100  # embeddings
+
+
 def chat(client: openai.OpenAI, model: str, text: str = "a b c", **options):
     return client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}], **options)
 
@@ -157,20 +202,23 @@ def test_the_gateway_answers_429_in_openai_shape_with_rate_limit_headers(cluster
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_spent_budget_answers_insufficient_quota(cluster, gateway, api_key, start_backend) -> None:
+def test_a_spent_budget_answers_insufficient_quota(cluster, light_reservations, gateway, api_key,
+                                                   start_backend) -> None:
     backend = start_backend("replica-a")
     serve_model(cluster, "metered", backend.url)
     Limit.objects.create(team=Team.objects.get(name="team-a"), monthly_tokens=10)
     client = gateway.client(api_key)
-    assert chat(client, "metered", "one two three four five six").usage.total_tokens == 12
+    # reserves 6 + 1 of the 10, uses 12 (the test backend counts max_tokens words each way)
+    assert chat(client, "metered", "one two three four five six", max_tokens=6).usage.total_tokens == 12
 
     def refused() -> list[requests.Response]:  # in a list: a 429 Response is falsy
         answer = requests.post(f"{gateway.url}/v1/chat/completions", timeout=10,
                                headers={"Authorization": f"Bearer {api_key}"},
-                               json={"model": "metered", "messages": [{"role": "user", "content": "hi"}]})
+                               json={"model": "metered", "max_tokens": 1,
+                                     "messages": [{"role": "user", "content": "hi"}]})
         return [answer] if answer.status_code == 429 else []
 
-    [answer] = wait_for(refused, message="the budget refusing (tokens are charged once the answer is in)")
+    [answer] = wait_for(refused, message="the budget refusing (tokens are settled once the answer is in)")
     assert answer.json()["error"]["code"] == answer.json()["error"]["type"] == "insufficient_quota"
     assert answer.headers["x-ratelimit-limit-tokens"] == "10"
     assert answer.headers["x-ratelimit-remaining-tokens"] == "0"
@@ -191,3 +239,89 @@ def test_redis_away_is_an_error_the_gateway_lets_through_and_counts() -> None:
     with pytest.raises(RedisUnavailable) as error:
         run(call)
     assert isinstance(error.value, OSError) and "cannot connect" in str(error.value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_limit_set_while_the_gateway_serves_applies_on_its_change_notice(cluster, gateway, api_key, start_backend,
+                                                                            settings) -> None:
+    """The gateway holds limits and teams in memory; a change reaches it by notice, not by the
+    safety-net re-read (set to an hour here)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("change notices are PostgreSQL's LISTEN/NOTIFY; SQLite has the periodic re-read only")
+    settings.USAGE_LIMITS_TTL_SECONDS = 3600
+    backend = start_backend("replica-a")
+    serve_model(cluster, "noticed", backend.url)
+    client = gateway.client(api_key)
+    away_from_minute_end()
+    assert chat(client, "noticed").choices  # limits and teams read: none applies
+    Limit.objects.create(team=Team.objects.get(name="team-a"), requests_per_minute=1)
+
+    def refused() -> bool:
+        answer = requests.post(f"{gateway.url}/v1/chat/completions", timeout=10,
+                               headers={"Authorization": f"Bearer {api_key}"},
+                               json={"model": "noticed", "messages": [{"role": "user", "content": "hi"}]})
+        return answer.status_code == 429
+
+    wait_for(refused, message="the new limit refusing (read again on its notice)")
+
+
+def ask(gateway, api_key: str, model: str, **body: object) -> requests.Response:
+    return requests.post(f"{gateway.url}/v1/chat/completions", timeout=30,
+                         headers={"Authorization": f"Bearer {api_key}"},
+                         json={"model": model, "messages": [{"role": "user", "content": "one two three"}], **body})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_answer_under_a_limit_carries_the_rate_limit_headers(cluster, gateway, api_key, start_backend) -> None:
+    backend = start_backend("replica-a")
+    serve_model(cluster, "limited", backend.url)
+    serve_model(cluster, "free", backend.url)
+    Limit.objects.create(team=Team.objects.get(name="team-a"), model="team-a/limited", requests_per_minute=5,
+                         tokens_per_minute=10_000)
+    away_from_minute_end()
+    plain = ask(gateway, api_key, "limited", max_tokens=3)
+    streamed = ask(gateway, api_key, "limited", max_tokens=3, stream=True)
+    assert plain.status_code == streamed.status_code == 200
+    assert plain.headers["x-ratelimit-limit-requests"] == streamed.headers["x-ratelimit-limit-requests"] == "5"
+    assert plain.headers["x-ratelimit-remaining-requests"] == "4"
+    assert streamed.headers["x-ratelimit-remaining-requests"] == "3"
+    assert plain.headers["x-ratelimit-limit-tokens"] == "10000"
+    reserved = 10_000 - int(plain.headers["x-ratelimit-remaining-tokens"])
+    assert reserved >= 6  # the request's max_tokens and its prompt, held until its usage is in
+    for answer in (plain, streamed):
+        assert answer.headers["x-ratelimit-reset-requests"].endswith("s")
+        assert answer.headers["x-ratelimit-reset-tokens"].endswith("s")
+        assert "Retry-After" not in answer.headers
+    free = ask(gateway, api_key, "free")
+    assert free.status_code == 200 and not any(name.lower().startswith("x-ratelimit") for name in free.headers)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_overshoot_a_tokens_limit_by_no_more_than_the_documented_bound(
+    cluster, gateway, api_key, start_backend, limits_redis
+) -> None:
+    """40 requests at once, each held 0.5 s by the backend: without reservations every one would
+    be admitted (nothing is charged before an answer), 400 tokens against a limit of 100. Each sets
+    max_tokens and the test backend counts fewer prompt tokens than a quarter of the body's bytes,
+    so the bound (docs/usage.md) is no overshoot at all."""
+    backend = start_backend("replica-a", think=0.5)
+    serve_model(cluster, "tpm", backend.url)
+    team = Team.objects.get(name="team-a")
+    Limit.objects.create(team=team, tokens_per_minute=100)
+    away_from_minute_end()
+    with ThreadPoolExecutor(max_workers=40) as pool:
+        answers = list(pool.map(lambda _: ask(gateway, api_key, "tpm", max_tokens=5), range(40)))
+    assert {answer.status_code for answer in answers} == {200, 429}
+    used = sum(answer.json()["usage"]["total_tokens"] for answer in answers if answer.status_code == 200)
+    assert 0 < used <= 100
+    refused = next(answer for answer in answers if answer.status_code == 429)
+    assert refused.json()["error"]["type"] == "tokens" and "reserves" in refused.json()["error"]["message"]
+    minute = int(time.time() // 60)
+    # settled: the counter holds what the answers used, the reservations' difference given back
+    wait_for(lambda: int(limits_redis.get(f"{PREFIX}:t:{team.pk}:*:{minute}") or 0) == used,
+             message=f"the tokens counter settling at the {used} tokens used")
+    text = requests.get(f"{gateway.url}/metrics", headers={"Authorization": "Bearer metrics-token-for-tests"},
+                        timeout=5).text
+    assert metric_value(text, "inference_portal_limit_refusals_total", team="team-a", reason="tokens") > 0

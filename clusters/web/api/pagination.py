@@ -41,22 +41,33 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
             self.display_page_controls = True
         if self.count == 0 or self.offset > self.count:
             return []
-        if per_cluster is None:
-            ids = list(queryset.values_list("pk", flat=True)[self.offset : self.offset + self.limit])
-        else:
-            ids = ids_in_cluster_order(queryset, per_cluster, self.offset, self.limit)
-        rows = {row.pk: row for row in queryset.order_by().filter(pk__in=ids)}
-        return [rows[pk] for pk in ids if pk in rows]
+        return page_rows(queryset, self.offset, self.limit, per_cluster)
+
+
+def page_rows(queryset: QuerySet, offset: int, limit: int, per_cluster: dict[int, int] | None = None) -> list[Any]:
+    """``queryset[offset:offset + limit]`` as a deferred join: the page's ids (from an index where
+    one holds the order), then those rows. ``per_cluster`` (:func:`rows_per_cluster`) when the
+    rows are in cluster order, which is walked cluster by cluster (:func:`ids_in_cluster_order`)."""
+    if per_cluster is None:
+        ids = list(queryset.values_list("pk", flat=True)[offset : offset + limit])
+    else:
+        ids = ids_in_cluster_order(queryset, per_cluster, offset, limit)
+    rows = {row.pk: row for row in queryset.order_by().filter(pk__in=ids)}
+    return [rows[pk] for pk in ids if pk in rows]
 
 
 CLUSTER_ORDER = ("cluster__name", "namespace", "name")  # clusters.models.KubeObject.Meta.ordering
+PK_TIE_BREAKS = ("pk", "-pk", "id", "-id")  # what Django's admin adds to make an order total
 
 
 def in_cluster_order(queryset: QuerySet) -> bool:
-    """Whether the rows are listed in the mirrored kinds' default order (unique: a cluster's name is)."""
+    """Whether the rows are listed in the mirrored kinds' default order (unique: a cluster's name is,
+    so a primary key added after it, as the admin's changelist does, changes nothing)."""
     query = queryset.query
-    ordering = query.order_by or (query.default_ordering and queryset.model._meta.ordering) or ()
-    return tuple(ordering) == CLUSTER_ORDER and not query.distinct
+    ordering = tuple(query.order_by or (query.default_ordering and queryset.model._meta.ordering) or ())
+    if ordering[len(CLUSTER_ORDER) :] in ((), *((tie,) for tie in PK_TIE_BREAKS)):
+        ordering = ordering[: len(CLUSTER_ORDER)]
+    return ordering == CLUSTER_ORDER and not query.distinct
 
 
 def rows_per_cluster(queryset: QuerySet) -> dict[int, int]:

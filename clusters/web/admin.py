@@ -6,12 +6,14 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.paginator import Page, Paginator
 from django.db import models
 from django.db.models.functions import Length
 from django.template.loader import render_to_string
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext as _
 
 from clusters.controller_registry import controllable_kinds
 from clusters.kube.connection import check_connection
@@ -267,6 +269,17 @@ class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
 
     def get_list_display(self, request):
         return ["name", "namespace", "cluster", *self.kind_list_display, "sync_state", "updated_at"]
+
+    def action_checkbox(self, obj: KubeObject) -> str:
+        """Django's own checkbox, written out: rendering it through the form widget's template took
+        about a third of a 100-row changelist's time at 100,000 rows (docs/serving.md)."""
+        label = format_html(_("Select this object for an action - {}"), str(obj))
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME,
+            obj.pk,
+            label,
+        )
 
     def get_list_filter(self, request):
         filters = ["cluster", "sync_state", *self.kind_list_filter, "namespace"]

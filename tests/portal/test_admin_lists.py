@@ -8,6 +8,8 @@ import html
 import re
 
 import pytest
+from django.contrib import admin
+from django.contrib.admin import ModelAdmin
 from django.contrib.auth.models import User
 
 from clusters.models import Cluster
@@ -74,3 +76,11 @@ def test_a_count_beyond_the_bound_is_shown_as_an_estimate(world, admin_browser, 
     monkeypatch.setattr(list_costs, "COUNT_BOUND", 10)
     estimated = admin_browser.get(CHANGELIST).content.decode()
     assert "about " in estimated and "an estimate" in estimated
+
+
+def test_the_row_checkbox_is_djangos_own(world):
+    """The changelist writes the action checkbox out (clusters.web.admin.KubeObjectAdmin.action_checkbox):
+    it must stay the HTML Django's widget renders, which the admin's actions JavaScript reads."""
+    model_admin = admin.site._registry[InferenceModel]
+    for obj in InferenceModel.objects.all():
+        assert str(model_admin.action_checkbox(obj)) == str(ModelAdmin.action_checkbox(model_admin, obj))

@@ -4,9 +4,9 @@ either direction is an index-only scan of the keys, however deep. PostgreSQL onl
 
 ``(engine|memory_bytes|ready, ...)`` replace the single-column indexes, which they cover. Columns
 the cluster's status rewrites (utilization, GPUs in use, phase) get none: an index on them would
-make each status update a non-HOT one (see 0009); their sorts are a bounded top-N sort of narrow
-key tuples. ``node_pool`` may hold longer values than a B-tree entry can, and ``cluster_name`` is
-another table's: also sorted, not indexed (docs/serving.md gives the plans and times).
+make each status update a non-HOT one (see 0009); their sorts read every matching row's narrow
+key tuple and sort it, a full scan (the gap docs/serving.md names). ``node_pool`` may hold longer
+values than a B-tree entry can, and ``cluster_name`` is another table's: sorted the same way.
 """
 
 from django.db import migrations, models

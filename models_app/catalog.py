@@ -141,13 +141,10 @@ def catalog(params: Mapping[str, str], user: Any) -> CatalogRows:
         # a typed NULL: PostgreSQL refuses a UNION of smallint and an untyped (text) NULL
         no_utilization = Cast(Value(None), output_field=PositiveSmallIntegerField())
         utilization = F("utilization_percent") if model is InferenceModel else no_utilization
-        parts[model._meta.model_name] = (
-            filterset.qs.order_by()
-            .annotate(
-                kind=Value(kind, output_field=CharField()),
-                page=Value(model._meta.model_name, output_field=CharField()),
-                utilization=utilization,
-            )
+        parts[model._meta.model_name] = filterset.qs.order_by().annotate(
+            kind=Value(kind, output_field=CharField()),
+            page=Value(model._meta.model_name, output_field=CharField()),
+            utilization=utilization,
         )
     sign = "-" if ordering.startswith("-") else ""
     return CatalogRows(parts, [f"{sign}{key}" for key in (ordering.lstrip("-"), *TIE_BREAKERS)])

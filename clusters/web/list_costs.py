@@ -85,4 +85,3 @@ def distinct_values(model: type[Model], column: str, longest: int | None = None)
     with connection.cursor() as cursor:
         cursor.execute(sql)
         return sorted(value for (value,) in cursor.fetchall())
-

@@ -34,55 +34,54 @@ def sort_indexes(table: str, columns: tuple[str, ...] = SORTED) -> PostgreSQLOnl
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('models_app', '0009_mirror_tables_leave_room_for_updates'),
+        ("models_app", "0009_mirror_tables_leave_room_for_updates"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='inferencemodel',
-            name='engine',
+            model_name="inferencemodel",
+            name="engine",
             field=models.CharField(blank=True, editable=False, max_length=64),
         ),
         migrations.AlterField(
-            model_name='inferencemodel',
-            name='memory_bytes',
+            model_name="inferencemodel",
+            name="memory_bytes",
             field=models.BigIntegerField(blank=True, editable=False, null=True),
         ),
         migrations.AlterField(
-            model_name='inferencemodel',
-            name='ready',
+            model_name="inferencemodel",
+            name="ready",
             field=models.BooleanField(default=False, editable=False),
         ),
         migrations.AlterField(
-            model_name='kubeaimodel',
-            name='engine',
+            model_name="kubeaimodel",
+            name="engine",
             field=models.CharField(blank=True, editable=False, max_length=64),
         ),
         migrations.AlterField(
-            model_name='kubeaimodel',
-            name='memory_bytes',
+            model_name="kubeaimodel",
+            name="memory_bytes",
             field=models.BigIntegerField(blank=True, editable=False, null=True),
         ),
         migrations.AlterField(
-            model_name='kubeaimodel',
-            name='ready',
+            model_name="kubeaimodel",
+            name="ready",
             field=models.BooleanField(default=False, editable=False),
         ),
         migrations.AlterField(
-            model_name='modelservice',
-            name='engine',
+            model_name="modelservice",
+            name="engine",
             field=models.CharField(blank=True, editable=False, max_length=64),
         ),
         migrations.AlterField(
-            model_name='modelservice',
-            name='memory_bytes',
+            model_name="modelservice",
+            name="memory_bytes",
             field=models.BigIntegerField(blank=True, editable=False, null=True),
         ),
         migrations.AlterField(
-            model_name='modelservice',
-            name='ready',
+            model_name="modelservice",
+            name="ready",
             field=models.BooleanField(default=False, editable=False),
         ),
         sort_indexes("models_app_inferencemodel"),

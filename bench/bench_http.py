@@ -1,5 +1,5 @@
 """Pages and API lists as users feel them: over real HTTP, 16 concurrent clients, against the deploy's
-own server command (bench/http_server.py: ``config/gunicorn.py``, production settings) on the bench
+own server command (bench/http_server.py: ``config/web_server.py``, production settings) on the bench
 dataset (bench/dataset.py, 10 clusters x ``BENCH_HTTP_MODELS_PER_CLUSTER`` InferenceModels, 10,000
 by default: 100,000 rows).
 
@@ -18,9 +18,10 @@ same 2 cores as the server: its CPU is taken from the server's, as is every othe
 shared machine (``http.load_1m_before`` / ``_after`` record the machine's load).
 
 ``http.healthz_under_slowloris_ok`` is 1 when /healthz answered every probe while 40 slow-header
-connections were held open (bench/slow_clients.py), else 0. ``http.server_<model>_*`` compare
-server models on the same machine for the API list (sync: 3 workers; gthread: 3 workers x 8 threads;
-asgi: the deploy's); the deploy's choice is config/gunicorn.py.
+connections were held open (bench/slow_clients.py), else 0. ``http.server_<model>_catalog_first_*``
+compare server models on the same machine, one after the other on the catalog's first page
+(gunicorn_gthread: 3 workers x 8 threads; gunicorn_asgi: 3 ASGI workers, the former deploy;
+granian: the deploy's, config/web_server.py).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
 from bench.dataset import POOLS, build
+from bench.http_server import ALTERNATIVES, production_server
 from bench.http_server import SECRET_KEY as SERVER_SECRET_KEY
-from bench.http_server import production_server
 from bench.slow_clients import healthz_answers_under_slow_clients
 from models_app.catalog import SORTABLE
 
@@ -49,11 +50,6 @@ ADMIN_PAGE_SIZE = 100
 API_LIMIT = 50
 CSRF = "b" * 32  # an unmasked secret: the cookie and the header carry the same one
 SLOWLORIS_CONNECTIONS = 40
-SERVER_MODELS: dict[str, tuple[str, ...]] = {
-    "sync": ("--worker-class", "sync", "config.wsgi:application"),
-    "gthread": ("--worker-class", "gthread", "--threads", "8", "config.wsgi:application"),
-    "asgi": (),
-}
 ESTIMATE = {"name": "new-70b", "namespace": "team-0", "pool": "gpu-a100", "memory": "160Gi", "gpus": 2,
             "gpu_memory": "140Gi"}  # fmt: skip
 WHATIF = "- estimate: {name: new-70b, namespace: team-0, pool: gpu-a100, memory: 160Gi, gpus: 2, gpu_memory: 140Gi}"
@@ -145,17 +141,16 @@ def run() -> dict[str, float]:
     figures["http.rows"] = float(rows)
     cookies = signed_in_cookies(User.objects.create_superuser("bench-http-admin", email="", password=None))
     env = database_env()
-    for model, args in SERVER_MODELS.items():
-        if model == "asgi":
-            continue  # the deploy's configuration: measured in full below
-        with production_server(env, args) as base:
-            for key, value in measure(base, cookies, "api_list", groups(rows)["api_list"], SECONDS).items():
+    compared = {"gunicorn_gthread": ALTERNATIVES["gunicorn_gthread"], "gunicorn_asgi": ALTERNATIVES["gunicorn_asgi"],
+                "granian": None}  # fmt: skip  # None: the deploy's own command
+    stem = "catalog_first"
+    for model, command in compared.items():  # the server models side by side on one page, before the full run
+        with production_server(env, command) as base:
+            for key, value in measure(base, cookies, stem, groups(rows)[stem], SECONDS).items():
                 figures[key.replace("http.", f"http.server_{model}_")] = value
     with production_server(env) as base:
         for stem, requests in groups(rows).items():
             figures.update(measure(base, cookies, stem, requests, SECONDS))
-        for key in ("p50_ms", "p99_ms", "rps"):
-            figures[f"http.server_asgi_api_list_{key}"] = figures[f"http.api_list_{key}"]
         figures["http.healthz_under_slowloris_ok"] = float(
             healthz_answers_under_slow_clients(base, connections=SLOWLORIS_CONNECTIONS)
         )

@@ -2,9 +2,9 @@
 
 The command is read from ``platform/deploy/web.yaml`` (the Helm chart renders the same one,
 tests/deploy/test_helm.py), only ``--bind`` swapped for a loopback port, so an HTTP benchmark or
-test measures the production server configuration (``config/gunicorn.py``), not a development
-server. ``extra_args`` (gunicorn options and an application) may be added to compare server models
-on the same machine; they override the configuration's.
+test measures the production server configuration (``config/web_server.py``), not a development
+server. Another ``command`` (e.g. gunicorn with another worker model, :data:`ALTERNATIVES`) may be
+started instead to compare server models on the same machine.
 """
 
 from __future__ import annotations
@@ -35,24 +35,34 @@ def deploy_web_command() -> list[str]:
     raise LookupError("platform/deploy/web.yaml has no Deployment")
 
 
+# Server models the deploy's is compared with (bench/bench_http.py, tests/deploy/test_slow_clients.py)
+GUNICORN = ["gunicorn", "-c", "python:bench.gunicorn_compared", "--worker-class"]
+ALTERNATIVES: dict[str, list[str]] = {
+    "gunicorn_sync": [*GUNICORN, "sync", "config.wsgi:application"],
+    "gunicorn_gthread": [*GUNICORN, "gthread", "--threads", "8", "config.wsgi:application"],
+    "gunicorn_asgi": [*GUNICORN, "asgi", "config.asgi:application"],
+}
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 
 
-def _with_bind(command: list[str], bind: str, extra_args: tuple[str, ...]) -> list[str]:
+def _with_bind(command: list[str], bind: str) -> list[str]:
     words = list(command)
     if "--bind" in words:
         index = words.index("--bind")
         del words[index : index + 2]
-    words += ["--bind", bind, *extra_args]
+    words += ["--bind", bind]
     return [str(Path(sys.executable).with_name(words[0])), *words[1:]]
 
 
 @contextmanager
-def production_server(env: dict[str, str], extra_args: tuple[str, ...] = ()) -> Iterator[str]:
-    """Run the deploy's web command with production settings; yield its base URL once /healthz answers.
+def production_server(env: dict[str, str], command: list[str] | None = None) -> Iterator[str]:
+    """Run the deploy's web command (or ``command``) with production settings; yield its base URL
+    once /healthz answers.
 
     ``env`` adds to this process's environment (DATABASE_URL, ...); throw-away keys are set here as
     production settings refuse to start without them.
@@ -67,7 +77,7 @@ def production_server(env: dict[str, str], extra_args: tuple[str, ...] = ()) -> 
         "SECURE_SSL_REDIRECT": "false",
         **env,
     }
-    command = _with_bind(deploy_web_command(), f"127.0.0.1:{port}", extra_args)
+    command = _with_bind(command or deploy_web_command(), f"127.0.0.1:{port}")
     process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -8,6 +8,7 @@ from models_app.models import InferenceModel, KubeAIModel, ModelService
 class InferenceModelAdmin(KubeObjectAdmin):
     kind_list_display = ("model_name", "node_pool", "memory_bytes_quantity", "ready", "utilization_percent")
     kind_list_filter = ("node_pool", "ready")
+    indexed_filters = ("node_pool", "namespace")
     search_fields = ["name", "namespace", "model_name"]
 
 
@@ -15,6 +16,7 @@ class InferenceModelAdmin(KubeObjectAdmin):
 class KubeAIModelAdmin(KubeObjectAdmin):
     kind_list_display = ("engine", "url", "resource_profile", "replicas", "ready")
     kind_list_filter = ("engine", "ready")
+    indexed_filters = ("engine", "namespace")
     search_fields = ["name", "namespace", "url"]
 
 
@@ -22,4 +24,5 @@ class KubeAIModelAdmin(KubeObjectAdmin):
 class ModelServiceAdmin(KubeObjectAdmin):
     kind_list_display = ("model_name", "accelerator", "replicas", "gpu_count", "phase")
     kind_list_filter = ("accelerator", "phase", "node_pool")
+    indexed_filters = ("accelerator", "node_pool", "namespace")  # phase: a status column, left unindexed
     search_fields = ["name", "namespace", "model_name"]

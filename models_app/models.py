@@ -49,16 +49,17 @@ class ServingModel(KubeObject):
     """
 
     model_name = models.TextField(blank=True, editable=False)
-    engine = models.CharField(max_length=64, blank=True, db_index=True, editable=False)  # an enum in every CRD
+    # engine, memory_bytes and ready are indexed with the catalog's tie-breakers (migration 0010)
+    engine = models.CharField(max_length=64, blank=True, editable=False)  # an enum in every CRD
     node_pool = models.TextField(blank=True, editable=False)
-    memory_bytes = models.BigIntegerField(null=True, blank=True, db_index=True, editable=False)
+    memory_bytes = models.BigIntegerField(null=True, blank=True, editable=False)
     replicas = models.PositiveBigIntegerField(
         null=True, blank=True, editable=False, help_text="Desired replicas from spec."
     )
     gpu_count = models.PositiveBigIntegerField(
         default=0, editable=False, help_text="GPUs of the replicas the cluster reports (desired ones until it reports)."
     )
-    ready = models.BooleanField(default=False, db_index=True, editable=False)
+    ready = models.BooleanField(default=False, editable=False)
     accelerator = models.CharField(max_length=32, blank=True, editable=False)
     phase = models.CharField(max_length=16, blank=True, editable=False)
     # What the scheduler reads (scheduler/consumption.py): projected here so budgets, admission and

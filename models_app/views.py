@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from accounts.public import VIEW, restrict
 from clusters.models import Cluster, KubeObject, SyncState
+from clusters.web import list_costs
 from clusters.web.forms import crd_enum
 from clusters.web.portal import (
     KubeObjectPageForm,
@@ -62,6 +63,8 @@ def catalog_page(request: HttpRequest) -> HttpResponse:
         "models_app/catalog.html",
         {
             "page": page,
+            "count_estimated": rows.estimated,
+            "count_bound": list_costs.COUNT_BOUND,
             "params": request.GET,
             "query": query.urlencode(),
             "sort_query": sort_query.urlencode(),

@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 from accounts.access import restrict
 from bench.dataset import build
 from clusters.models import Cluster
+from clusters.web import list_costs
 from models_app.models import InferenceModel
 
 
@@ -68,3 +69,18 @@ def test_default_order_pages_step_over_clusters_by_their_counts():
                 assert page["count"] == len(expected)
                 seen += [row["id"] for row in page["results"]]
             assert seen == expected, (user, limit)
+
+
+@pytest.mark.django_db
+def test_a_count_beyond_the_bound_is_marked_as_an_estimate(monkeypatch):
+    data = build(clusters=2, models_per_cluster=20, kubeai_models=0, model_services=0, runs=0, observations=0,
+                 member_rows=20, analyze=False)  # fmt: skip
+    client = APIClient()
+    client.force_authenticate(data.staff)
+    exact = client.get("/api/inferencemodels/?limit=5&ordering=name").json()
+    assert (exact["count"], exact["count_estimated"]) == (40, False)
+    monkeypatch.setattr(list_costs, "COUNT_BOUND", 10)
+    estimated = client.get("/api/inferencemodels/?limit=5&ordering=name").json()
+    assert estimated["count_estimated"] is True and estimated["count"] > 10 and len(estimated["results"]) == 5
+    default_order = client.get("/api/inferencemodels/?limit=5").json()  # counted per cluster, exactly
+    assert (default_order["count"], default_order["count_estimated"]) == (40, False)

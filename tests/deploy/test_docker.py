@@ -1,4 +1,4 @@
-"""The image and compose file: nothing private goes into the image, gunicorn is pinned, the image's
+"""The image and compose file: nothing private goes into the image, the web server (granian) is pinned, the image's
 build step works with production settings, compose probes the web process as Kubernetes does, and
 Prometheus sends the /metrics token."""
 
@@ -36,8 +36,8 @@ def test_dockerignore_keeps_the_virtualenv_git_and_local_database_out() -> None:
         assert not ignored(needed), needed
 
 
-def test_gunicorn_is_pinned_and_the_image_installs_only_the_requirements() -> None:
-    assert re.search(r"^gunicorn==\d+\.\d+\.\d+$", (ROOT / "requirements.txt").read_text(), re.M)
+def test_the_web_server_is_pinned_and_the_image_installs_only_the_requirements() -> None:
+    assert re.search(r"^granian==\d+\.\d+\.\d+$", (ROOT / "requirements.txt").read_text(), re.M)
     installs = [line for line in (DOCKER / "Dockerfile").read_text().splitlines() if "pip install" in line]
     assert installs and all(line.split("pip install", 1)[1].split() == ["--no-cache-dir", "-r", "requirements.txt"]
                             for line in installs)  # fmt: skip

@@ -61,7 +61,7 @@ def test_web_probes_are_the_portals_liveness_and_readiness_views() -> None:
     container = pod_spec(find("Deployment", "inference-portal-web"))["containers"][0]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert container["command"][0] == "gunicorn"
+    assert container["command"] == ["python", "-m", "config.web_server"]
 
 
 def test_one_beat_that_writes_its_schedule_to_a_writable_volume() -> None:

@@ -4,7 +4,7 @@ own server command (bench/http_server.py reads it from platform/deploy/web.yaml)
 
 from __future__ import annotations
 
-from bench.http_server import production_server
+from bench.http_server import ALTERNATIVES, production_server
 from bench.slow_clients import healthz_answers_under_slow_clients
 
 SQLITE = {"DATABASE_URL": "sqlite:///:memory:"}  # /healthz reads no database; keep the test's own DB untouched
@@ -17,5 +17,5 @@ def test_healthz_answers_while_slow_header_connections_are_held() -> None:
 
 def test_the_same_probe_starves_a_sync_worker_server() -> None:
     """The probe can fail: the same slow clients against gunicorn's sync workers stop /healthz."""
-    with production_server(SQLITE, ("--worker-class", "sync", "config.wsgi:application")) as url:
+    with production_server(SQLITE, ALTERNATIVES["gunicorn_sync"]) as url:
         assert not healthz_answers_under_slow_clients(url, connections=12)

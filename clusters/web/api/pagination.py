@@ -6,12 +6,18 @@ from typing import Any
 
 from django.db.models import Count, QuerySet
 from rest_framework import pagination
+from rest_framework.response import Response
 
 from clusters.web.api.ordering import StrictOrderingFilter
+from clusters.web.list_costs import bounded_count
 
 
 class LimitOffsetPagination(pagination.LimitOffsetPagination):
     """``limit``/``offset`` paging that stays fast at deep offsets.
+
+    ``count`` is exact up to ``COUNT_BOUND`` rows, then PostgreSQL's estimate (``count_estimated``
+    says which, clusters.web.list_costs); in the default order it is exact, from the per-cluster
+    counts the page is found with.
 
     ``limit`` is clamped to ``max_limit``: an unbounded one (``?limit=99999999999999999999``) goes
     into SQL as is and overflows PostgreSQL's bigint. A larger offset than there are rows is an
@@ -26,6 +32,7 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
     """
 
     max_limit = 1000
+    estimated = False
 
     def paginate_queryset(self, queryset: Any, request: Any, view: Any = None) -> list[Any] | None:
         if not isinstance(queryset, QuerySet):
@@ -35,28 +42,56 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
         if self.limit is None:
             return None
         per_cluster = rows_per_cluster(queryset) if in_cluster_order(queryset) else None
-        self.count = self.get_count(queryset) if per_cluster is None else sum(per_cluster.values())
+        if per_cluster is None:
+            counted = bounded_count(queryset)
+            self.count, self.estimated = counted.rows, counted.estimated
+        else:
+            self.count = sum(per_cluster.values())
         self.offset = self.get_offset(request)
         if self.count > self.limit and self.template is not None:
             self.display_page_controls = True
         if self.count == 0 or self.offset > self.count:
             return []
-        if per_cluster is None:
-            ids = list(queryset.values_list("pk", flat=True)[self.offset : self.offset + self.limit])
-        else:
-            ids = ids_in_cluster_order(queryset, per_cluster, self.offset, self.limit)
-        rows = {row.pk: row for row in queryset.order_by().filter(pk__in=ids)}
-        return [rows[pk] for pk in ids if pk in rows]
+        return page_rows(queryset, self.offset, self.limit, per_cluster)
+
+    def get_paginated_response(self, data: Any) -> Response:
+        """DRF's page, with ``count_estimated``: whether ``count`` is PostgreSQL's estimate (above
+        ``clusters.web.list_costs.COUNT_BOUND`` matching rows in an order other than the default)."""
+        return Response(
+            {"count": self.count, "count_estimated": self.estimated, "next": self.get_next_link(),
+             "previous": self.get_previous_link(), "results": data}
+        )  # fmt: skip
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        described = super().get_paginated_response_schema(schema)
+        described["properties"]["count_estimated"] = {"type": "boolean", "example": False}
+        return described
+
+
+def page_rows(queryset: QuerySet, offset: int, limit: int, per_cluster: dict[int, int] | None = None) -> list[Any]:
+    """``queryset[offset:offset + limit]`` as a deferred join: the page's ids (from an index where
+    one holds the order), then those rows. ``per_cluster`` (:func:`rows_per_cluster`) when the
+    rows are in cluster order, which is walked cluster by cluster (:func:`ids_in_cluster_order`)."""
+    if per_cluster is None:
+        ids = list(queryset.values_list("pk", flat=True)[offset : offset + limit])
+    else:
+        ids = ids_in_cluster_order(queryset, per_cluster, offset, limit)
+    rows = {row.pk: row for row in queryset.order_by().filter(pk__in=ids)}
+    return [rows[pk] for pk in ids if pk in rows]
 
 
 CLUSTER_ORDER = ("cluster__name", "namespace", "name")  # clusters.models.KubeObject.Meta.ordering
+PK_TIE_BREAKS = ("pk", "-pk", "id", "-id")  # what Django's admin adds to make an order total
 
 
 def in_cluster_order(queryset: QuerySet) -> bool:
-    """Whether the rows are listed in the mirrored kinds' default order (unique: a cluster's name is)."""
+    """Whether the rows are listed in the mirrored kinds' default order (unique: a cluster's name is,
+    so a primary key added after it, as the admin's changelist does, changes nothing)."""
     query = queryset.query
-    ordering = query.order_by or (query.default_ordering and queryset.model._meta.ordering) or ()
-    return tuple(ordering) == CLUSTER_ORDER and not query.distinct
+    ordering = tuple(query.order_by or (query.default_ordering and queryset.model._meta.ordering) or ())
+    if ordering[len(CLUSTER_ORDER) :] in ((), *((tie,) for tie in PK_TIE_BREAKS)):
+        ordering = ordering[: len(CLUSTER_ORDER)]
+    return ordering == CLUSTER_ORDER and not query.distinct
 
 
 def rows_per_cluster(queryset: QuerySet) -> dict[int, int]:

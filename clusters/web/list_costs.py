@@ -1,0 +1,87 @@
+"""What a list page may cost at 100,000 rows: a bounded count, and distinct values by index.
+
+Shared by the catalog (models_app.catalog), the admin's changelists and filter sidebar
+(clusters.web.admin) so every list counts and offers choices the same way.
+
+- :func:`bounded_count`: ``SELECT COUNT(*)`` reads every matching row (30-140 ms at 100,000 rows,
+  on every page load). Counting stops at ``COUNT_BOUND`` rows; above it the planner's estimate is
+  used and the page says "about".
+- :func:`distinct_values`: ``SELECT DISTINCT column`` over the whole table is a full scan (300-400 ms
+  at 100,000 rows for the admin's pool filter). A loose index scan asks the B-tree for the next value
+  above the last, one descent per value, and reads the table as it is now: nothing to invalidate
+  when rows change.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import Model, QuerySet
+
+COUNT_BOUND = 10_000
+
+
+@dataclass(frozen=True)
+class Count:
+    """Rows of a list; ``estimated`` when more than ``COUNT_BOUND`` matched and the planner guessed the rest."""
+
+    rows: int
+    estimated: bool = False
+
+    def __add__(self, other: Count) -> Count:
+        return Count(self.rows + other.rows, self.estimated or other.estimated)
+
+
+def bounded_count(queryset: QuerySet, bound: int | None = None) -> Count:
+    """The exact count up to ``bound`` (default ``COUNT_BOUND``) rows, reading at most ``bound + 1``,
+    else the planner's estimate.
+
+    An estimate is never below ``bound + 1``: the rows counted are known to be there. Databases other
+    than PostgreSQL (the embedded SQLite demo, a few rows) count exactly.
+    """
+    bound = COUNT_BOUND if bound is None else bound
+    queryset = queryset.order_by()
+    if connection.vendor != "postgresql":
+        return Count(queryset.count())
+    counted = queryset[: bound + 1].count()
+    if counted <= bound:
+        return Count(counted)
+    return Count(max(bound + 1, planner_rows(queryset)), estimated=True)
+
+
+def planner_rows(queryset: QuerySet) -> int:
+    """PostgreSQL's estimate of the rows ``queryset`` returns (``EXPLAIN``, from the table's statistics)."""
+    sql, params = queryset.values("pk").query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        (plan,) = cursor.fetchone()
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+def distinct_values(model: type[Model], column: str, longest: int | None = None) -> list[str]:
+    """Distinct non-empty values of ``column`` over the whole table, one index descent per value.
+
+    Needs a B-tree whose first column is ``column`` on PostgreSQL (elsewhere a plain ``DISTINCT``).
+    A column whose index covers values of at most ``longest`` characters (see
+    clusters.postgres_only.distinct_choice_indexes) adds the longer values, found by their own
+    partial index.
+    """
+    if connection.vendor != "postgresql":
+        values = model._default_manager.order_by().exclude(**{column: ""}).values_list(column, flat=True)
+        return sorted(set(values))
+    table, name = connection.ops.quote_name(model._meta.db_table), connection.ops.quote_name(column)
+    bound = f" AND length({name}) <= {longest}" if longest else ""
+    longer = f" UNION SELECT {name} FROM {table} WHERE length({name}) > {longest}" if longest else ""
+    sql = (
+        f"WITH RECURSIVE walk(value) AS ("
+        f"SELECT MIN({name}) FROM {table} WHERE {name} > ''{bound} "
+        f"UNION ALL SELECT (SELECT MIN({name}) FROM {table} WHERE {name} > walk.value{bound}) "
+        f"FROM walk WHERE walk.value IS NOT NULL"
+        f") SELECT value FROM walk WHERE value IS NOT NULL{longer}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return sorted(value for (value,) in cursor.fetchall())

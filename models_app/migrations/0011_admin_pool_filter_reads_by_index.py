@@ -1,0 +1,28 @@
+"""The admin's pool filter in cluster order by index: ``(node_pool, cluster_id, namespace, name)``
+for values a B-tree entry can hold (clusters.web.admin.IndexedValuesFilter adds the matching
+``length(node_pool) <= 600`` to a filtered changelist), so its count per cluster and its page at
+any depth are index-only scans (before: 20,000 heap pages read for one pool at 100,000 rows).
+PostgreSQL only."""
+
+from django.db import migrations
+
+from clusters.postgres_only import LONGEST_INDEXED_TEXT, PostgreSQLOnly
+
+
+def pool_in_cluster_order(table: str) -> PostgreSQLOnly:
+    index = f"{table}_pool_cluster_order"
+    return PostgreSQLOnly(
+        sql=f"CREATE INDEX {index} ON {table} (node_pool, cluster_id, namespace, name)"
+        f" WHERE length(node_pool) <= {LONGEST_INDEXED_TEXT}",
+        reverse_sql=f"DROP INDEX {index}",
+    )
+
+
+class Migration(migrations.Migration):
+    dependencies = [("models_app", "0010_catalog_sorts_read_by_index")]
+
+    operations = [
+        pool_in_cluster_order("models_app_inferencemodel"),
+        pool_in_cluster_order("models_app_kubeaimodel"),
+        pool_in_cluster_order("models_app_modelservice"),
+    ]

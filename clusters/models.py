@@ -429,7 +429,7 @@ def errors_by_model_field(errors: list) -> dict[str, list[str]]:
 class SyncStat(models.Model):
     """One figure of the sync's health per cluster and kind, kept in the database because the
     processes that see it happen (the watcher, Celery workers) are not the one that serves
-    ``/metrics``: the web process reads them at scrape time (``clusters.sync.metrics``), so every gunicorn
+    ``/metrics``: the web process reads them at scrape time (``clusters.sync.metrics``), so every web
     worker answers the same. Written through ``clusters.sync.stats`` only."""
 
     class Counter(models.TextChoices):

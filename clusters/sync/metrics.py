@@ -1,7 +1,7 @@
 """Prometheus metrics of the sync, read from the database at scrape time.
 
 Custom collectors (rather than counters and gauges updated in place) stay correct across
-processes: the web server's gunicorn workers, the Celery workers and the watcher all write rows,
+processes: the web server's workers, the Celery workers and the watcher all write rows,
 and only the database knows the totals. Each scrape costs a few grouped queries.
 
 - ``inference_portal_mirrored_objects``: rows per kind, cluster and sync state (a ``PendingApply``

@@ -25,7 +25,7 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
-# Static files (the admin's) served by WhiteNoise from `collectstatic`'s output, so one gunicorn
+# Static files (the admin's) served by WhiteNoise from `collectstatic`'s output, so one web server
 # image is enough; local runs use Django's own static view instead.
 MIDDLEWARE = [*MIDDLEWARE]
 MIDDLEWARE.insert(

@@ -1,6 +1,6 @@
 """The portal's own metrics: the sync's health per cluster and kind is recorded by the processes that
 see it (watcher, workers, controllers) and read from the database by the web process at scrape time,
-so every gunicorn worker answers the same."""
+so every web worker answers the same."""
 
 from __future__ import annotations
 

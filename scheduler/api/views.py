@@ -12,7 +12,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
+from accounts.access import (
+    VIEW,
+    is_unrestricted,
+    namespace_predicate,
+    restrict,
+    visible_cluster_ids,
+    visible_clusters,
+)
 from clusters.web.api.exceptions import field_error_detail
 from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
 from scheduler.api.serializers import PlanRequestSerializer
@@ -66,9 +73,10 @@ class PoolAccountsView(APIView):
                 }
                 for a in team_accounts(
                     pool_accounts(
-                        restrict=partial(restrict, user=request.user, action=VIEW),
+                        restrict=None
+                        if is_unrestricted(request.user)
+                        else partial(restrict, user=request.user, action=VIEW),
                         per_pool=HOLDERS_SHOWN,
-                        visible=namespace_predicate(request.user),
                     ),
                     namespace_predicate(request.user),
                     visible_cluster_ids(request.user),

@@ -12,6 +12,7 @@ from clusters.models import Cluster
 from scheduler.holdings import (
     Holding,
     ModelKey,
+    PoolsByState,
     Restrict,
     holding_rows,
     load_holdings,
@@ -159,11 +160,11 @@ def _pool_figures(
 ) -> tuple[
     dict[tuple[int, str], tuple[int, int, int]],
     dict[tuple[int, str], tuple[int, int, int]],
-    dict[str, set[tuple[int, str]]],
+    dict[str, PoolsByState],
 ]:
     """Per pool: (memory, GPUs, models) of every running model, and (models, observed peaks,
-    right-sizing savings) of the visible ones; per kind, the pools its models (running or not)
-    that ``restrict`` leaves name.
+    right-sizing savings) of the visible ones; per kind, the pools its running and its stopped
+    models that ``restrict`` leaves name.
 
     Every model's figures are the kept totals (a few rows per pool). Without ``restrict`` the
     visible figures are the same totals; with it, one scan of the rows it leaves per kind (a team's
@@ -174,16 +175,17 @@ def _pool_figures(
     """
     totals: dict[tuple[int, str], list[int]] = {}
     mine: dict[tuple[int, str], list[int]] = {}
-    pools_of_kind: dict[str, set[tuple[int, str]]] = {model.kube.kind: set() for model in serving_models()}
+    pools_of_kind: dict[str, PoolsByState] = {model.kube.kind: (set(), set()) for model in serving_models()}
     advised_pools: dict[str, set[tuple[int, str]]] = {kind: set() for kind in pools_of_kind}
     controlled = {
         (pk, kind) for pk, kinds in Cluster.objects.values_list("pk", "managed_kinds") for kind in kinds or []
     }
     for total in pool_totals(None if cluster_id is None else {cluster_id}):
         pool_key = (total.cluster_id, total.node_pool)
+        runs = total.runs((total.cluster_id, total.kind) in controlled)
         if restrict is None:
-            pools_of_kind[total.kind].add(pool_key)
-        if not total.runs((total.cluster_id, total.kind) in controlled):
+            pools_of_kind[total.kind][0 if runs else 1].add(pool_key)
+        if not runs:
             continue
         figures = totals.setdefault(pool_key, [0, 0, 0])
         figures[0] += total.memory_bytes
@@ -203,14 +205,17 @@ def _pool_figures(
         rows = holding_rows(model, cluster_id, None, restrict)
         if restrict is not None:
             sums = {
-                "count": Count("id", filter=running), "advised": Count("id", filter=advised & running),
+                "count": Count("id", filter=running), "stopped": Count("id", filter=~running),
+                "advised": Count("id", filter=advised & running),
                 "peak": Sum("observed_peak_bytes", filter=running) if has_peak else Value(0),
                 "peaked": Count("observed_peak_bytes", filter=running) if has_peak else Value(0),
             }  # fmt: skip
             for row in rows.values("cluster_id", "node_pool").order_by().annotate(**sums):
                 pool_key = (row["cluster_id"], row["node_pool"])
-                pools_of_kind[kind].add(pool_key)
+                if row["stopped"]:
+                    pools_of_kind[kind][1].add(pool_key)
                 if row["count"]:
+                    pools_of_kind[kind][0].add(pool_key)
                     visible = mine.setdefault(pool_key, [0, 0, 0])
                     visible[0] += row["count"]
                     visible[1] += row["peak"] or 0

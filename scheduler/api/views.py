@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import partial
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -20,9 +21,11 @@ from accounts.access import (
     visible_cluster_ids,
     visible_clusters,
 )
+from clusters.validation.schemas import ManifestInvalid
 from clusters.web.api.exceptions import field_error_detail
 from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
 from scheduler.api.serializers import PlanRequestSerializer
+from scheduler.plan_pages import DEFAULT_LIMIT, MAX_LIMIT, PlanChanged, first_page, next_page, parse_limit
 from scheduler.planner import plan, plan_to_dict
 from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
 
@@ -32,8 +35,26 @@ class PlanView(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=PlanRequestSerializer, responses={200: OpenApiTypes.OBJECT}, summary="What-if placement")
+    @extend_schema(
+        request=PlanRequestSerializer,
+        parameters=[
+            OpenApiParameter(
+                "limit", int, description=f"Entries of each long list per answer, 1 to {MAX_LIMIT} "
+                f"(default {DEFAULT_LIMIT}): models per node, misses, over-committed, idle, right-sizing.",
+            ),
+            OpenApiParameter(
+                "cursor", str, description="A cursor from the answer's ``pages`` (or a page's ``cursor``): "
+                "the same request body answers that list's next entries. 409 when the plan changed meanwhile.",
+            ),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        summary="What-if placement (long lists paged)",
+    )  # fmt: skip
     def post(self, request: Request) -> Response:
+        try:
+            limit = parse_limit(request.query_params.get("limit"))
+        except ManifestInvalid as invalid:
+            raise ValidationError(field_error_detail(invalid.errors)) from None
         context = {"visible": namespace_predicate(request.user), "clusters": visible_clusters(request.user)}
         serializer = PlanRequestSerializer(data=request.data, context=context)
         serializer.is_valid(raise_exception=True)
@@ -46,7 +67,17 @@ class PlanView(APIView):
             data["cluster"], data["proposals"], data["include_running"], data.get("now"), repack=data["repack"]
         )
         proposed = {proposal.label for proposal in data["proposals"]}
-        return Response(redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed))
+        shown = redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)
+        cursor = request.query_params.get("cursor")
+        if not cursor:
+            return Response(first_page(shown, limit))
+        try:
+            return Response(next_page(shown, cursor, limit))
+        except ManifestInvalid as invalid:
+            raise ValidationError(field_error_detail(invalid.errors)) from None
+        except PlanChanged as changed:
+            message = f"cursor: list {changed} changed since the cursor was given (the cluster changed); start again"
+            return Response({"cursor": [message]}, status=status.HTTP_409_CONFLICT)
 
 
 class PoolAccountsView(APIView):

@@ -47,7 +47,8 @@ def fresh() -> dict[tuple, tuple]:
     for model in serving_models():
         peak = "observed_peak_bytes" if any(f.name == "observed_peak_bytes" for f in model._meta.get_fields()) else None
         fields = ["cluster_id", "node_pool", "running_replicas", "replicas", "memory_bytes", "gpu_count", "status"]
-        for row in model.objects.exclude(sync_state=SyncState.DELETED_IN_CLUSTER).values(*fields, *filter(None, [peak])):
+        rows = model.objects.exclude(sync_state=SyncState.DELETED_IN_CLUSTER)
+        for row in rows.values(*fields, *filter(None, [peak])):
             key = (model.kube.kind, row["cluster_id"], row["node_pool"], _state(row))
             total = sums.setdefault(key, Counter())
             total.update(

@@ -20,10 +20,11 @@ from models_app.models import InferenceModel
 def add_audit_entries() -> int:
     """One entry per InferenceModel row; returns how many were written."""
     now = timezone.now()
-    rows = InferenceModel.objects.order_by("pk").values_list("pk", "cluster_id", "namespace", "name")
+    # read before the COPY starts: the connection cannot fetch from a cursor while it streams one
+    rows = list(InferenceModel.objects.order_by("pk").values_list("pk", "cluster_id", "namespace", "name"))
 
     def entries() -> Iterator[AuditEntry]:
-        for number, (pk, cluster_id, namespace, name) in enumerate(rows.iterator(chunk_size=5000)):
+        for number, (pk, cluster_id, namespace, name) in enumerate(rows):
             yield AuditEntry(
                 kind="InferenceModel", object_id=pk, cluster_id=cluster_id, namespace=namespace, name=name,
                 action=AuditEntry.Action.CREATED, source=AuditEntry.Source.SYNC, actor_label="cluster: bench",

@@ -8,7 +8,8 @@ aiohttp clients on keep-alive connections, each sending its next request as soon
 read; a group of several URLs (every sortable column, ascending and descending) is cycled through
 by every client. ``http.<group>_p50_ms`` / ``_p99_ms`` are latencies from sending the request to the
 last byte of the response, queueing in the server included; ``http.<group>_rps`` the throughput.
-There is no audit page in the portal yet to measure.
+``http.audit_*``: the audit log's first and a deep page, over one audit entry per InferenceModel
+(bench/audit_data.py).
 
 Included: the server's accept and parse, every middleware (sessions, CSRF, authentication,
 Prometheus), the view, its SQL on PostgreSQL, template rendering and the transfer over loopback.
@@ -36,6 +37,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
+from bench.audit_data import add_audit_entries
 from bench.dataset import POOLS, build
 from bench.http_server import ALTERNATIVES, production_server
 from bench.http_server import SECRET_KEY as SERVER_SECRET_KEY
@@ -73,6 +75,7 @@ def groups(rows: int) -> dict[str, list[tuple[str, str, object]]]:
         "plan_api": [("POST", "/api/planning/plan/", PLAN)],
         "dashboard": [("GET", "/", None)],
         "rightsizing": [("GET", "/rightsizing/", None)],
+        "audit": [("GET", "/audit/", None), ("GET", f"/audit/?page={deep_catalog}", None)],
         "api_list": [("GET", f"/api/inferencemodels/?limit={API_LIMIT}&offset={offset}&ordering=name", None)
                      for offset in (0, rows // 2, int(rows * 0.9))],
     }  # fmt: skip
@@ -139,6 +142,7 @@ def run() -> dict[str, float]:
     data = build(models_per_cluster=MODELS_PER_CLUSTER, observations=2 * 10 * MODELS_PER_CLUSTER)
     rows = data.counts["InferenceModel"]
     figures["http.rows"] = float(rows)
+    figures["http.audit_entries"] = float(add_audit_entries())
     cookies = signed_in_cookies(User.objects.create_superuser("bench-http-admin", email="", password=None))
     env = database_env()
     compared = {"gunicorn_gthread": ALTERNATIVES["gunicorn_gthread"], "gunicorn_asgi": ALTERNATIVES["gunicorn_asgi"],

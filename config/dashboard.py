@@ -72,8 +72,8 @@ class HomeView(LoginRequiredMixin, TemplateView):
                 }
             )
         context["kinds"], context["states"] = kinds, states
-        # Totals only (no holder is shown here): SQL aggregates, not the planner's holdings loader.
-        # A pool is shared by its cluster's teams, so its totals stay whole for each of them.
+        # Totals only (no holder is shown here): the kept pool totals (scheduler.pool_totals), not a
+        # sum over the models. A pool is shared by its cluster's teams: its totals stay whole for each.
         accounts = pool_usage(visible_cluster_ids(user))
         context["pool_chart"] = pool_usage_chart(accounts) if accounts else ""
         context["accounts"] = accounts

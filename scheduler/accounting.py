@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Q, QuerySet, Sum, Value
@@ -12,15 +12,16 @@ from clusters.models import Cluster
 from scheduler.holdings import (
     Holding,
     ModelKey,
+    PoolsByState,
     Restrict,
     holding_rows,
     load_holdings,
-    portal_controlled_clusters,
     recommended_in_status,
     running_condition,
     serving_models,
 )
 from scheduler.models import MemoryReservation, NodePool
+from scheduler.pool_totals import pool_totals
 from scheduler.savings import Recommender, saving_bytes
 
 HOLDERS_SHOWN = 10
@@ -81,18 +82,17 @@ def pool_accounts(
     recommender: Recommender | None = None,
     restrict: Restrict | None = None,
     per_pool: int | None = None,
-    visible: Callable[[int, str], bool] | None = None,
 ) -> list[PoolAccount]:
     """Books of every pool (of one cluster, or all): NodePool rows, plus pools only models name.
 
     Allocated is the declared memory of running models (replicas their cluster reports, else the
-    desired ones) plus the GPUs they use, summed in SQL over every model, so a pool's totals are
-    whole whoever looks; holders (biggest first), stopped models, observed peaks and right-sizing
-    savings are read only for the rows ``restrict`` leaves (a team member's), counting the others
-    in ``other_team_holders``. ``per_pool`` lists only the biggest that many holders (and stopped
-    models) per pool, ``holders_total`` saying how many there are; the figures stay whole.
-    ``visible(cluster_id, namespace)`` is the same scope as ``restrict`` for the per-namespace
-    sums: every figure comes from one grouped scan per kind, split by namespace in Python.
+    desired ones) plus the GPUs they use, over every model, so a pool's totals are whole whoever
+    looks: they come from the totals PostgreSQL keeps as rows change (:mod:`scheduler.pool_totals`),
+    not from a sum over the models. Holders (biggest first), stopped models, observed peaks and
+    right-sizing savings are read only for the rows ``restrict`` leaves (a team member's; None:
+    every row, read from the kept totals too), counting the others in ``other_team_holders``.
+    ``per_pool`` lists only the biggest that many holders (and stopped models) per pool,
+    ``holders_total`` saying how many there are; the figures stay whole.
     """
     pools = NodePool.objects.select_related("cluster")
     if cluster_id is not None:
@@ -117,9 +117,8 @@ def pool_accounts(
             accounts[pool_key] = PoolAccount(pool_key[0], names.get(pool_key[0], "?"), pool_key[1], None)
         return accounts[pool_key]
 
-    totals, figures, pools_of_kind = _pool_figures(cluster_id, restrict, recommender, visible)
-    known = pools_of_kind if restrict is None or visible is not None else None
-    for holding in load_holdings(cluster_id, restrict=restrict, per_pool=per_pool, pools_of_kind=known):
+    totals, figures, pools_of_kind = _pool_figures(cluster_id, restrict, recommender)
+    for holding in load_holdings(cluster_id, restrict=restrict, per_pool=per_pool, pools_of_kind=pools_of_kind):
         account_entry = entry((holding.cluster_id, holding.pool))
         (account_entry.holders if holding.running else account_entry.stopped).append(holding)
     for pool_key, (_, gpus, count) in totals.items():
@@ -157,63 +156,80 @@ def _running_reserved(
 
 
 def _pool_figures(
-    cluster_id: int | None,
-    restrict: Restrict | None,
-    recommender: Recommender | None,
-    visible: Callable[[int, str], bool] | None,
+    cluster_id: int | None, restrict: Restrict | None, recommender: Recommender | None
 ) -> tuple[
     dict[tuple[int, str], tuple[int, int, int]],
     dict[tuple[int, str], tuple[int, int, int]],
-    dict[str, set[tuple[int, str]]],
+    dict[str, PoolsByState],
 ]:
     """Per pool: (memory, GPUs, models) of every running model, and (models, observed peaks,
-    right-sizing savings) of the visible ones; per kind, the pools its models (running or not)
-    that ``restrict`` leaves name (valid when ``visible`` is given with ``restrict``).
+    right-sizing savings) of the visible ones; per kind, the pools its running and its stopped
+    models that ``restrict`` leaves name.
 
-    One scan per kind, grouped by pool and namespace, sums memory, GPUs and peaks of the running
-    rows; stopped ones only name their pool, so listing holders needs no scan of its own. Savings
-    come from right-sizing's one definition only: rows whose status carries its recommendation (or
-    every row with a peak when a ``recommender`` is plugged in) are read as five narrow columns
-    (visible ones only) and priced in Python; a model right-sizing has not judged saves nothing.
+    Every model's figures are the kept totals (a few rows per pool). Without ``restrict`` the
+    visible figures are the same totals; with it, one scan of the rows it leaves per kind (a team's
+    namespaces), grouped by pool. Savings come from right-sizing's one definition only: rows whose
+    status carries its recommendation (or every row with a peak when a ``recommender`` is plugged
+    in) are read as five narrow columns (visible ones only) and priced in Python; a model
+    right-sizing has not judged saves nothing, and pools where none is advised read no row.
     """
     totals: dict[tuple[int, str], list[int]] = {}
     mine: dict[tuple[int, str], list[int]] = {}
-    pools_of_kind: dict[str, set[tuple[int, str]]] = {}
+    pools_of_kind: dict[str, PoolsByState] = {model.kube.kind: (set(), set()) for model in serving_models()}
+    advised_pools: dict[str, set[tuple[int, str]]] = {kind: set() for kind in pools_of_kind}
+    controlled = {
+        (pk, kind) for pk, kinds in Cluster.objects.values_list("pk", "managed_kinds") for kind in kinds or []
+    }
+    for total in pool_totals(None if cluster_id is None else {cluster_id}):
+        pool_key = (total.cluster_id, total.node_pool)
+        runs = total.runs((total.cluster_id, total.kind) in controlled)
+        if restrict is None:
+            pools_of_kind[total.kind][0 if runs else 1].add(pool_key)
+        if not runs:
+            continue
+        figures = totals.setdefault(pool_key, [0, 0, 0])
+        figures[0] += total.memory_bytes
+        figures[1] += total.gpus
+        figures[2] += total.model_count
+        if restrict is None:
+            visible = mine.setdefault(pool_key, [0, 0, 0])
+            visible[0] += total.model_count
+            visible[1] += total.observed_peak_bytes
+            if total.advised or (recommender is not None and total.observed_peak_bytes):
+                advised_pools[total.kind].add(pool_key)
     for model in serving_models():
-        every = holding_rows(model, cluster_id, None, None)
-        running = running_condition(portal_controlled_clusters(model.kube.kind))
-        rows = every.filter(running)
+        kind = model.kube.kind
+        running = running_condition({pk for pk, managed in controlled if managed == kind})
         has_peak = "observed_peak_bytes" in {f.name for f in model._meta.get_fields()}
         advised = Q(status__has_key="recommendation")
-        sums = {
-            "memory": Sum("memory_bytes", filter=running), "gpus": Sum("gpu_count", filter=running),
-            "count": Count("id", filter=running), "advised": Count("id", filter=advised & running),
-            "peak": Sum("observed_peak_bytes", filter=running) if has_peak else Value(0),
-        }  # fmt: skip
-        priced_in_python = False
-        pools = pools_of_kind.setdefault(model.kube.kind, set())
-        for row in every.values("cluster_id", "node_pool", "namespace").order_by().annotate(**sums):
-            pool_key = (row["cluster_id"], row["node_pool"])
-            in_scope = visible is None or visible(row["cluster_id"], row["namespace"])
-            if in_scope or restrict is None:
-                pools.add(pool_key)  # a pool of the rows ``restrict`` leaves
-            if not row["count"]:
-                continue  # stopped models only
-            total = totals.setdefault(pool_key, [0, 0, 0])
-            total[0] += row["memory"] or 0
-            total[1] += row["gpus"] or 0
-            total[2] += row["count"]
-            if in_scope:
-                figures = mine.setdefault(pool_key, [0, 0, 0])
-                figures[0] += row["count"]
-                figures[1] += row["peak"] or 0
-                priced_in_python |= bool(row["advised"]) or (has_peak and recommender is not None)
-        if priced_in_python:
-            shown = restrict(rows) if restrict is not None else rows
-            peaked = Q(observed_peak_bytes__isnull=False) if has_peak and recommender is not None else Q(pk__in=[])
-            for pool_key, saved in _python_savings(model.kube.kind, shown.filter(advised | peaked), has_peak,
-                                                   recommender):  # fmt: skip
-                mine.setdefault(pool_key, [0, 0, 0])[2] += saved
+        rows = holding_rows(model, cluster_id, None, restrict)
+        if restrict is not None:
+            sums = {
+                "count": Count("id", filter=running), "stopped": Count("id", filter=~running),
+                "advised": Count("id", filter=advised & running),
+                "peak": Sum("observed_peak_bytes", filter=running) if has_peak else Value(0),
+                "peaked": Count("observed_peak_bytes", filter=running) if has_peak else Value(0),
+            }  # fmt: skip
+            for row in rows.values("cluster_id", "node_pool").order_by().annotate(**sums):
+                pool_key = (row["cluster_id"], row["node_pool"])
+                if row["stopped"]:
+                    pools_of_kind[kind][1].add(pool_key)
+                if row["count"]:
+                    pools_of_kind[kind][0].add(pool_key)
+                    visible = mine.setdefault(pool_key, [0, 0, 0])
+                    visible[0] += row["count"]
+                    visible[1] += row["peak"] or 0
+                    if row["advised"] or (recommender is not None and row["peaked"]):
+                        advised_pools[kind].add(pool_key)
+        if not advised_pools[kind]:
+            continue
+        in_pools = Q(pk__in=[])
+        for pool_cluster, pool in advised_pools[kind]:
+            in_pools |= Q(cluster_id=pool_cluster, node_pool=pool)
+        peaked = Q(observed_peak_bytes__isnull=False) if has_peak and recommender is not None else Q(pk__in=[])
+        shown = rows.filter(running).filter(in_pools).filter(advised | peaked)
+        for pool_key, saved in _python_savings(kind, shown, has_peak, recommender):
+            mine.setdefault(pool_key, [0, 0, 0])[2] += saved
     return (
         {key: (memory, gpus, count) for key, (memory, gpus, count) in totals.items()},
         {key: (count, peak, saved) for key, (count, peak, saved) in mine.items()},
@@ -233,4 +249,3 @@ def _python_savings(
             status_recommended_bytes=recommended_in_status(values["advice"]),
         )  # fmt: skip
         yield (values["cluster_id"], values["node_pool"]), saving_bytes(holding, recommender)
-

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pygal
+from django.core.cache import cache
+from django.utils.safestring import SafeString, mark_safe
+from pygal.graph.graph import Graph
 from pygal.style import LightSolarizedStyle, Style
 
 from config.charts import chart, render
@@ -14,35 +20,59 @@ from scheduler.quotas import QuotaRow
 GI = 1024**3
 
 
+CHART_CACHE_SECONDS = 600
+
+
+def drawn(name: str, make: Callable[[], Graph], labels: list[str], series: dict[str, list[Any]]) -> SafeString:
+    """The chart ``make`` sets up, with these labels and series, as inline SVG, cached by its
+    content: pygal took 100-200 ms to draw 50 pools on every dashboard and planning page, and the
+    same figures always draw the same picture, so any changed figure is a new key (no
+    invalidation to forget). ``name`` keeps charts of equal data but other settings apart."""
+    content = orjson.dumps([name, labels, series])
+    key = f"scheduler:chart:{hashlib.blake2b(content, digest_size=16).hexdigest()}"
+    svg = cache.get(key)
+    if svg is None:
+        graph = make()
+        graph.x_labels = labels
+        for title, values in series.items():
+            graph.add(title, values)
+        svg = str(render(graph))
+        cache.set(key, svg, CHART_CACHE_SECONDS)
+    return mark_safe(svg)  # pygal escaped every label and value when it drew them
+
+
 def pool_usage_chart(accounts: list[PoolAccount]) -> str:
     """Budget, allocated (running + reserved) and observed peak per pool, in Gi, as inline SVG."""
-    graph = chart(
-        pygal.Bar,
-        height=320,
-        style=LightSolarizedStyle,
-        x_label_rotation=20,
-        legend_at_bottom=True,
-        y_title="GiB",
-        title="Pool memory: budget vs allocated vs observed",
-    )
-    graph.x_labels = [f"{a.cluster_name}/{a.pool}" for a in accounts]
-    graph.add("budget", [round((a.budget_bytes or 0) / GI, 1) for a in accounts])
-    graph.add("allocated", [round(a.committed_bytes / GI, 1) for a in accounts])
-    graph.add("observed", [round(a.observed_bytes / GI, 1) for a in accounts])
-    return render(graph)
+    return drawn(
+        "pool-usage",
+        lambda: chart(
+            pygal.Bar, height=320, style=LightSolarizedStyle, x_label_rotation=20, legend_at_bottom=True,
+            y_title="GiB", title="Pool memory: budget vs allocated vs observed",
+        ),
+        [f"{a.cluster_name}/{a.pool}" for a in accounts],
+        {
+            "budget": [round((a.budget_bytes or 0) / GI, 1) for a in accounts],
+            "allocated": [round(a.committed_bytes / GI, 1) for a in accounts],
+            "observed": [round(a.observed_bytes / GI, 1) for a in accounts],
+        },
+    )  # fmt: skip
 
 
 def quota_chart(rows: list[QuotaRow]) -> str:
     """Each team's guaranteed, used and borrowed memory per pool, in Gi, as inline SVG."""
-    graph = chart(
-        pygal.Bar, height=320, style=LightSolarizedStyle, x_label_rotation=20, legend_at_bottom=True,
-        y_title="GiB", title="Team quotas: guaranteed vs used vs borrowed",
+    return drawn(
+        "quota",
+        lambda: chart(
+            pygal.Bar, height=320, style=LightSolarizedStyle, x_label_rotation=20, legend_at_bottom=True,
+            y_title="GiB", title="Team quotas: guaranteed vs used vs borrowed",
+        ),
+        [f"{row.cluster}/{row.pool} {row.team}" for row in rows],
+        {
+            "guaranteed": [round(row.guaranteed.bytes / GI, 1) for row in rows],
+            "used": [round(row.used.bytes / GI, 1) for row in rows],
+            "borrowed": [round(row.borrowed.bytes / GI, 1) for row in rows],
+        },
     )  # fmt: skip
-    graph.x_labels = [f"{row.cluster}/{row.pool} {row.team}" for row in rows]
-    graph.add("guaranteed", [round(row.guaranteed.bytes / GI, 1) for row in rows])
-    graph.add("used", [round(row.used.bytes / GI, 1) for row in rows])
-    graph.add("borrowed", [round(row.borrowed.bytes / GI, 1) for row in rows])
-    return render(graph)
 
 
 PLACEMENT_STYLE = Style(
@@ -70,19 +100,20 @@ def placement_chart(plan: dict[str, Any]) -> str:
             if node.get("gpus") and node.get("gpu_memory_bytes"):
                 rows.append((f"{pool['name']}/{node['name']} GPUs", node, "gpu"))
     rows = rows[:PLACEMENT_NODES]
-    graph = chart(
-        pygal.HorizontalStackedBar, height=max(200, 26 * len(rows) + 120), style=PLACEMENT_STYLE,
-        legend_at_bottom=True, x_title="% of the node's capacity", range=(0, 100),
-        title="Placement: memory and GPU memory of each node, by model",
-    )  # fmt: skip
-    graph.x_labels = [label for label, _, _ in rows]
     series: dict[str, list[dict[str, Any]]] = {"running": [], "proposed": [], "free": []}
     for _, node, dimension in rows:
         for name, value in zip(series, _shares(node, dimension, proposed), strict=True):
             series[name].append(value)
-    for name, values in series.items():
-        graph.add(name, values)
-    return render(graph)
+    return drawn(
+        "placement",
+        lambda: chart(
+            pygal.HorizontalStackedBar, height=max(200, 26 * len(rows) + 120), style=PLACEMENT_STYLE,
+            legend_at_bottom=True, x_title="% of the node's capacity", range=(0, 100),
+            title="Placement: memory and GPU memory of each node, by model",
+        ),
+        [label for label, _, _ in rows],
+        series,
+    )  # fmt: skip
 
 
 def _touches(pool: dict[str, Any], proposed: set[str]) -> bool:

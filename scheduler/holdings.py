@@ -46,6 +46,8 @@ ModelKey = tuple[str, int, str, str]
 """(kind, cluster id, namespace, name): one model, whatever its row id."""
 Restrict = Callable[[QuerySet], QuerySet]
 """Narrows a queryset to the rows a user may see (``accounts.access.restrict`` bound to a user)."""
+PoolsByState = tuple[set[tuple[int, str]], set[tuple[int, str]]]
+"""(cluster id, pool) pairs where a kind has running models, and where it has stopped ones."""
 
 
 class Identified:
@@ -139,7 +141,7 @@ def load_holdings(
     running_only: bool = False,
     restrict: Restrict | None = None,
     per_pool: int | None = None,
-    pools_of_kind: dict[str, set[tuple[int, str]]] | None = None,
+    pools_of_kind: dict[str, PoolsByState] | None = None,
 ) -> list[Holding]:
     """Serving models, optionally of one cluster, some pools, visible rows only.
 
@@ -150,8 +152,8 @@ def load_holdings(
     "running" are filtered in SQL, and only the columns a Holding needs are read. ``per_pool``
     keeps the biggest that many per pool and state (running, stopped), ranked in SQL, for pages
     that list holders but must not read 100,000 rows to show ten; ``pools_of_kind`` (kind ->
-    its (cluster id, pool) pairs among those rows), when the caller knows them, spares the scan
-    that would find them.
+    its (cluster id, pool) pairs among those rows, running and stopped), when the caller knows
+    them, spares the scan that would find them and the search of a pool for a state it lacks.
     """
     holdings: list[Holding] = []
     managed = list(Cluster.objects.values_list("pk", "managed_kinds"))  # once for every kind
@@ -166,7 +168,7 @@ def load_holdings(
         fields = [*_READ, *(["observed_peak_bytes"] if "observed_peak_bytes" in names else [])]
         found = rows.values(*fields, **extra)
         if per_pool is not None:
-            pairs = pools_of_kind.get(model.kube.kind, set()) if pools_of_kind is not None else None
+            pairs = pools_of_kind.get(model.kube.kind, ({}, {})) if pools_of_kind is not None else None
             found = biggest_per_pool(found, running, per_pool, pairs)
         with collector_paused():
             for values in found:
@@ -177,13 +179,16 @@ def load_holdings(
 
 
 def biggest_per_pool(
-    rows: QuerySet, running: Q, count: int, pairs: Iterable[tuple[int, str]] | None = None
+    rows: QuerySet, running: Q, count: int, pairs: PoolsByState | None = None
 ) -> Iterable[dict[str, Any]]:
     """The ``count`` biggest running and stopped rows of each pool, each pool's list read by an
     ``ORDER BY memory_bytes DESC NULLS LAST LIMIT count`` that walks its (cluster, pool, memory)
     index and stops early, where ranking every row with a window function sorted all 100,000 of
     them. Models that declare no memory come last, as the smallest. ``pairs`` are the (cluster
-    id, pool) pairs of ``rows``, found here (a scan of the table) unless given.
+    id, pool) pairs of ``rows`` that have running and stopped models (from the kept totals),
+    found here (a scan of the table, both states) unless given: a pool searched for a state it
+    has none of walks all of its index for nothing (10,000 running models read to find no
+    stopped one).
 
     On PostgreSQL the pools are one array parameter joined ``LATERAL`` to that one per-pool query
     (:func:`_lateral_per_pool`): a UNION of one query per pool made Django build and PostgreSQL
@@ -191,19 +196,21 @@ def biggest_per_pool(
     run``) each pool is its own query.
     """
     if pairs is None:
-        pairs = rows.order_by().values_list("cluster_id", "node_pool").distinct()
+        every = set(rows.order_by().values_list("cluster_id", "node_pool").distinct())
+        pairs = (every, every)
+    states = [(running, sorted(pairs[0])), (~running, sorted(pairs[1]))]
     ordered = rows.order_by(F("memory_bytes").desc(nulls_last=True), "namespace", "name")
     if connections[rows.db].vendor == "postgresql":
-        return _lateral_per_pool(ordered, running, count, list(pairs))
+        return _lateral_per_pool(ordered, count, states)
     return chain.from_iterable(
         in_pool(ordered, cluster_id, pool, len(pool) <= LONGEST_INDEXED_TEXT).filter(state)[:count]
-        for cluster_id, pool in pairs
-        for state in (running, ~running)
+        for state, state_pairs in states
+        for cluster_id, pool in state_pairs
     )
 
 
 def _lateral_per_pool(
-    ordered: QuerySet, running: Q, count: int, pairs: list[tuple[int, str]]
+    ordered: QuerySet, count: int, states: list[tuple[Q, list[tuple[int, str]]]]
 ) -> Iterator[dict[str, Any]]:
     """``ordered[:count]`` of each pool and state, as one statement: the pools are two arrays
     unnested into ``pair`` and each state's per-pool query is compiled once, naming
@@ -212,11 +219,11 @@ def _lateral_per_pool(
     statements: list[str] = []
     params: list[Any] = []
     for indexed in (True, False):
-        group = [(cluster_id, pool) for cluster_id, pool in pairs if (len(pool) <= LONGEST_INDEXED_TEXT) == indexed]
-        if not group:
-            continue
         per_pool = in_pool(ordered, RawSQL("pair.cluster_id", ()), RawSQL("pair.pool", ()), indexed)
-        for state in (running, ~running):
+        for state, pairs in states:
+            group = [(cluster_id, pool) for cluster_id, pool in pairs if (len(pool) <= LONGEST_INDEXED_TEXT) == indexed]
+            if not group:
+                continue
             sql, state_params = per_pool.filter(state)[:count].query.sql_with_params()
             statements.append(
                 "SELECT chosen.* FROM unnest(%s::bigint[], %s::text[]) AS pair(cluster_id, pool)"

@@ -189,3 +189,35 @@ class TeamQuota(models.Model):
             )
         if errors:
             raise ValidationError(errors)
+
+
+class PoolTotal(models.Model):
+    """Models of one serving kind in one pool and run state, and the sums of what they hold.
+
+    Kept current by PostgreSQL triggers on every serving kind's table (:mod:`scheduler.pool_totals`,
+    which documents the rules), never written by the application; pages read these few rows
+    instead of summing every model per request.
+    """
+
+    class State(models.TextChoices):
+        REPORTED = "reported", "Replicas reported by the cluster"
+        DESIRED = "desired", "Replicas desired, none reported"
+        STOPPED = "stopped", "Stopped"
+
+    kind = models.CharField(max_length=64)
+    cluster_id = models.BigIntegerField(help_text="The models' cluster (no foreign key: its rows go with the models).")
+    node_pool = models.TextField()
+    state = models.CharField(max_length=8, choices=State.choices)
+    model_count = models.BigIntegerField(default=0)
+    memory_bytes = models.BigIntegerField(default=0, help_text="Declared memory (none declared counts 0).")
+    gpus = models.BigIntegerField(default=0)
+    observed_peak_bytes = models.BigIntegerField(default=0)
+    advised = models.BigIntegerField(default=0, help_text="Models whose status carries a right-sizing recommendation.")
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.cluster_id}/{self.node_pool} {self.state}: {self.model_count} models"
+
+    def runs(self, portal_controlled: bool) -> bool:
+        """Whether these models hold budget: :func:`scheduler.holdings.running_condition`'s rule,
+        given whether the portal controls the kind in the cluster."""
+        return self.state == self.State.REPORTED or (self.state == self.State.DESIRED and not portal_controlled)

@@ -1,9 +1,9 @@
-"""Pool usage totals straight from SQL: budget, allocated, reserved and observed per node pool.
+"""Pool usage totals: budget, allocated, reserved and observed per node pool.
 
 ``scheduler.accounting.pool_accounts`` builds the full books (holders, savings, per-team figures).
-A page that only shows totals (the dashboard) needs none of that: SQL aggregates answer in one
-query per serving kind, whatever the row count, with the planner's own rules (a test checks both
-agree):
+A page that only shows totals (the dashboard) needs none of that: the totals PostgreSQL keeps as
+rows change (:mod:`scheduler.pool_totals`) answer in one small query, whatever the row count,
+with the planner's own rules (a test checks both agree):
 - rows deleted in the cluster hold nothing;
 - a model runs by :func:`scheduler.holdings.running_condition` (the replicas its cluster reports,
   else the desired ones where the portal is not its controller);
@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Q, QuerySet, Sum, Value
+from django.db.models import Q, QuerySet
 
 from clusters.models import Cluster, KubeObject
 from scheduler.accounting import PoolAccount
 from scheduler.holdings import holding_rows, running_condition, serving_models
 from scheduler.models import MemoryReservation, NodePool
+from scheduler.pool_totals import pool_totals
 
 PoolKey = tuple[int, str]
 
@@ -39,45 +40,43 @@ def gpus_held(cluster_ids: set[int] | None = None) -> dict[PoolKey, int]:
     return {(account.cluster_id, account.pool): account.gpus_used for account in pool_usage(cluster_ids)}
 
 
-def _has_field(model: type[KubeObject], name: str) -> bool:
-    return any(field.name == name for field in model._meta.get_fields())
-
-
 def pool_usage(cluster_ids: set[int] | None = None) -> list[PoolAccount]:
     """Totals of every pool of the ``cluster_ids`` (None: all), sorted by cluster name and pool:
     memory allocated, reserved and observed, and GPUs used.
 
-    The accounts carry no holders and no right-sizing savings: only what SQL totals answer.
+    Read from the kept totals (:mod:`scheduler.pool_totals`: a few rows per pool, whatever the
+    number of models), the running rule applied per cluster and kind. The accounts carry no
+    holders and no right-sizing savings: only what totals answer.
     """
     clusters = Cluster.objects.order_by()
     if cluster_ids is not None:
         clusters = clusters.filter(pk__in=cluster_ids)
     cluster_rows = list(clusters.only("id", "name", "managed_kinds"))
     names = {cluster.pk: cluster.name for cluster in cluster_rows}
+    controlled = {(cluster.pk, kind) for cluster in cluster_rows for kind in cluster.managed_kinds or []}
     accounts: dict[PoolKey, PoolAccount] = {
         (pool.cluster_id, pool.name): PoolAccount(
             pool.cluster_id, names[pool.cluster_id], pool.name, pool.effective_budget_bytes
         )
         for pool in NodePool.objects.order_by().filter(cluster_id__in=names)
     }
+    for total in pool_totals(names):
+        if not total.runs((total.cluster_id, total.kind) in controlled):
+            continue
+        key = (total.cluster_id, total.node_pool)
+        if key not in accounts:
+            accounts[key] = PoolAccount(key[0], names[key[0]], key[1], None)
+        accounts[key].allocated_bytes += total.memory_bytes
+        accounts[key].gpus_used += total.gpus
+        accounts[key].observed_bytes += total.observed_peak_bytes
     reservations: dict[str, list[MemoryReservation]] = defaultdict(list)
     for reservation in MemoryReservation.objects.order_by().filter(pool__cluster_id__in=names).select_related("pool"):
         reservations[reservation.kind].append(reservation)
     for model in serving_models():
-        controlled = {cluster.pk for cluster in cluster_rows if cluster.manages(model.kube.kind)}
-        rows = running_rows(model, controlled).filter(cluster_id__in=names)
-        observed = Sum("observed_peak_bytes") if _has_field(model, "observed_peak_bytes") else Value(0)
-        totals = rows.values("cluster_id", "node_pool").annotate(
-            allocated=Sum("memory_bytes"), gpus=Sum("gpu_count"), observed=observed
-        )
-        for total in totals:
-            key = (total["cluster_id"], total["node_pool"])
-            if key not in accounts:
-                accounts[key] = PoolAccount(key[0], names[key[0]], key[1], None)
-            accounts[key].allocated_bytes += total["allocated"] or 0
-            accounts[key].gpus_used += total["gpus"] or 0
-            accounts[key].observed_bytes += total["observed"] or 0
-        _add_reservations(accounts, rows, reservations.get(model.kube.kind, []))
+        if reservations.get(model.kube.kind):
+            kind_controlled = {pk for pk, kind in controlled if kind == model.kube.kind}
+            rows = running_rows(model, kind_controlled).filter(cluster_id__in=names)
+            _add_reservations(accounts, rows, reservations[model.kube.kind])
     return sorted(accounts.values(), key=lambda entry: (entry.cluster_name, entry.pool))
 
 
@@ -85,8 +84,6 @@ def _add_reservations(
     accounts: dict[PoolKey, PoolAccount], running: QuerySet, reservations: list[MemoryReservation]
 ) -> None:
     """Each reservation beyond its model's declared memory when that model runs in the same pool."""
-    if not reservations:
-        return
     same_model = Q()
     for reservation in reservations:
         same_model |= Q(

@@ -20,6 +20,7 @@ from accounts.public import (
 from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
 from scheduler.charts import placement_chart, pool_usage_chart, quota_chart
 from scheduler.forms import PlanForm, picked_models
+from scheduler.plan_pages import PAGE_LIMIT, first_page
 from scheduler.planner import plan, plan_to_dict
 from scheduler.quotas import quota_rows
 from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
@@ -55,9 +56,8 @@ class PlanningView(LoginRequiredMixin, FormView):
         user = self.request.user
         accounts = team_accounts(
             pool_accounts(
-                restrict=partial(restrict, user=user, action=VIEW),
+                restrict=None if is_unrestricted(user) else partial(restrict, user=user, action=VIEW),
                 per_pool=HOLDERS_SHOWN,
-                visible=namespace_predicate(user),
             ),
             namespace_predicate(user),
             visible_cluster_ids(user),
@@ -73,8 +73,11 @@ class PlanningView(LoginRequiredMixin, FormView):
         shown = plan_for(form, self.request.user)
         if shown is None:
             return self.form_invalid(form)
-        chart = placement_chart(shown)
-        return self.render_to_response(self.get_context_data(form=form, plan=shown, placement_chart=chart))
+        chart = placement_chart(shown)  # drawn from every model, before the lists are cut
+        context = self.get_context_data(
+            form=form, plan=first_page(shown, PAGE_LIMIT), placement_chart=chart, page_limit=PAGE_LIMIT
+        )
+        return self.render_to_response(context)
 
 
 def plan_for(form: PlanForm, user: Any) -> dict[str, Any] | None:

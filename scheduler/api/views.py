@@ -5,17 +5,27 @@ from __future__ import annotations
 from functools import partial
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.public import VIEW, namespace_predicate, restrict, visible_cluster_ids, visible_clusters
+from accounts.public import (
+    VIEW,
+    is_unrestricted,
+    namespace_predicate,
+    restrict,
+    visible_cluster_ids,
+    visible_clusters,
+)
+from clusters.validation.schemas import ManifestInvalid
 from clusters.web.api.exceptions import field_error_detail
 from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
 from scheduler.api.serializers import PlanRequestSerializer
+from scheduler.plan_pages import DEFAULT_LIMIT, MAX_LIMIT, PlanChanged, first_page, next_page, parse_limit
 from scheduler.planner import plan, plan_to_dict
 from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
 
@@ -25,8 +35,26 @@ class PlanView(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=PlanRequestSerializer, responses={200: OpenApiTypes.OBJECT}, summary="What-if placement")
+    @extend_schema(
+        request=PlanRequestSerializer,
+        parameters=[
+            OpenApiParameter(
+                "limit", int, description=f"Entries of each long list per answer, 1 to {MAX_LIMIT} "
+                f"(default {DEFAULT_LIMIT}): models per node, misses, over-committed, idle, right-sizing.",
+            ),
+            OpenApiParameter(
+                "cursor", str, description="A cursor from the answer's ``pages`` (or a page's ``cursor``): "
+                "the same request body answers that list's next entries. 409 when the plan changed meanwhile.",
+            ),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        summary="What-if placement (long lists paged)",
+    )  # fmt: skip
     def post(self, request: Request) -> Response:
+        try:
+            limit = parse_limit(request.query_params.get("limit"))
+        except ManifestInvalid as invalid:
+            raise ValidationError(field_error_detail(invalid.errors)) from None
         context = {"visible": namespace_predicate(request.user), "clusters": visible_clusters(request.user)}
         serializer = PlanRequestSerializer(data=request.data, context=context)
         serializer.is_valid(raise_exception=True)
@@ -39,7 +67,17 @@ class PlanView(APIView):
             data["cluster"], data["proposals"], data["include_running"], data.get("now"), repack=data["repack"]
         )
         proposed = {proposal.label for proposal in data["proposals"]}
-        return Response(redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed))
+        shown = redact_plan(plan_to_dict(result), data["cluster"].pk, visible, proposed)
+        cursor = request.query_params.get("cursor")
+        if not cursor:
+            return Response(first_page(shown, limit))
+        try:
+            return Response(next_page(shown, cursor, limit))
+        except ManifestInvalid as invalid:
+            raise ValidationError(field_error_detail(invalid.errors)) from None
+        except PlanChanged as changed:
+            message = f"cursor: list {changed} changed since the cursor was given (the cluster changed); start again"
+            return Response({"cursor": [message]}, status=status.HTTP_409_CONFLICT)
 
 
 class PoolAccountsView(APIView):
@@ -66,9 +104,10 @@ class PoolAccountsView(APIView):
                 }
                 for a in team_accounts(
                     pool_accounts(
-                        restrict=partial(restrict, user=request.user, action=VIEW),
+                        restrict=None
+                        if is_unrestricted(request.user)
+                        else partial(restrict, user=request.user, action=VIEW),
                         per_pool=HOLDERS_SHOWN,
-                        visible=namespace_predicate(request.user),
                     ),
                     namespace_predicate(request.user),
                     visible_cluster_ids(request.user),

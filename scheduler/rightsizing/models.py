@@ -107,3 +107,20 @@ class Observation(models.Model):
             "node_pool": obj.node_pool,
         }
         return cls(**identity, **fields)
+
+
+class ReportVersion(models.Model):
+    """Which state of the observations the report's figures were computed from.
+
+    PostgreSQL sets ``value`` to a new number from a sequence at every statement that writes
+    observations (a trigger on their table: a refresh's insert, an applied recommendation's
+    update, an object's or a cluster's delete, TRUNCATE), in the writer's transaction, so cached
+    figures keyed by it are never served for data they were not computed from; a sequence is
+    never reset by a flush, so no number comes twice. No row (SQLite, or nothing written since a
+    flush) means: compute, do not cache.
+    """
+
+    value = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"observations version {self.value}"

@@ -6,17 +6,26 @@ recommended and ``freed_bytes``, THE saving), so the report joins no model table
 100,000 objects reads one page of rows, one COUNT and one GROUP BY per pool. Applying a
 recommendation re-judges the newest observation against the new declaration at once (apply.py),
 so an applied recommendation shows as done without waiting for the next refresh.
+
+The COUNT and the per-pool totals cover every object the filters leave (100,000 latest
+observations for staff): :func:`report_figures` caches them under the observations' version
+(:class:`scheduler.rightsizing.models.ReportVersion`, moved by PostgreSQL at every write) and the
+report's SQL, so they are computed once per refresh and filter, not per request.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import Case, Count, F, Max, Q, QuerySet, Subquery, Sum, When
 
-from scheduler.rightsizing.models import Observation, Refresh
+from scheduler.rightsizing.models import Observation, Refresh, ReportVersion
+
+FIGURES_CACHE_SECONDS = 3600
 
 SORTABLE = (
     "cluster",
@@ -146,6 +155,21 @@ def pool_totals(observations: QuerySet[Observation]) -> list[PoolTotal]:
         for row in rows
     ]
     return sorted(totals, key=lambda total: (-total.freed_bytes, total.node_pool))
+
+
+def report_figures(observations: QuerySet[Observation]) -> tuple[int, list[PoolTotal]]:
+    """(objects, pool totals) of a filtered report, cached under the observations' version and the
+    report's SQL (which names the user's scope and filters); computed, not cached, without a version."""
+    version = ReportVersion.objects.filter(pk=1).values_list("value", flat=True).first()
+    if version is None:
+        return observations.count(), pool_totals(observations)
+    sql, params = observations.query.sql_with_params()
+    key = "rightsizing:figures:" + hashlib.blake2b(f"{version}|{sql}|{params!r}".encode(), digest_size=16).hexdigest()
+    figures = cache.get(key)
+    if figures is None:
+        figures = (observations.count(), pool_totals(observations))
+        cache.set(key, figures, FIGURES_CACHE_SECONDS)
+    return figures
 
 
 def last_refreshes(cluster_ids: set[int] | None = None) -> list[Refresh]:

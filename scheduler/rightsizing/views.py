@@ -33,7 +33,14 @@ from scheduler.rightsizing.kinds import (
 )
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.refresh import refresh_clusters
-from scheduler.rightsizing.report import ReportRow, build_report, last_refreshes, pool_totals, row_for
+from scheduler.rightsizing.report import (
+    ReportRow,
+    build_report,
+    last_refreshes,
+    pool_totals,
+    report_figures,
+    row_for,
+)
 
 CSV_COLUMNS = [name for name in ReportRow.__dataclass_fields__]
 
@@ -63,8 +70,10 @@ def report_page(request: HttpRequest) -> HttpResponse:
     except ManifestInvalid as error:
         return _bad_filters(error)
     observations = build_report(_observations(request), **filters)
-    page = Paginator(observations, PAGE_SIZE).get_page(request.GET.get("page"))
-    totals = pool_totals(observations)
+    count, totals = report_figures(observations)
+    paginator = Paginator(observations, PAGE_SIZE)
+    paginator.count = count  # a cached_property: the cached COUNT spares the page its own
+    page = paginator.get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("ordering", None)
     query.pop("page", None)

@@ -10,7 +10,7 @@ from django.test import Client
 
 from clusters.models import AuditEntry
 from models_app.models import InferenceModel
-from scheduler.rightsizing.models import Refresh
+from scheduler.rightsizing.models import Observation, Refresh, ReportVersion
 from scheduler.rightsizing.refresh import refresh_cluster
 from tests.rightsizing.factories import make_cluster, reference_models
 from tests.rightsizing.prometheus_server import GI
@@ -153,3 +153,28 @@ def test_page_refresh_button_reports_failure(make_user, reported):
     html = client.post("/rightsizing/refresh/", follow=True).content.decode()
     assert "is unreachable (ConnectionError); the last report is kept" in html
     assert "Consider reducing memory from 80Gi to 78Gi" in html
+
+
+def _page_figures(client: Client) -> tuple[int, int]:
+    """(objects, GiB right-sizing frees) as the report page shows them, from its cached COUNT and totals."""
+    context = client.get("/rightsizing/").context
+    return context["page"].paginator.count, sum(pool.freed_bytes for pool in context["pools"]) // GI
+
+
+def test_cached_report_figures_follow_every_write_to_the_observations(make_user, reported):
+    """The COUNT and pool totals are cached under the observations' version, which PostgreSQL
+    moves at every write: an applied recommendation and a deleted object show at once."""
+    _, models = reported
+    editor = Client()
+    editor.force_login(make_user("editor", perms=CHANGE))
+    version = ReportVersion.objects.get().value
+    count, freed = _page_figures(editor)
+    assert count == Observation.objects.filter(is_latest=True).count() and freed > 0
+    assert _page_figures(editor) == (count, freed)  # answered from the cache
+    model = models["default/llama-2-70b"]
+    assert editor.post(f"/rightsizing/models/{model.pk}/apply/").status_code == 302  # re-judges its observation
+    assert ReportVersion.objects.get().value > version
+    assert _page_figures(editor) == (count, freed - 2)  # its 2Gi saving is taken
+    # what removing the object in the portal does (scheduler.rightsizing.kinds._forget_history)
+    Observation.objects.filter(kind="InferenceModel", object_id=model.pk).delete()
+    assert _page_figures(editor)[0] == count - 1

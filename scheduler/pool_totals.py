@@ -1,0 +1,196 @@
+"""Pool totals kept as rows change, so no page sums 100,000 models per request.
+
+``scheduler_pooltotal`` holds, per serving kind, cluster, pool and run state, how many models
+there are and the sums of their declared memory, GPUs, observed peaks and right-sizing advice.
+The run state is the part of :func:`scheduler.holdings.running_condition` a row alone decides:
+
+- ``reported``: the cluster reported replicas (``running_replicas > 0``): the model runs;
+- ``desired``: nothing reported yet but replicas are desired: it runs unless the portal is the
+  kind's controller in that cluster (read at query time, so a change of ``managed_kinds`` needs
+  no recount);
+- ``stopped``: anything else (listed on pages, holds nothing).
+
+Rows deleted in the cluster are not counted, as :func:`scheduler.holdings.holding_rows` says.
+
+**Who keeps it current: PostgreSQL.** Each serving kind's table gets statement-level AFTER
+triggers with transition tables (INSERT, UPDATE, DELETE) and a TRUNCATE trigger, so every write
+path counts, whoever writes: the portal's saves and deletes, the watcher, the bulk resync's COPY,
+``INSERT ... ON CONFLICT`` and ``UPDATE ... FROM`` (``clusters/sync/bulk.py`` sends no Django
+signal), a cluster's cascade delete, the benchmarks' COPY. One statement's changes are grouped
+first (a resync of 10,000 rows is one upsert per pool and state, not 10,000), in key order so
+two writers take the rows' locks in the same order; an update that changes no counted column
+(a status or ``last_active_at`` change, the watcher's common case) cancels out and writes nothing.
+A total that reaches zero models is deleted. The triggers are (re)installed and every total
+recounted from the tables after each ``migrate`` (Django's ``post_migrate``, connected in
+:mod:`scheduler.apps`), so a kind registered later, or a column a migration changed, is covered.
+
+Elsewhere (SQLite, the embedded ``make run`` demo with a few rows) there is no table to read: the
+same grouped query runs over the models' tables at read time. Both paths use the one SQL
+projection below (:func:`_projection`), so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from clusters.models import KubeObject, SyncState
+from scheduler.holdings import serving_models
+from scheduler.models import PoolTotal
+
+TABLE = PoolTotal._meta.db_table
+REPORTED, DESIRED, STOPPED = PoolTotal.State.REPORTED, PoolTotal.State.DESIRED, PoolTotal.State.STOPPED
+_SUMS = ("model_count", "memory_bytes", "gpus", "observed_peak_bytes", "advised")
+
+
+def _has_peak(model: type[KubeObject]) -> bool:
+    return any(field.name == "observed_peak_bytes" for field in model._meta.get_fields())
+
+
+def _projection(model: type[KubeObject], vendor: str, alias: str = "t") -> str:
+    """One row's (cluster, pool, state, memory, GPUs, peak, advised) as SQL over ``alias``."""
+    advised = (
+        f"({alias}.status ? 'recommendation')::int"
+        if vendor == "postgresql"
+        else f"(json_extract({alias}.status, '$.recommendation') IS NOT NULL)"
+    )
+    peak = f"COALESCE({alias}.observed_peak_bytes, 0)" if _has_peak(model) else "0"
+    return (
+        f"{alias}.cluster_id AS cluster_id, {alias}.node_pool AS node_pool, "
+        f"CASE WHEN {alias}.running_replicas > 0 THEN '{REPORTED.value}' "
+        f"WHEN {alias}.running_replicas IS NULL AND {alias}.replicas > 0 THEN '{DESIRED.value}' "
+        f"ELSE '{STOPPED.value}' END AS state, "
+        f"COALESCE({alias}.memory_bytes, 0) AS memory_bytes, COALESCE({alias}.gpu_count, 0) AS gpus, "
+        f"{peak} AS observed_peak_bytes, {advised} AS advised"
+    )
+
+
+def _counted(alias: str = "t") -> str:
+    return f"{alias}.sync_state <> '{SyncState.DELETED_IN_CLUSTER.value}'"
+
+
+def _grouped_sql(model: type[KubeObject], vendor: str, where: str = "") -> str:
+    """The totals of ``model``'s rows (narrowed by ``where``), grouped by cluster, pool and state."""
+    table = model._meta.db_table
+    return (
+        f"SELECT cluster_id, node_pool, state, COUNT(*), SUM(memory_bytes), SUM(gpus), "
+        f"SUM(observed_peak_bytes), SUM(advised) "
+        f"FROM (SELECT {_projection(model, vendor)} FROM {table} t WHERE {_counted()}{where}) AS rows "
+        f"GROUP BY cluster_id, node_pool, state"
+    )
+
+
+def _trigger_sql(model: type[KubeObject]) -> list[str]:
+    """The function and triggers that keep ``model``'s totals current (PostgreSQL)."""
+    table, kind = model._meta.db_table, model.kube.kind
+    function = f"{table}_pool_totals"
+    row = _projection(model, "postgresql")
+
+    def delta(sources: list[tuple[int, str]]) -> str:
+        changes = " UNION ALL ".join(
+            f"SELECT {sign} AS sign, {row} FROM {name} t WHERE {_counted()}" for sign, name in sources
+        )
+        sums = ", ".join(
+            f"SUM(sign * {column})" for column in ("1", "memory_bytes", "gpus", "observed_peak_bytes", "advised")
+        )
+        return (
+            f"INSERT INTO {TABLE} AS total (kind, cluster_id, node_pool, state, {', '.join(_SUMS)}) "
+            f"SELECT '{kind}', cluster_id, node_pool, state, {sums} FROM ({changes}) AS changes "
+            f"GROUP BY cluster_id, node_pool, state "
+            f"HAVING SUM(sign) <> 0 OR SUM(sign * memory_bytes) <> 0 OR SUM(sign * gpus) <> 0 "
+            f"OR SUM(sign * observed_peak_bytes) <> 0 OR SUM(sign * advised) <> 0 "
+            f"ORDER BY cluster_id, node_pool, state "
+            f"ON CONFLICT (kind, cluster_id, state, md5(node_pool)) DO UPDATE SET "
+            + ", ".join(f"{column} = total.{column} + EXCLUDED.{column}" for column in _SUMS)
+            + f"; DELETE FROM {TABLE} WHERE kind = '{kind}' AND model_count = 0;"
+        )
+
+    body = (
+        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF TG_OP = 'INSERT' THEN {delta([(1, 'new_rows')])} "
+        f"ELSIF TG_OP = 'UPDATE' THEN {delta([(1, 'new_rows'), (-1, 'old_rows')])} "
+        f"ELSIF TG_OP = 'DELETE' THEN {delta([(-1, 'old_rows')])} "
+        f"ELSE DELETE FROM {TABLE} WHERE kind = '{kind}'; END IF; RETURN NULL; END $$"
+    )
+    triggers = {
+        "insert": "AFTER INSERT ON {t} REFERENCING NEW TABLE AS new_rows",
+        "update": "AFTER UPDATE ON {t} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
+        "delete": "AFTER DELETE ON {t} REFERENCING OLD TABLE AS old_rows",
+        "truncate": "AFTER TRUNCATE ON {t}",
+    }
+    statements = [body]
+    for event, clause in triggers.items():
+        name = f"{table}_pool_totals_{event}"
+        statements += [
+            f"DROP TRIGGER IF EXISTS {name} ON {table}",
+            f"CREATE TRIGGER {name} {clause.format(t=table)} FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
+        ]
+    return statements
+
+
+def install(using: BaseDatabaseWrapper = connection) -> None:
+    """(Re)install every serving kind's triggers and recount its totals from its table (PostgreSQL).
+
+    Runs after each ``migrate``; idempotent. The recount is one grouped scan per kind.
+    """
+    if using.vendor != "postgresql":
+        return
+    with transaction.atomic(using=using.alias), using.cursor() as cursor:
+        for model in serving_models():
+            for statement in _trigger_sql(model):
+                cursor.execute(statement)
+        recount(using)
+
+
+def recount(using: BaseDatabaseWrapper = connection) -> None:
+    """Every total recounted from the tables, under a lock that holds writers off meanwhile.
+
+    The triggers make this unnecessary in normal operation; it is the repair (and what
+    :func:`install` and the tests compare against).
+    """
+    with transaction.atomic(using=using.alias), using.cursor() as cursor:
+        models = serving_models()
+        tables = ", ".join(model._meta.db_table for model in models)
+        cursor.execute(f"LOCK TABLE {tables}, {TABLE} IN SHARE ROW EXCLUSIVE MODE")
+        cursor.execute(f"DELETE FROM {TABLE}")
+        for model in models:
+            cursor.execute(
+                f"INSERT INTO {TABLE} (kind, cluster_id, node_pool, state, {', '.join(_SUMS)}) "
+                f"SELECT %s, * FROM ({_grouped_sql(model, using.vendor)}) AS grouped",
+                [model.kube.kind],
+            )
+
+
+def _in_clusters(cluster_ids: Iterable[int] | None, vendor: str) -> tuple[str, list[Any]]:
+    if cluster_ids is None:
+        return "", []
+    ids = sorted(cluster_ids)
+    if not ids:
+        return " AND FALSE", []
+    return f" AND t.cluster_id IN ({', '.join(['%s'] * len(ids))})", ids
+
+
+def pool_totals(cluster_ids: Iterable[int] | None = None, using: BaseDatabaseWrapper = connection) -> list[PoolTotal]:
+    """Every total of the ``cluster_ids`` (None: all): on PostgreSQL read from the kept table (a
+    few rows per pool), elsewhere grouped from the models' tables."""
+    where, params = _in_clusters(cluster_ids, using.vendor)
+    result: list[PoolTotal] = []
+    with using.cursor() as cursor:
+        if using.vendor == "postgresql":
+            cursor.execute(
+                f"SELECT kind, cluster_id, node_pool, state, {', '.join(_SUMS)} FROM {TABLE} t WHERE TRUE{where}",
+                params,
+            )
+            rows = cursor.fetchall()
+        else:
+            rows = []
+            for model in serving_models():
+                cursor.execute(_grouped_sql(model, using.vendor, where), params)
+                rows += [(model.kube.kind, *row) for row in cursor.fetchall()]
+    for kind, cluster_id, pool, state, *sums in rows:
+        figures = dict(zip(_SUMS, (int(value or 0) for value in sums), strict=True))
+        result.append(PoolTotal(kind=kind, cluster_id=cluster_id, node_pool=pool, state=state, **figures))
+    return result

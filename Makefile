@@ -46,6 +46,9 @@ test: install test-deps
 ## bench: benchmarks, printed as a table and written to bench/results.json
 bench: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 bench: install test-deps
+	@# the gateway figures' native backend and load generator (tools/go-build.sh, cached by hash)
+	bash tools/fast-backend/build.sh >/dev/null
+	bash tools/http-load/build.sh >/dev/null
 	$(BIN)/python -m bench
 
 ## control-plane: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok

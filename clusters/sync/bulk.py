@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -166,33 +165,17 @@ def _copy_statement(table: str, fields: tuple[models.Field, ...]) -> str:
     return f"COPY {_quote(table)} ({_quoted_columns(fields)}) FROM STDIN"
 
 
-# Up to this many rows go in one INSERT instead of COPY: COPY waits for the server twice (to start,
-# to finish), an INSERT once, and a watch batch is usually one to a few events, written twice per
-# batch (staging and audit). Bigger batches stream by COPY, as a resync's pages do.
-SMALL_BATCH = 20
-
-
 def _copy_into(table: str, fields: Sequence[models.Field], rows: Iterable[models.Model]) -> None:
-    """COPY the ``fields`` of rows into ``table`` (a few rows: one INSERT of the same values).
-    psycopg's own errors become Django's (``DatabaseError``...), as for every other query."""
-    values = _row_values(fields, rows)
-    with connection.wrap_database_errors, collector_paused():
-        first = list(itertools.islice(values, SMALL_BATCH + 1))
-        if len(first) <= SMALL_BATCH:
-            if first:
-                with connection.cursor() as cursor:
-                    cursor.execute(_insert_statement(table, tuple(fields), len(first)),
-                                   [value for row in first for value in row])
-            return
-        with connection.cursor() as cursor, cursor.cursor.copy(_copy_statement(table, tuple(fields))) as stream:
-            for row in itertools.chain(first, values):
-                stream.write_row(row)
-
-
-@functools.cache
-def _insert_statement(table: str, fields: tuple[models.Field, ...], count: int) -> str:
-    row = f"({', '.join(['%s'] * len(fields))})"
-    return f"INSERT INTO {_quote(table)} ({_quoted_columns(fields)}) VALUES {', '.join([row] * count)}"
+    """COPY the ``fields`` of rows into ``table``. psycopg's own errors become Django's
+    (``DatabaseError``...), as for every other query."""
+    with (
+        connection.wrap_database_errors,
+        connection.cursor() as cursor,
+        cursor.cursor.copy(_copy_statement(table, tuple(fields))) as stream,
+        collector_paused(),
+    ):
+        for values in _row_values(fields, rows):
+            stream.write_row(values)
 
 
 def _row_values(fields: Sequence[models.Field], rows: Iterable[models.Model]) -> Iterator[list]:

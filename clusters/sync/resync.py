@@ -1,16 +1,21 @@
 """Full resync of one kind in one cluster: paged list, upsert what changed, tombstone what is gone.
 
 It repairs anything a watch missed and gives the watch its starting resourceVersion. Each page is
-stored as it arrives by :func:`clusters.sync.ingest.ingest_items` (unchanged objects write nothing);
-rows the cluster no longer lists are tombstoned in one UPDATE.
+stored as it arrives by :func:`clusters.sync.ingest.ingest_items` (unchanged objects write nothing)
+while the next one is fetched (one page in flight: the API server and the database work at once,
+and a relist holds two pages in memory); rows the cluster no longer lists are tombstoned in one
+UPDATE.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -21,9 +26,7 @@ from clusters.sync import stats as sync_stats
 from clusters.sync.audit import Actor
 from clusters.sync.inbound import mark_deleted_in_cluster
 from clusters.sync.ingest import ingest_items, object_key
-from config.gc_tuning import collector_paused
 
-PAGE_SIZE = 500
 MAX_LIST_RESTARTS = 3
 
 
@@ -39,28 +42,36 @@ class ResyncReport:
 
 
 def list_pages(
-    gateway: ClusterGateway, model: type[KubeObject], namespace: str | None, page_size: int = PAGE_SIZE
+    gateway: ClusterGateway, model: type[KubeObject], namespace: str | None, page_size: int | None = None
 ) -> Iterator[tuple[datetime, ListPage]]:
     """The pages of one list of a kind, as ``(began, page)``: ``began`` is when this list was asked
     for (before its first page), the snapshot's time. An expired continue token (410) restarts the
-    list; a new ``began`` tells the consumer to start over."""
-    for _ in range(MAX_LIST_RESTARTS):
-        token: str | None = None
-        began = timezone.now()
-        try:
-            while True:
-                with collector_paused():  # decoding a page builds thousands of containers, all kept
-                    page = gateway.list_page(model.kube, namespace, page_size, token)
-                yield began, page
-                if not page.continue_token:
-                    return
-                token = page.continue_token
-        except GoneError:
-            continue
+    list; a new ``began`` tells the consumer to start over.
+
+    While the consumer stores page k, page k+1 is already being fetched and decoded in a helper
+    thread (the gateway is used by that thread alone meanwhile), and no further: one page in
+    flight. ``page_size`` defaults to ``settings.SYNC_LIST_PAGE_SIZE``."""
+    page_size = page_size or settings.SYNC_LIST_PAGE_SIZE
+
+    def fetch(token: str | None) -> Future[ListPage]:
+        return fetcher.submit(gateway.list_page, model.kube, namespace, page_size, token)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="list prefetch") as fetcher:
+        for _ in range(MAX_LIST_RESTARTS):
+            began = timezone.now()
+            pending: Future[ListPage] | None = fetch(None)
+            try:
+                while pending is not None:
+                    page = pending.result()
+                    pending = fetch(page.continue_token) if page.continue_token else None
+                    yield began, page
+            except GoneError:
+                continue
+            return
     raise GoneError(f"list of {model.kube.plural} kept expiring; gave up after {MAX_LIST_RESTARTS} restarts", 410)
 
 
-def resync_kind(gateway: ClusterGateway, model: type[KubeObject], page_size: int = PAGE_SIZE) -> ResyncReport:
+def resync_kind(gateway: ClusterGateway, model: type[KubeObject], page_size: int | None = None) -> ResyncReport:
     """List the kind in the cluster's namespaces (or all) and bring the rows in line."""
     report = ResyncReport(model.kube.kind)
     for namespace in gateway.cluster.namespaces or [None]:
@@ -74,7 +85,7 @@ def resync_namespace(
     model: type[KubeObject],
     namespace: str | None,
     report: ResyncReport,
-    page_size: int = PAGE_SIZE,
+    page_size: int | None = None,
 ) -> str:
     """Resync one namespace (None: all); returns the list's resourceVersion, where a watch starts.
 
@@ -82,11 +93,13 @@ def resync_namespace(
     not the whole list; only the listed keys are kept, for the tombstones once the list is whole.
     A restarted list starts over (the pages already stored were true when listed)."""
     started, listed, written = None, set(), 0
-    for began, page in list_pages(gateway, model, namespace, page_size):
-        if began != started:  # the first page, or a restarted list
-            started, listed = began, set()
-        listed.update(object_key(item) for item in page.items)
-        written += ingest_items(model, gateway.cluster, page.items, started)
+    # closing: a failed write stops the prefetch at once, before the caller closes the gateway
+    with closing(list_pages(gateway, model, namespace, page_size)) as pages:
+        for began, page in pages:
+            if began != started:  # the first page, or a restarted list
+                started, listed = began, set()
+            listed.update(object_key(item) for item in page.items)
+            written += ingest_items(model, gateway.cluster, page.items, started)
     report.listed += len(listed)
     report.written += written
     report.deleted += _tombstone_missing(model, gateway.cluster, namespace, listed, started)

@@ -320,6 +320,9 @@ KUBEAI_RESOURCE_PROFILES = json.loads(os.environ.get("KUBEAI_RESOURCE_PROFILES")
 # MAX_RECONCILE_RATE is how many reconciles run at once.
 POLLING_INTERVAL = env_str("POLLING_INTERVAL", "1m")
 MAX_RECONCILE_RATE = env_int("MAX_RECONCILE_RATE", 4)
+# Objects per page of the sync's lists (limit/continue): a relist holds about two pages in memory
+# (the one being stored and the next one being fetched), so memory grows with it, round trips shrink.
+SYNC_LIST_PAGE_SIZE = env_int("SYNC_LIST_PAGE_SIZE", 500)
 # Who this installation is, in the clusters it shares with other portals: the watcher's Lease is
 # named after it (clusters/leader.py). Empty: derived from the database (its host, port and name),
 # so replicas of one portal share a Lease and two portals with their own databases never wait on

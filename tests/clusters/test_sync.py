@@ -426,6 +426,78 @@ class TestFaults:
         assert report.listed == 8
         assert sorted(InferenceModel.objects.values_list("name", flat=True)) == [f"m{i}" for i in range(8)]
 
+    def test_the_next_page_is_fetched_while_a_page_is_stored_and_no_further(self, live_cluster, kube,
+                                                                           monkeypatch) -> None:
+        """Page k+1 is fetched while page k is written (the API server and the database work at
+        once), and never more than one page ahead (a relist holds two pages in memory)."""
+        from clusters.kube.client import ClusterGateway
+        from clusters.sync import resync
+
+        for index in range(7):
+            manifest = sample_manifest("inferencemodel-mistral-7b.yaml")
+            manifest["metadata"]["name"] = f"m{index}"
+            kube.write(manifest)
+        gateway = ClusterGateway(live_cluster)
+        requested: list[str | None] = []
+        real_list_page = gateway.list_page
+
+        def list_page(kind, namespace, limit, continue_token):
+            requested.append(continue_token)
+            return real_list_page(kind, namespace, limit, continue_token)
+
+        gateway.list_page = list_page
+        ahead: list[int] = []  # pages requested beyond the one being written, as each write begins
+        real_ingest = resync.ingest_items
+
+        def ingest_items(model, cluster, items, listed_at):
+            if not ahead:
+                wait_for(lambda: len(requested) >= 2, message="page 2 requested while page 1 is written")
+            ahead.append(len(requested) - (len(ahead) + 1))
+            return real_ingest(model, cluster, items, listed_at)
+
+        monkeypatch.setattr(resync, "ingest_items", ingest_items)
+        report = resync.ResyncReport("InferenceModel")
+        try:
+            resync.resync_namespace(gateway, InferenceModel, kube.namespace, report, page_size=2)
+        finally:
+            gateway.close()
+        assert report.listed == 7 and report.written == 7
+        assert len(ahead) == 4 and ahead[0] == 1 and max(ahead) == 1, ahead
+        assert len(requested) == 4 and requested[0] is None
+
+    def test_a_failed_write_stops_the_next_page_before_the_resync_returns(self, live_cluster, kube,
+                                                                           monkeypatch) -> None:
+        """The prefetch never outlives its resync: the caller closes the gateway right after."""
+        from clusters.kube.client import ClusterGateway
+        from clusters.sync import resync
+
+        for index in range(5):
+            manifest = sample_manifest("inferencemodel-mistral-7b.yaml")
+            manifest["metadata"]["name"] = f"m{index}"
+            kube.write(manifest)
+        gateway = ClusterGateway(live_cluster)
+        calls = {"started": 0, "finished": 0}
+        real_list_page = gateway.list_page
+
+        def list_page(*args):
+            calls["started"] += 1
+            try:
+                return real_list_page(*args)
+            finally:
+                calls["finished"] += 1
+
+        gateway.list_page = list_page
+
+        def failing_ingest(model, cluster, items, listed_at):
+            wait_for(lambda: calls["started"] >= 2, message="page 2 requested")
+            raise RuntimeError("the database went away")
+
+        monkeypatch.setattr(resync, "ingest_items", failing_ingest)
+        with pytest.raises(RuntimeError, match="went away"):
+            resync.resync_namespace(gateway, InferenceModel, kube.namespace, resync.ResyncReport("x"), page_size=2)
+        assert calls == {"started": 2, "finished": 2}
+        gateway.close()
+
     def test_a_silently_stalled_watch_is_noticed_and_reconnected(self, transactional_db, kube) -> None:
         from tests.clusters.conftest import RunningWatch
 

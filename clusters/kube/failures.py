@@ -8,6 +8,12 @@ is not created again but counted (``count`` and ``lastTimestamp`` move), so ``ku
 shows "x5 over 10m". The aggregation key is looked up in the cluster, not in a process cache, so
 the watcher, Celery workers and ``sync --once`` count into the same Event.
 
+A write the cluster refused (:func:`report_refusal`) is counted on every pass that tries it again.
+A failing condition merely seen again (:func:`warn`: a model waiting for memory, a missing
+dependency) is counted again only once ``EVENT_REPEAT_SECONDS`` have passed since the Event's last
+count, as client-go's spam filter holds repeats of one object's Events to one per five minutes: an
+object that waits unchanged costs the cluster no write on every reconcile and resync.
+
 Which reasons are failures is registered per kind by the controllers (``register_warning_reasons``);
 a refusal of the cluster (:func:`refusal_reason`) always is, named by the Status' own reason
 (``Invalid``, ``Forbidden``, ``BadRequest``...). :func:`last_error` gives the API's and the page's
@@ -20,9 +26,10 @@ import logging
 import os
 import socket
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from kubernetes import client
 
 from clusters.kinds import KindInfo
@@ -106,7 +113,8 @@ def warn(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], now: datet
     """Record a Warning Event for the object's failing ``Ready`` condition, if it has one."""
     condition = failing_condition(kind.kind, cr.get("status"))
     if condition is not None:
-        record_event(gateway, kind, cr, "Warning", condition["reason"], condition.get("message") or "", now)
+        record_event(gateway, kind, cr, "Warning", condition["reason"], condition.get("message") or "", now,
+                     repeat_after=timedelta(seconds=settings.EVENT_REPEAT_SECONDS))
 
 
 def report_refusal(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], reason: str, message: str,
@@ -130,10 +138,11 @@ def _same_event(event: Any, type_: str, message: str) -> bool:
 
 
 def record_event(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], type_: str, reason: str, message: str,
-                 now: datetime) -> None:
+                 now: datetime, repeat_after: timedelta | None = None) -> None:
     """Create the Event, or count one more of an identical Event (client-go's aggregation key:
-    source, involved object, type, reason, message). Failing to record is logged, never raised:
-    an Event is a report, and the reconcile's own outcome must not depend on it."""
+    source, involved object, type, reason, message), unless it was last counted less than
+    ``repeat_after`` before ``now``. Failing to record is logged, never raised: an Event is a
+    report, and the reconcile's own outcome must not depend on it."""
     metadata = cr["metadata"]
     namespace, uid = metadata["namespace"], metadata.get("uid") or ""
     stamp, message = rfc3339(now), message[:1024]
@@ -146,6 +155,8 @@ def record_event(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], ty
             ).items
             same = next((event for event in found if _same_event(event, type_, message)), None)
             if same is not None:
+                if repeat_after is not None and same.last_timestamp and now - same.last_timestamp < repeat_after:
+                    return
                 events.patch_namespaced_event(
                     same.metadata.name, namespace, {"count": (same.count or 1) + 1, "lastTimestamp": stamp},
                     _request_timeout=gateway.timeout,

@@ -323,6 +323,10 @@ MAX_RECONCILE_RATE = env_int("MAX_RECONCILE_RATE", 4)
 # Objects per page of the sync's lists (limit/continue): a relist holds about two pages in memory
 # (the one being stored and the next one being fetched), so memory grows with it, round trips shrink.
 SYNC_LIST_PAGE_SIZE = env_int("SYNC_LIST_PAGE_SIZE", 500)
+# A failing condition seen again unchanged counts its Warning Event again after this long at the
+# earliest (client-go's spam filter: one repeat per object per five minutes); refused writes count
+# on every pass (clusters.kube.failures).
+EVENT_REPEAT_SECONDS = env_int("EVENT_REPEAT_SECONDS", 300)
 # Who this installation is, in the clusters it shares with other portals: the watcher's Lease is
 # named after it (clusters/leader.py). Empty: derived from the database (its host, port and name),
 # so replicas of one portal share a Lease and two portals with their own databases never wait on

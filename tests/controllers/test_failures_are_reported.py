@@ -50,9 +50,10 @@ def pools(managed):
     return managed
 
 
-def test_a_deployment_the_cluster_refuses_is_on_the_model_its_events_and_the_api(pools, editor) -> None:
+def test_a_deployment_the_cluster_refuses_is_on_the_model_its_events_and_the_api(pools, editor, settings) -> None:
     """A GPU asked for without a limit: the API server refuses the Deployment (422). The model says
-    so (not a stale message), an Event counts each refused pass, the API shows it and wake is 422."""
+    so (not a stale message), an Event counts the refused passes (at most one repeat per
+    ``EVENT_REPEAT_SECONDS``, 0 here), the API shows it and wake is 422."""
     kube, _ = pools
     write_model(kube, containerImage="")
     kube.sync()
@@ -72,6 +73,7 @@ def test_a_deployment_the_cluster_refuses_is_on_the_model_its_events_and_the_api
     assert (event.count, event.source.component) == (1, "inference-portal")
     assert "Limit must be set" in event.message
 
+    settings.EVENT_REPEAT_SECONDS = 0
     kube.sync()  # refused again: the same Event, counted
     (event,) = [e for e in warnings(kube, MODEL) if e.reason == "Invalid"]
     assert event.count == 2
@@ -122,6 +124,22 @@ def test_a_missing_dependency_is_named(pools, editor) -> None:
     assert missing["reason"] == "DependencyNotFound" and "ghost-model" in missing["message"]
     assert [e.reason for e in warnings(kube, MODEL)] == ["DependencyNotFound"]
     assert api_view(editor, InferenceModel, MODEL)["lastError"]["reason"] == "DependencyNotFound"
+
+
+def test_a_failure_that_waits_unchanged_costs_no_write_until_its_event_may_repeat(pools, settings) -> None:
+    """A missing dependency seen again on every pass is one Event, counted once: the passes send the
+    cluster nothing. Once ``EVENT_REPEAT_SECONDS`` have passed (0 here), the next pass counts it."""
+    kube, _ = pools
+    write_model(kube, dependencies=["ghost-model"])
+    kube.sync()
+    assert [(e.reason, e.count) for e in warnings(kube, MODEL)] == [("DependencyNotFound", 1)]
+
+    assert kube.writes_during(lambda: (kube.sync(), kube.sync())) == []
+    assert [(e.reason, e.count) for e in warnings(kube, MODEL)] == [("DependencyNotFound", 1)]
+
+    settings.EVENT_REPEAT_SECONDS = 0
+    kube.sync()
+    assert [(e.reason, e.count) for e in warnings(kube, MODEL)] == [("DependencyNotFound", 2)]
 
 
 def test_a_run_without_its_config_then_a_failed_job(managed, editor) -> None:

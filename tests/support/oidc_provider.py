@@ -102,7 +102,7 @@ class OidcProvider:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # bounds a provider that never starts: tens of seconds on a busy machine
         while True:
             try:
                 if requests.get(f"{self.issuer}.well-known/openid-configuration", timeout=1).ok:

@@ -75,7 +75,7 @@ class CeleryWorker:
             stdout=self.log.open("w"),
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # bounds a worker that never starts: tens of seconds on a busy machine
         while "ready." not in self.log.read_text():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"celery worker did not start:\n{self.log.read_text()[-3000:]}")

@@ -29,6 +29,7 @@ import ctypes
 import multiprocessing
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -109,10 +110,10 @@ def run() -> dict[str, float]:
     headers = {"Authorization": f"Bearer {key}"}
     env = {**os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false", "GATEWAY_CATALOG_TTL_SECONDS": "60"}
     processes = [
-        _start(["-m", "devstack.openai_backend", "--port", str(huge_port), "--hostile", "stream",
+        _start([sys.executable, "-m", "devstack.openai_backend", "--port", str(huge_port), "--hostile", "stream",
                 "--size", str(RELAY_BYTES)], f"{huge_url}/stats"),
-        _start(["-m", "devstack.openai_backend", "--port", str(quick_port)], f"{quick_url}/stats"),
-        _start(["manage.py", "gateway", "--host", "127.0.0.1", "--port", str(gateway_port)],
+        _start([sys.executable, "-m", "devstack.openai_backend", "--port", str(quick_port)], f"{quick_url}/stats"),
+        _start([sys.executable, "manage.py", "gateway", "--host", "127.0.0.1", "--port", str(gateway_port)],
                f"{gateway_url}/healthz", env),
     ]
     gateway = processes[-1]

@@ -49,16 +49,7 @@ from django.contrib.auth.models import User
 
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
-from bench.bench_gateway import (
-    CLIENTS,
-    PACED_PAUSE_MS,
-    ROOT,
-    SLICE_SECONDS,
-    THINK_SECONDS,
-    _database_url,
-    _percentile,
-    _start,
-)
+from bench.bench_gateway import CLIENTS, ROOT, SLICE_SECONDS, _database_url, _percentile, _start
 from clusters.models import Cluster, SyncState
 from devstack.control_plane import free_port
 from governance.ledger import LedgerWriter, default_sink
@@ -68,6 +59,8 @@ from models_app.models import InferenceModel
 
 SECONDS = 60.0
 LOAD_CLIENTS = 8
+PACED_PAUSE_MS = 40.0  # each load client's pause between requests: paced, not saturating
+THINK_SECONDS = 0.02  # the Python backend's think time before it answers
 LEDGER_ROWS = 200_000
 BURST_LIMIT, BURST_REQUESTS = 200, 600
 HUGE = 10**9
@@ -149,12 +142,12 @@ def run() -> dict[str, float]:
     env = {**os.environ, "DATABASE_URL": _database_url(), "DEBUG": "false", "GOVERNANCE_REDIS_URL": REDIS_URL}
     ports = [free_port(), free_port(), free_port()]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
-    processes = [_start(["-m", "devstack.openai_backend", "--port", str(backend_port), "--think",
+    processes = [_start([sys.executable, "-m", "devstack.openai_backend", "--port", str(backend_port), "--think",
                          str(THINK_SECONDS)], f"{backend_url}/stats")]
     try:
         for port, url, enabled in zip(ports, urls, ("false", "true", "true"), strict=True):
-            processes.append(_start(["manage.py", "gateway", "--host", "127.0.0.1", "--port", str(port)],
-                                    f"{url}/healthz", {**env, "USAGE_LIMITS": enabled}))
+            gateway = [sys.executable, "manage.py", "gateway", "--host", "127.0.0.1", "--port", str(port)]
+            processes.append(_start(gateway, f"{url}/healthz", {**env, "USAGE_LIMITS": enabled}))
         gateways = [process.pid for process in processes[1:3]]
         cpu_before = [_cpu_seconds(pid) for pid in gateways]
         off, on = _compare(urls[0], urls[1], key)

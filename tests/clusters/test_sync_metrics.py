@@ -94,7 +94,7 @@ def gunicorn(transactional_db):
             return False
 
     try:
-        wait_for(up, timeout=60, message="gunicorn to serve")
+        wait_for(up, timeout=120, message="gunicorn to serve")  # bounds one that never serves
         yield url, broker
     finally:
         process.terminate()

@@ -78,6 +78,8 @@ class CeleryWorker:
         deadline = time.monotonic() + 120  # bounds a worker that never starts: tens of seconds on a busy machine
         while "ready." not in self.log.read_text():
             if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()  # a late starter left behind would take later runs' tasks off the queue
+                self.process.wait()
                 raise RuntimeError(f"celery worker did not start:\n{self.log.read_text()[-3000:]}")
             time.sleep(0.1)
 

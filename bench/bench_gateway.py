@@ -52,7 +52,7 @@ from django.db import connection
 
 from accounts.tokens import issue_token
 from clusters.models import Cluster, SyncState
-from devstack.control_plane import free_port
+from devstack.ports import free_port
 from inference_gateway.workers import cores
 from models_app.models import InferenceModel
 

@@ -41,7 +41,7 @@ from django.db import connections
 from accounts.tokens import issue_token
 from bench.bench_gateway import _database_url, _percentile, _start
 from clusters.models import Cluster, SyncState
-from devstack.control_plane import free_port
+from devstack.ports import free_port
 from models_app.models import InferenceModel
 
 RELAY_BYTES = 1024**3

@@ -51,7 +51,7 @@ from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from bench.bench_gateway import CLIENTS, ROOT, SLICE_SECONDS, _database_url, _percentile, _start
 from clusters.models import Cluster, SyncState
-from devstack.control_plane import free_port
+from devstack.ports import free_port
 from governance.ledger import LedgerWriter, default_sink
 from governance.limits import PREFIX
 from governance.models import Limit, RequestRecord

@@ -10,7 +10,6 @@ started instead to compare server models on the same machine.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
+
+from devstack.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 60.0
@@ -43,11 +44,6 @@ ALTERNATIVES: dict[str, list[str]] = {
     "gunicorn_asgi": [*GUNICORN, "asgi", "config.asgi:application"],
 }
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _with_bind(command: list[str], bind: str) -> list[str]:

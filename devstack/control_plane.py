@@ -33,7 +33,6 @@ import base64
 import ctypes
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -47,6 +46,8 @@ import kubernetes
 import requests
 import trustme
 import yaml
+
+from devstack.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "kube-control-plane" / "build.sh"
@@ -109,11 +110,6 @@ def die_with_parent() -> None:
     if prctl is not None:
         prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def build_binaries() -> Path:

@@ -57,8 +57,8 @@ from devstack.control_plane import (
     Process,
     apply_crds_to,
     die_with_parent,
-    free_port,
 )
+from devstack.ports import free_port
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 
 CLUSTER = "local"

@@ -18,6 +18,10 @@ A body that is not a request it understands is a 400, as vLLM answers.
 ``--size`` bytes, 64 KiB per event; ``endless`` an SSE stream that never ends; ``bad-gzip`` an
 answer labelled ``Content-Encoding: gzip`` that is not gzip; ``headers`` an answer with
 ``Set-Cookie``, ``Location``, ``Alt-Svc`` and a header its ``Connection`` names hop-by-hop.
+
+Once listening it prints one line, ``listening on http://HOST:PORT``; with ``--port 0`` the kernel
+picks the port, so whoever started it reads the port from that line and no other process can hold
+it in between.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
 import time
 from typing import Any
 
@@ -206,7 +211,7 @@ def make_app(name: str, chunk_delay: float, think: float = 0.0, fail: int = 0, r
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The server's options, for ``python -m devstack.openai_backend`` and ``manage.py demo_backend``."""
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True, help="0: any free port, announced on stdout")
     parser.add_argument("--name", default="backend")
     parser.add_argument("--chunk-delay", type=float, default=0.0)
     parser.add_argument("--think", type=float, default=0.0, help="seconds before the first token (a model's prefill)")
@@ -221,7 +226,9 @@ def serve(host: str, port: int, name: str, chunk_delay: float, think: float = 0.
           redirect: str = "", hostile: str = "", size: int = 0) -> None:
     """Serve until interrupted (SIGINT or SIGTERM)."""
     app = make_app(name, chunk_delay, think, fail, redirect, hostile, size)
-    web.run_app(app, host=host, port=port, print=None, access_log=None)
+    listener = socket.create_server((host, port))
+    print(f"listening on http://{host}:{listener.getsockname()[1]}", flush=True)
+    web.run_app(app, sock=listener, print=None, access_log=None)
 
 
 def main() -> None:

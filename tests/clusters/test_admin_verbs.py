@@ -13,11 +13,11 @@ from django.test import Client
 
 from clusters.models import AuditEntry, Cluster
 from clusters.sync.audit import Actor, record
+from devstack.ports import free_port
 from models_app.models import InferenceModel
 from scheduler.models import NodePool
 from tests.accounts.conftest import sample_in, store
 from tests.clusters.conftest import sample_manifest
-from tests.rightsizing.prometheus_server import free_port
 
 GI = 1024**3
 

@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from clusters.kube.client import PermanentError, build_api_client
 from clusters.models import Cluster
+from devstack.ports import free_port
 from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError
 from scheduler.rightsizing.refresh import refresh_cluster
-from tests.rightsizing.prometheus_server import free_port
 
 pytestmark = pytest.mark.django_db
 

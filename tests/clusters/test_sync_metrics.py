@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.models import Cluster, SyncStat, SyncState
 from clusters.sync import stats as sync_stats
-from devstack.control_plane import free_port
+from devstack.ports import free_port
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.conftest import ENDPOINTS

@@ -21,7 +21,7 @@ from django.conf import settings
 from opentelemetry import trace
 
 from config.tracing import configure_tracing, tracing_enabled
-from devstack.control_plane import free_port
+from devstack.ports import free_port
 from tests.clusters.conftest import wait_for
 from tests.gateway.conftest import api_key, cluster, serve_model, start_backend  # noqa: F401
 from tests.support.otlp_collector import OtlpCollector, ReceivedSpan

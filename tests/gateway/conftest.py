@@ -5,6 +5,7 @@ openai_backend.py) started as processes, the gateway serving in a thread of the 
 from __future__ import annotations
 
 import asyncio
+import selectors
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ from django.conf import settings
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from clusters.models import Cluster
-from devstack.control_plane import free_port
+from devstack.ports import free_port
 from inference_gateway.server import run
 from models_app.models import InferenceModel
 
@@ -48,11 +49,13 @@ class Backend:
             self.process.wait(timeout=10)
 
 
-def wait_until_serving(url: str, what: str, timeout: float = 120.0) -> None:
+def wait_until_serving(url: str, what: str, timeout: float = 120.0, process: subprocess.Popen | None = None) -> None:
     """Wait for a started process to answer: seconds on a quiet machine, tens on a busy one (the
-    limit only bounds a process that never comes up)."""
+    limit only bounds a process that never comes up). A ``process`` that exits first fails at once."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"{what} exited with {process.returncode} before serving {url}")
         try:
             requests.get(url, timeout=1)
             return
@@ -61,26 +64,38 @@ def wait_until_serving(url: str, what: str, timeout: float = 120.0) -> None:
     raise AssertionError(f"{what} did not start serving {url} within {timeout} s")
 
 
+def announced_port(process: subprocess.Popen, what: str, timeout: float = 120.0) -> int:
+    """The port a process started with ``--port 0`` announces (``listening on http://HOST:PORT``)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            raise AssertionError(f"{what} announced no port within {timeout} s")
+    line = process.stdout.readline()
+    if not line.startswith("listening on "):
+        raise AssertionError(f"{what} exited with {process.wait(timeout=10)} before listening: {line!r}")
+    return int(line.rsplit(":", 1)[1])
+
+
 @pytest.fixture
 def start_backend():
-    """``start_backend(name, host="127.0.0.1", port=None, chunk_delay=0.0, fail=0, redirect="", think=0.0,
+    """``start_backend(name, host="127.0.0.1", chunk_delay=0.0, fail=0, redirect="", think=0.0,
     hostile="", size=0)`` -> a running Backend process (``fail``: every generation answers that HTTP
-    status; ``redirect``: a 307 to that URL; ``hostile``: devstack/openai_backend.py's modes)."""
+    status; ``redirect``: a 307 to that URL; ``hostile``: devstack/openai_backend.py's modes). The backend
+    binds a port the kernel picks and announces it, so no other process can hold it in between."""
     started: list[Backend] = []
 
-    def start(name: str = "backend", host: str = "127.0.0.1", port: int | None = None,
-              chunk_delay: float = 0.0, fail: int = 0, redirect: str = "", think: float = 0.0, hostile: str = "",
-              size: int = 0) -> Backend:
-        port = port or free_port()
+    def start(name: str = "backend", host: str = "127.0.0.1", chunk_delay: float = 0.0, fail: int = 0,
+              redirect: str = "", think: float = 0.0, hostile: str = "", size: int = 0) -> Backend:
         process = subprocess.Popen(
-            [sys.executable, "-m", "devstack.openai_backend", "--host", host, "--port", str(port),
+            [sys.executable, "-m", "devstack.openai_backend", "--host", host, "--port", "0",
              "--name", name, "--chunk-delay", str(chunk_delay), "--fail", str(fail), "--redirect", redirect,
              "--think", str(think), "--hostile", hostile, "--size", str(size)],
-            cwd=settings.BASE_DIR,
+            cwd=settings.BASE_DIR, stdout=subprocess.PIPE, text=True,
         )
-        backend = Backend(name, host, port, process)
+        backend = Backend(name, host, 0, process)
         started.append(backend)
-        wait_until_serving(f"{backend.url}/stats", f"backend {name}")
+        backend.port = announced_port(process, f"backend {name}")
+        wait_until_serving(f"{backend.url}/stats", f"backend {name}", process=process)
         return backend
 
     yield start

@@ -226,7 +226,7 @@ def test_a_spent_budget_answers_insufficient_quota(cluster, light_reservations, 
 
 
 def test_redis_away_is_an_error_the_gateway_lets_through_and_counts() -> None:
-    from devstack.control_plane import free_port
+    from devstack.ports import free_port
     from governance.resp import RedisUnavailable
 
     async def call():

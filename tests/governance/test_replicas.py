@@ -13,7 +13,7 @@ import requests
 from django.conf import settings
 
 from accounts.models import Team
-from devstack.control_plane import free_port
+from devstack.ports import free_port
 from governance.limits import PREFIX
 from governance.models import Limit
 from tests.clusters.conftest import wait_for
@@ -33,8 +33,8 @@ def replicas():
     processes = [subprocess.Popen([sys.executable, "manage.py", "gateway", "--host", "127.0.0.1", "--port", str(port)],
                                   cwd=settings.BASE_DIR, env=env) for port in ports]
     try:
-        for port in ports:
-            wait_until_serving(f"http://127.0.0.1:{port}/healthz", "manage.py gateway", timeout=120)
+        for port, process in zip(ports, processes, strict=True):
+            wait_until_serving(f"http://127.0.0.1:{port}/healthz", "manage.py gateway", process=process)
         yield [f"http://127.0.0.1:{port}" for port in ports]
     finally:
         for process in processes:

@@ -8,7 +8,6 @@ History is written as OpenMetrics text with timestamps, turned into TSDB blocks 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import requests
+
+from devstack.ports import free_port
 
 GI = 1024**3
 MI = 1024**2
@@ -43,11 +44,6 @@ class History:
                 handle.writelines(lines)
             handle.write("# EOF\n")
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class PrometheusServer:

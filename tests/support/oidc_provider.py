@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import requests
 
-from devstack.control_plane import free_port
+from devstack.ports import free_port
 
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "oidc-provider" / "build.sh"
 CLIENT_ID, CLIENT_SECRET = "portal", "portal-secret"

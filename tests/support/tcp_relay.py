@@ -12,7 +12,7 @@ import asyncio
 import threading
 from concurrent.futures import Future
 
-from devstack.control_plane import free_port
+from devstack.ports import free_port
 
 
 class TcpRelay:

@@ -42,7 +42,8 @@ from bench.dataset import POOLS, build
 from bench.http_server import ALTERNATIVES, production_server
 from bench.http_server import SECRET_KEY as SERVER_SECRET_KEY
 from bench.slow_clients import healthz_answers_under_slow_clients
-from models_app.catalog import SORTABLE
+from models_app.catalog import SORTABLE, cursor_token
+from models_app.models import InferenceModel
 
 CLIENTS = 16
 SECONDS = float(os.environ.get("BENCH_HTTP_SECONDS", "5"))
@@ -58,6 +59,15 @@ WHATIF = "- estimate: {name: new-70b, namespace: team-0, pool: gpu-a100, memory:
 PLAN = {"cluster": "cluster-00", "models": [{"estimate": ESTIMATE}]}
 
 
+def deep_cursor(ordering: str, rows: int) -> str:
+    """The catalog's ``cursor`` of the page 90% of the way down ``ordering`` (the dataset's rows
+    are all InferenceModels), as a user reaches it by following next links (or last and previous)."""
+    key = ordering.lstrip("-")
+    terms = [f"{'-' if ordering.startswith('-') else ''}{term}" for term in (key, "namespace", "name", "id")]
+    row = InferenceModel.objects.order_by(*terms).values(key, "namespace", "name", "id")[int(rows * 0.9)]
+    return cursor_token(ordering, {**row, "page": InferenceModel._meta.model_name})
+
+
 def groups(rows: int) -> dict[str, list[tuple[str, str, object]]]:
     """Figure stem -> requests (method, path, body) its clients cycle through."""
     deep_catalog = int(rows * 0.9) // CATALOG_PAGE_SIZE
@@ -67,8 +77,8 @@ def groups(rows: int) -> dict[str, list[tuple[str, str, object]]]:
     return {
         "catalog_first": [("GET", "/models/", None)],
         "catalog_sorted": [("GET", f"/models/?ordering={sign}{key}", None) for key in SORTABLE for sign in ("", "-")],
-        "catalog_deep": [("GET", f"/models/?page={deep_catalog}", None),
-                         ("GET", f"/models/?ordering=-memory_bytes&page={deep_catalog}", None)],
+        "catalog_deep": [("GET", f"/models/?cursor={deep_cursor('name', rows)}", None),
+                         ("GET", f"/models/?ordering=-memory_bytes&cursor={deep_cursor('-memory_bytes', rows)}", None)],
         "admin_changelist_first": [("GET", f"{admin}?node_pool__exact={pool}", None) for pool in POOLS],
         "admin_changelist_deep": [("GET", f"{admin}?node_pool__exact={pool}&p={deep_admin}", None) for pool in POOLS],
         "whatif_post": [("POST", "/planning/", {"cluster": "cluster-00", "models": WHATIF, "include_running": "on"})],

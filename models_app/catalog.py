@@ -1,25 +1,36 @@
 """The model catalog across serving kinds: each kind's own FilterSet, one restriction, one SQL UNION.
 
 Each kind keeps its filters (``feature`` exists only for KubeAI; a kind without a requested filter
-drops out rather than ignoring it); the union is sorted and paginated by the database.
+drops out rather than ignoring it); the union is sorted and paged by the database, from a cursor.
 
 At 100,000 models a plain ``UNION ALL ... ORDER BY ... LIMIT 25`` sorts every row (PostgreSQL
 does not push the limit into the branches), so :class:`CatalogRows` asks each kind for the keys of
-its own first ``offset + 25`` rows in order (an index-only scan), merges those, reads the page's
+its own next 26 rows past the cursor in order (an index-only scan), merges those, reads the page's
 rows by id, and counts per kind up to a bound. The filter choices walk the pool and engine indexes
 (clusters.web.list_costs.distinct_values) instead of a ``SELECT DISTINCT`` over every row.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import CharField, F, PositiveSmallIntegerField, QuerySet, Value
+from django.db.models import CharField, F, PositiveSmallIntegerField, Q, QuerySet, Value
+from django.db.models.fields.tuple_lookups import (
+    Tuple,
+    TupleGreaterThan,
+    TupleGreaterThanOrEqual,
+    TupleLessThan,
+    TupleLessThanOrEqual,
+)
 from django.db.models.functions import Cast
 
 from accounts.public import VIEW, restrict
+from clusters.models import Cluster
 from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from clusters.web.api.ordering import ordering_error
 from clusters.web.list_costs import Count, bounded_count, distinct_values
@@ -54,25 +65,85 @@ class CatalogError(ValueError):
     """A bad catalog parameter, worded as field + value + rule."""
 
 
-class CatalogRows:
-    """The catalog's rows as a Paginator reads them: ``count()`` and slices, each answered per kind.
+class Cursor(NamedTuple):
+    """A position in one order of the catalog: the row a page starts after (or ends ``before``), by
+    its sort key and tie-breakers; ``None`` values with ``last``: the end of the list."""
 
-    A slice ``[start:stop]`` is read in two steps (a "deferred join"). First the page's keys: each
-    kind's first ``stop`` rows in the page's order, only the sort key and the tie-breakers
-    (namespace, name, kind, id), which an index on ``(key, namespace, name, id)`` answers without
-    reading the table (migration models_app 0010); those are merged in one ``UNION ALL``
-    and ``[start:stop]`` of the merge kept. Then the page's 25 rows, by id. Reading whole rows
-    for every skipped one (the former plan) cost 600-800 ms at page 3,600 of 100,000 rows.
+    ordering: str
+    before: bool
+    key: tuple[Any, str, str, int, str] | None  # (sort key, namespace, name, id, page)
+
+    @property
+    def last(self) -> bool:
+        return self.key is None
+
+
+class CatalogPage(NamedTuple):
+    rows: list[dict[str, Any]]
+    next: str | None  # the cursor of the page after this one, None on the last
+    previous: str | None
+
+
+LAST = "last"
+PAGE_NAMES = {model._meta.model_name for model, _ in FILTERSETS.values()}
+KIND_OF_PAGE = {model._meta.model_name: kind for kind, (model, _) in FILTERSETS.items()}
+INTEGER_KEYS = {"replicas": True, "memory_bytes": True, "gpu_count": False, "utilization": True}  # -> may be null
+
+
+def cursor_token(ordering: str, row: Mapping[str, Any], before: bool = False) -> str:
+    """The ``cursor`` parameter of the page after ``row`` (or before it) in ``ordering``."""
+    key = ordering.lstrip("-")
+    position = [ordering, "b" if before else "a", row[key], row["namespace"], row["name"], row["id"], row["page"]]
+    return base64.urlsafe_b64encode(json.dumps(position, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def parse_cursor(token: str, ordering: str) -> Cursor:
+    """The position a ``cursor`` parameter names in ``ordering``; CatalogError when it is not one
+    this catalog gave for that order."""
+    if token == LAST:
+        return Cursor(ordering, True, None)
+    wrong = CatalogError(
+        f"cursor: {token[:40]!r} is not a position in this list (follow the page's links; they "
+        f"carry the cursor of the same order, {ordering!r})"
+    )
+    try:
+        position = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error):
+        raise wrong from None
+    if not (isinstance(position, list) and len(position) == 7 and position[0] == ordering and position[1] in "ab"):
+        raise wrong
+    _, direction, key, namespace, name, pk, page = position
+    column = ordering.lstrip("-")
+    if column in INTEGER_KEYS:
+        fits = (key is None and INTEGER_KEYS[column]) or (type(key) is int and 0 <= key < 2**63)
+    else:
+        fits = isinstance(key, bool) if column == "ready" else isinstance(key, str)
+    if not (fits and isinstance(namespace, str) and isinstance(name, str) and type(pk) is int
+            and 0 < pk < 2**63 and page in PAGE_NAMES):  # fmt: skip
+        raise wrong
+    return Cursor(ordering, direction == "b", (key, namespace, name, pk, page))
+
+
+class CatalogRows:
+    """The catalog's rows, read a page at a time from a position (keyset paging).
+
+    A page is read in two steps (a "deferred join"). First its keys: each kind's next ``size + 1``
+    rows past the cursor in the page's order, only the sort key and the tie-breakers (namespace,
+    name, id, kind), which an index on ``(key, namespace, name, id)`` answers from where the
+    cursor points without reading the table (migration models_app 0010); those are merged in one
+    ``UNION ALL``. Then the page's rows, by id. A page costs the same at any depth: an offset
+    (``?page=3600``) stepped over 90,000 index entries per kind first (100-200 ms at 100,000 rows).
 
     Ties are broken by namespace, name, id and kind in the direction of the sort, so the order is
     total (no row repeats or goes missing between pages) and one index serves both directions.
-    SQLite cannot limit a branch of a compound query; there the whole union is sorted (the
-    embedded demo's size). ``count()`` is bounded (clusters.web.list_costs): ``estimated`` says
-    when it is the planner's guess.
+    Null keys (memory, replicas, utilization) sort as the database sorts them (PostgreSQL: last
+    going up, first going down; SQLite the other way), and the cursor's test follows
+    (``nulls_order_largest``). ``count()`` is bounded (clusters.web.list_costs): ``estimated``
+    says when it is the planner's guess.
     """
 
-    def __init__(self, parts: dict[str, QuerySet], order: list[str]) -> None:
-        self.parts, self.order = parts, order
+    def __init__(self, parts: dict[str, QuerySet], ordering: str) -> None:
+        self.parts, self.ordering = parts, ordering
         self.estimated = False
 
     def count(self) -> int:
@@ -80,42 +151,120 @@ class CatalogRows:
         self.estimated = total.estimated
         return total.rows
 
-    def __getitem__(self, window: slice) -> list[dict[str, Any]]:
-        if not isinstance(window, slice) or window.stop is None:
-            raise TypeError("the catalog is read by pages: slice it as [start:stop]")
-        if window.stop <= (window.start or 0) or not self.parts:
-            # nothing to read (the Paginator's [0:0] when no row matches): a QuerySet sliced to
-            # nothing is empty, and a union of it returns the other, already sliced, branch
+    def page(self, cursor: Cursor | None, size: int) -> CatalogPage:
+        """The ``size`` rows from ``cursor`` (the first page when None) and the cursors around them."""
+        backwards = cursor is not None and cursor.before
+        found = self._read(cursor, size + 1, backwards)
+        more, rows = len(found) > size, found[:size]
+        if backwards:
+            rows.reverse()
+        after = cursor_token(self.ordering, rows[-1]) if rows else None
+        before = cursor_token(self.ordering, rows[0], before=True) if rows else None
+        if backwards:  # a page before a position (or the last page): what follows it is there
+            return CatalogPage(rows, after if cursor.key is not None else None, before if more else None)
+        return CatalogPage(rows, after if more else None, before if cursor is not None else None)
+
+    def _read(self, cursor: Cursor | None, limit: int, backwards: bool) -> list[dict[str, Any]]:
+        """Up to ``limit`` rows past ``cursor`` in the page's order (reversed when ``backwards``)."""
+        descending = self.ordering.startswith("-") != backwards
+        order = [f"{'-' if descending else ''}{key}" for key in (self.ordering.lstrip("-"), *TIE_BREAKERS)]
+        parts = {name: part for name, part in self.parts.items() if not self._all_before(name, cursor, descending)}
+        if not parts:
             return []
-        parts = list(self.parts.values())
         if not connection.features.supports_slicing_ordering_in_compound:
-            parts = [part.annotate(cluster_name=F("cluster__name")).values(*COLUMNS) for part in parts]
-            if len(parts) == 1:
-                return list(parts[0].order_by(*self.order)[window])
-            return list(parts[0].union(*parts[1:], all=True).order_by(*self.order)[window])
-        page_keys = [(row["page"], row["id"]) for row in self.keys(window.stop)[window]]
+            named = {name: part.annotate(cluster_name=F("cluster__name")) for name, part in parts.items()}
+            rows = [piece.values(*COLUMNS) for name, part in named.items()
+                    for piece in self._past(part, name, cursor, descending)]  # fmt: skip
+            merged = rows[0] if len(rows) == 1 else rows[0].union(*rows[1:], all=True)
+            return list(merged.order_by(*order)[:limit])
+        if self.ordering.lstrip("-") == "cluster_name":
+            page_keys = self._keys_by_cluster(parts, cursor, limit, descending)
+        else:
+            key_columns = [term.lstrip("-") for term in order]
+            pieces = [piece for name, part in parts.items() for piece in self._past(part, name, cursor, descending)]
+            keys = [piece.order_by(*order).values(*key_columns)[:limit] for piece in pieces]
+            merged = keys[0] if len(keys) == 1 else keys[0].union(*keys[1:], all=True).order_by(*order)
+            page_keys = [(row["page"], row["id"]) for row in merged[:limit]]
         if not page_keys:
-            return []  # past the last row (an estimated count may offer a page that is not there)
+            return []
         # one query whatever the kinds on the page: each kind's rows of the page by id, in a UNION ALL
         fetches = [
             part.filter(id__in=[pk for name, pk in page_keys if name == page_name])
             .annotate(cluster_name=F("cluster__name"))
             .values(*COLUMNS)
-            for page_name, part in self.parts.items()
+            for page_name, part in parts.items()
         ]
         found = fetches[0] if len(fetches) == 1 else fetches[0].union(*fetches[1:], all=True)
-        rows = {(row["page"], row["id"]): row for row in found}
-        return [rows[key] for key in page_keys if key in rows]
+        by_key = {(row["page"], row["id"]): row for row in found}
+        return [by_key[key] for key in page_keys if key in by_key]
 
-    def keys(self, stop: int) -> QuerySet:
-        """The sort keys of the first ``stop`` rows of every kind, merged in the page's order."""
-        key_columns = [term.lstrip("-") for term in self.order]
-        # the cluster's name only where the page is sorted by it: its join keeps the keys out of the index
-        joined = {"cluster_name": F("cluster__name")} if "cluster_name" in key_columns else {}
-        keys = [
-            part.annotate(**joined).order_by(*self.order).values(*key_columns)[:stop] for part in self.parts.values()
-        ]
-        return keys[0] if len(keys) == 1 else keys[0].union(*keys[1:], all=True).order_by(*self.order)
+    def _keys_by_cluster(
+        self, parts: dict[str, QuerySet], cursor: Cursor | None, limit: int, descending: bool
+    ) -> list[tuple[str, int]]:
+        """The (page, id) keys of the next ``limit`` rows in cluster-name order, walking the clusters
+        by name and each one's rows by its (cluster, namespace, name) index: sorting by a joined
+        table's column read and sorted every row (300-600 ms at 100,000 rows), and clusters are few."""
+        clusters = list(Cluster.objects.order_by("-name" if descending else "name").values_list("pk", "name"))
+        at = cursor.key[0] if cursor is not None and cursor.key is not None else None
+        if at is not None:
+            clusters = [(pk, name) for pk, name in clusters if (name <= at if descending else name >= at)]
+        tail = ["-namespace", "-name", "-id"] if descending else ["namespace", "name", "id"]
+        found: list[tuple[tuple[Any, ...], tuple[str, int]]] = []  # (the row's sort key, its page key)
+        for page_name, part in parts.items():
+            taken = 0
+            for cluster_id, cluster_name in clusters:
+                rows = part.filter(cluster_id=cluster_id)
+                if cluster_name == at:
+                    rows = rows.filter(self._beyond(page_name, cursor, descending, ("namespace", "name", "id")))
+                keys = rows.order_by(*tail).values_list("namespace", "name", "id")[: limit - taken]
+                found += [((cluster_name, *key, page_name), (page_name, key[2])) for key in keys]
+                taken += len(keys)
+                if taken >= limit:
+                    break
+        found.sort(key=lambda entry: entry[0], reverse=descending)
+        return [key for _, key in found[:limit]]
+
+    def _all_before(self, page_name: str, cursor: Cursor | None, descending: bool) -> bool:
+        """Sorted by kind (a constant in each kind's table), whether every row of this kind is before
+        the cursor: its kind sorts before the cursor's."""
+        if cursor is None or cursor.key is None or self.ordering.lstrip("-") != "kind":
+            return False
+        kind = KIND_OF_PAGE[page_name]
+        return kind > cursor.key[0] if descending else kind < cursor.key[0]
+
+    def _past(self, part: QuerySet, page_name: str, cursor: Cursor | None, descending: bool) -> list[QuerySet]:
+        """The rows of one kind (``part``, annotated with the sort key) strictly past ``cursor`` in the
+        order read (descending or not), in pieces that each read one range of an index: the rows
+        with a key, and those without one where nulls sort past the cursor (an ``OR`` of the two
+        made PostgreSQL read the index from its start)."""
+        if cursor is None or cursor.key is None:
+            return [part]
+        column = self.ordering.lstrip("-")
+        if column == "kind":  # a constant per kind: past the cursor's kind all are (_all_before), at it by the rest
+            if KIND_OF_PAGE[page_name] != cursor.key[0]:
+                return [part]
+            return [part.filter(self._beyond(page_name, cursor, descending, ("namespace", "name", "id")))]
+        nulls_after = descending != connection.features.nulls_order_largest  # where null keys sort
+        is_null = Q(**{f"{column}__isnull": True})
+        if cursor.key[0] is None:
+            past_nulls = part.filter(is_null & self._beyond(page_name, cursor, descending, ("namespace", "name", "id")))
+            return [past_nulls] if nulls_after else [past_nulls, part.filter(~is_null)]
+        # (key, namespace, name, id) past the cursor's: one row comparison, an index range
+        past = part.filter(self._beyond(page_name, cursor, descending, (column, "namespace", "name", "id")))
+        return [past, part.filter(is_null)] if nulls_after and INTEGER_KEYS.get(column) else [past]
+
+    @staticmethod
+    def _beyond(page_name: str, cursor: Cursor, descending: bool, columns: tuple[str, ...]) -> Q:
+        """``columns`` past the cursor's values for them (its last ``len(columns)`` key values but the
+        kind) in the order read; an equal tuple is past when this kind sorts after the cursor's (the
+        kind is the last tie-breaker)."""
+        values, cursor_page = cursor.key[-1 - len(columns) : -1], cursor.key[-1]
+        kind_past = page_name < cursor_page if descending else page_name > cursor_page
+        if descending:
+            comparison = TupleLessThanOrEqual if kind_past else TupleLessThan
+        else:
+            comparison = TupleGreaterThanOrEqual if kind_past else TupleGreaterThan
+        return Q(comparison(Tuple(*(F(column) for column in columns)), values))
 
 
 def catalog(params: Mapping[str, str], user: Any) -> CatalogRows:
@@ -146,8 +295,7 @@ def catalog(params: Mapping[str, str], user: Any) -> CatalogRows:
             page=Value(model._meta.model_name, output_field=CharField()),
             utilization=utilization,
         )
-    sign = "-" if ordering.startswith("-") else ""
-    return CatalogRows(parts, [f"{sign}{key}" for key in (ordering.lstrip("-"), *TIE_BREAKERS)])
+    return CatalogRows(parts, ordering)
 
 
 def filter_choices(user: Any) -> dict[str, list[str]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -30,7 +29,7 @@ from clusters.web.portal import (
     object_context,
     visible_object,
 )
-from models_app.catalog import COLUMN_LABELS, CatalogError, catalog, filter_choices
+from models_app.catalog import COLUMN_LABELS, CatalogError, catalog, filter_choices, parse_cursor
 from models_app.charts import memory_chart
 from models_app.forms import FORMS
 from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
@@ -49,13 +48,16 @@ def _model(kind: str) -> type[KubeObject]:
 
 @login_required
 def catalog_page(request: HttpRequest) -> HttpResponse:
+    params = non_empty(request.GET)
     try:
-        rows = catalog(non_empty(request.GET), request.user)
+        rows = catalog(params, request.user)
+        cursor = parse_cursor(params["cursor"], rows.ordering) if "cursor" in params else None
     except CatalogError as error:
         return bad_request(request, str(error))
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    page = rows.page(cursor, PAGE_SIZE)
     query = request.GET.copy()
-    query.pop("page", None)
+    query.pop("cursor", None)
+    query.pop("page", None)  # the former numbered pages' links: the first page
     sort_query = query.copy()
     sort_query.pop("ordering", None)
     return render(
@@ -63,14 +65,17 @@ def catalog_page(request: HttpRequest) -> HttpResponse:
         "models_app/catalog.html",
         {
             "page": page,
+            "count": rows.count(),
             "count_estimated": rows.estimated,
             "count_bound": list_costs.COUNT_BOUND,
+            "at_start": cursor is None,
+            "at_end": cursor is not None and cursor.last,
             "params": request.GET,
             "query": query.urlencode(),
             "sort_query": sort_query.urlencode(),
             "columns": COLUMN_LABELS,
             "features": [value for value, _ in crd_enum(KubeAIModel, "features", "[]") if value],
-            "ordering": request.GET.get("ordering", "name"),
+            "ordering": rows.ordering,
             "clusters": Cluster.objects.values_list("name", flat=True),
             "sync_states": SyncState.choices,
             "kinds": [(slug, model) for slug, model in KINDS.items()],

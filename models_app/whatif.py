@@ -47,7 +47,7 @@ def chooser(params: QueryDict, user: Any) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     if query or pool:
         search = {key: value for key, value in (("q", query), ("node_pool", pool)) if value}
-        rows = catalog(search, user)[0 : SHOWN + len(ticked)]
+        rows = catalog(search, user).page(None, SHOWN + len(ticked)).rows
         results = [row for row in rows if (row["kind"], row["id"]) not in ticked][:SHOWN]
     return {
         "whatif_query": query, "whatif_pool": pool, "whatif_pools": filter_choices(user)["pools"],

@@ -38,7 +38,7 @@ from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision
 from governance.models import Limit
 from governance.sse import UsageTap, with_usage_requested
 from governance.teams import Directory, load_directory
-from inference_gateway.public import close_reads, read
+from inference_gateway.public import CLIENT_LEFT, close_reads, read
 
 logger = logging.getLogger(__name__)
 # The tables' re-reads have a thread (and kept connection) of their own: in the gateway's read
@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
 # for both before its first request was routed.
 TABLE_READS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="governance-db")
 EMBEDDINGS = "/v1/embeddings"  # the one API path whose answers generate no tokens
+# the tables load_tables reads, whose change notices (governance migration 0003 and, for grants,
+# inference_gateway's 0002) make them read again
+NOTICE_TABLES = frozenset({"governance_limit", "accounts_team", "accounts_team_members", "accounts_namespacegrant"})
 
 
 @dataclass
@@ -161,6 +164,11 @@ class Snapshot:
                     raise  # the first read: the request that waits for it answers 503
                 logger.warning("limits and teams not re-read, the database refused: %s", error)
                 return self.tables
+            except Exception:
+                if self.tables is None:
+                    raise
+                logger.exception("limits and teams not re-read; the tables read before stay in use")
+                return self.tables
             self.loaded_at = started
             if not self._again:
                 return self.tables
@@ -174,9 +182,20 @@ def _retrieve_outcome(task: asyncio.Task) -> None:
 
 
 def refusal(decision: Decision, team: str) -> web.Response:
-    """The 429 in OpenAI's shape: ``insufficient_quota`` for a spent budget, else ``rate_limit_exceeded``."""
+    """The 429 in OpenAI's shape: ``insufficient_quota`` for a spent budget, else ``rate_limit_exceeded``;
+    a 400 (no ``Retry-After``) for a request whose reservation alone exceeds a tokens limit, which
+    no wait would let in (OpenAI's clients retry a 429 by themselves)."""
     check = decision.refused
     who = f"team {team}" if team else "your requests"
+    if check.kind != REQUESTS and decision.reserved > check.limit:
+        per = "monthly budget" if check.kind == BUDGET else "tokens per minute limit"
+        message = (f"This request reserves {decision.reserved} tokens (its max_tokens, or "
+                   f"{settings.USAGE_RESERVE_COMPLETION_TOKENS} without one, plus its prompt, estimated), more than "
+                   f"the {per} of {who} ({check.limit}): it can never be admitted. Lower max_tokens.")
+        error = {"message": message, "type": "invalid_request_error", "param": "max_tokens",
+                 "code": "reservation_exceeds_limit"}
+        headers = {name: value for name, value in decision.headers.items() if name != "Retry-After"}
+        return web.json_response({"error": error}, status=400, headers=headers)
     wait = decision.headers["Retry-After"]
     if check.kind == BUDGET:
         ends = datetime.fromtimestamp(check.resets_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -219,9 +238,9 @@ class Governance:
                    settings.USAGE_LIMITS_TTL_SECONDS, settings.USAGE_RESERVE_COMPLETION_TOKENS,
                    settings.USAGE_RESERVE_BYTES_PER_TOKEN)
 
-    def changed(self) -> None:
-        """A catalog change notice (limits, teams, memberships and grants publish them too)."""
-        if self.enabled:
+    def changed(self, table: str | None) -> None:
+        """A change notice of ``table`` (None: of any): the tables are read again when they read it."""
+        if self.enabled and (table is None or table in NOTICE_TABLES):
             self.tables.changed()
 
     async def start(self, _app: web.Application) -> None:
@@ -319,13 +338,25 @@ class Governance:
                          admission.cluster_id, admission.namespace, status, seconds * 1000,
                          first_byte * 1000 if first_byte is not None else None, prompt, completion, admission.stream))
         decision = admission.decision
-        if decision.refused is None:  # settle: what the backend reported, less what was reserved
+        if decision.refused is not None:
+            return
+        if _reported(usage):  # settle: what the backend reported, less what was reserved
             self.limiter.charge(decision.checks, prompt + completion - decision.reserved)
+        elif first_byte is None or 400 <= status != CLIENT_LEFT:
+            self.limiter.charge(decision.checks, -decision.reserved)  # nothing generated: all given back
+        # else the backend answered (or was cut off by the client) without its usage: what it took
+        # is unknown, so the reservation stands, the most a request may take (docs/usage.md)
 
 
 def _used(decision: Decision) -> int:
     """The refused counter's value: what the window used or reserved before this request."""
     return decision.values[list(decision.checks).index(decision.refused)]
+
+
+def _reported(usage: Any) -> bool:
+    """Whether the backend's ``usage`` counts any tokens (an answer it gave without one does not)."""
+    return isinstance(usage, dict) and any(isinstance(usage.get(name), int)
+                                           for name in ("prompt_tokens", "completion_tokens"))  # fmt: skip
 
 
 def _tokens(usage: Any, name: str) -> int:

@@ -45,6 +45,7 @@ LEDGER_LOST = Counter(
 LEDGER_QUEUED = Gauge(
     "inference_portal_usage_ledger_queued_rows", "Request records waiting to be written to the usage ledger.",
     registry=GATEWAY_REGISTRY,
+    multiprocess_mode="livesum",  # summed over the gateway's live workers; a stopped one's queue is gone with it
 )
 LEDGER_FAILURES = Counter(
     "inference_portal_usage_ledger_write_failures", "Batches the ledger writer could not write (retried later).",

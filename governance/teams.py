@@ -82,10 +82,11 @@ class Directory:
 
 
 def load_directory() -> Directory:
-    """Three queries, whatever the number of users: teams, memberships, grants."""
+    """Three queries, whatever the number of users: teams, memberships (each with its team's name,
+    joined: a team created between two separate reads would name none), grants."""
     teams = dict(Team.objects.values_list("name", "pk"))
-    names = {pk: name for name, pk in teams.items()}
     members: dict[int, list[str]] = {}
-    for user_id, team_id in Team.members.through.objects.values_list("user_id", "team_id"):
-        members.setdefault(user_id, []).append(names[team_id])
+    for user_id, team_name, team_id in Team.members.through.objects.values_list("user_id", "team__name", "team_id"):
+        members.setdefault(user_id, []).append(team_name)
+        teams.setdefault(team_name, team_id)
     return Directory(teams, {user: tuple(of) for user, of in members.items()}, grants())

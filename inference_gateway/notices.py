@@ -5,10 +5,13 @@ triggers (migration ``0002_catalog_notices``) notify channel :data:`CHANNEL` whe
 kind's row is inserted or deleted, or its identity, model name, spec or sync state changes, and
 whenever staff's placement decisions or teams' namespace grants change: whatever writes the row
 (portal, API, admin, the sync's bulk writes, a shell), and only when its transaction commits, as
-PostgreSQL delivers notices on commit. The gateway listens on one connection of its own and marks
-its catalog stale on each notice (``Catalog.changed``): the next request reads a table loaded after
-the change. A lost connection is re-opened, and counts as a notice (some may have been missed);
-the catalog's periodic reload stays as the safety net, and is all there is on SQLite.
+PostgreSQL delivers notices on commit. Each notice names the table that changed, and limits, teams
+and memberships notify the same channel (governance migration 0003): the gateway listens on one
+connection of its own and marks stale only what reads that table (``Catalog.changed`` for
+:data:`CATALOG_TABLES`, the governance tables for theirs), so the next request reads a table loaded
+after the change and a model's edit does not make every worker re-read the teams. A lost
+connection is re-opened, and counts as a notice of every table (some may have been missed); the
+periodic reloads stay as the safety net, and are all there is on SQLite.
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ from django.db import connection
 logger = logging.getLogger(__name__)
 CHANNEL = "inference_gateway_catalog"
 RETRY_SECONDS = 1.0
+# the tables whose rows the routes are read from (the triggers of migration 0002)
+CATALOG_TABLES = frozenset({
+    "models_app_inferencemodel", "models_app_kubeaimodel", "models_app_modelservice",
+    "inference_gateway_sharednamespace", "inference_gateway_backendhost", "inference_gateway_sharedgatewayid",
+    "accounts_namespacegrant",
+})  # fmt: skip
 
 
 def _conninfo() -> str:
@@ -35,8 +44,9 @@ def _conninfo() -> str:
     )
 
 
-async def listen(on_change: Callable[[], None], connected: asyncio.Event | None = None) -> None:
-    """Call ``on_change`` for every notice until cancelled; ``connected`` is set once listening."""
+async def listen(on_change: Callable[[str | None], None], connected: asyncio.Event | None = None) -> None:
+    """Call ``on_change`` with the changed table's name for every notice until cancelled (None: any
+    table may have changed, while not listening); ``connected`` is set once listening."""
     if connection.vendor != "postgresql":
         return
     conninfo = _conninfo()
@@ -44,11 +54,11 @@ async def listen(on_change: Callable[[], None], connected: asyncio.Event | None 
         try:
             async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as listener:
                 await listener.execute(f"LISTEN {CHANNEL}")
-                on_change()  # whatever happened while not listening
+                on_change(None)  # whatever happened while not listening
                 if connected is not None:
                     connected.set()
-                async for _notice in listener.notifies():
-                    on_change()
+                async for notice in listener.notifies():
+                    on_change(notice.payload)
         except (psycopg.Error, OSError) as error:
             if connected is not None:
                 connected.clear()

@@ -61,7 +61,7 @@ from inference_gateway.conf import GatewaySettings
 from inference_gateway.db_thread import close_reads
 from inference_gateway.errors import error_response, model_not_found
 from inference_gateway.last_request import LastRequests
-from inference_gateway.notices import listen
+from inference_gateway.notices import CATALOG_TABLES, listen
 from inference_gateway.placement import BACKEND_URL_FIELD, address_refusal
 from inference_gateway.resolver import GuardedResolver
 from inference_gateway.routes import Route
@@ -164,10 +164,12 @@ class Gateway:
             auto_decompress=False,
         )
 
-    def _changed(self) -> None:
-        """A change notice: routes, and the limits and teams governance holds, are read again."""
-        self.catalog.changed()
-        self.governance.changed()
+    def _changed(self, table: str | None) -> None:
+        """A change notice of ``table`` (None: of any): the routes, or the limits and teams governance
+        holds, or both, are read again, whichever reads that table."""
+        if table is None or table in CATALOG_TABLES:
+            self.catalog.changed()
+        self.governance.changed(table)
 
     async def stop(self, _app: web.Application) -> None:
         if self.notices is not None:
@@ -215,7 +217,7 @@ class Gateway:
                 response = self._database_unavailable(error)
             return response
         finally:
-            status = response.status if response is not None else 499  # cancelled: the client left
+            status = response.status if response is not None else metrics.CLIENT_LEFT  # cancelled
             metrics.observe(model, status, time.monotonic() - started, request.get(FIRST_BYTE))
             self.governance.finish(request, status, time.monotonic() - started, request.get(FIRST_BYTE))
 

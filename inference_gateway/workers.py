@@ -75,7 +75,7 @@ class Supervisor:
         self.mask: set[signal.Signals] = set()
 
     def _start(self, slot: int) -> None:
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir, "GATEWAY_WORKER_SLOT": str(slot)}
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir}
         process = subprocess.Popen(self.worker_args, env=env, preexec_fn=lambda: _in_worker(self.mask))
         self.workers[slot] = (process, time.monotonic())
         logger.info("gateway worker %d started (pid %d)", slot, process.pid)

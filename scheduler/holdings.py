@@ -131,10 +131,6 @@ def holding_rows(model: type[KubeObject], cluster_id: int | None, pools: list[st
     return restrict(rows) if restrict is not None else rows
 
 
-def portal_controlled_clusters(kind: str) -> set[int]:
-    return {cluster.pk for cluster in Cluster.objects.all() if cluster.manages(kind)}
-
-
 def load_holdings(
     cluster_id: int | None = None,
     pools: list[str] | None = None,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds one Go command from the pinned modules of a folder under tools/ (its own go.mod/go.sum), once:
-# the binary goes to <cache>/<hash of go.sum and the folder's *.go files>/<binary> and is reused until
+# the binary goes to <cache>/<hash of go.sum and the built package's *.go files>/<binary> and is reused until
 # either changes. <cache> is $GO_TOOL_CACHE when the caller sets it, else $GO_TOOLS_CACHE/<folder name>
 # (default ~/.cache/inference-portal/go-tools/<folder name>): outside the clone, so every clone on the
 # machine shares it. One build at a time per tool: a second clone (or test process) waits for the
@@ -13,7 +13,7 @@ package="${2:-.}"
 name="$(basename "$here")"
 binary="$(basename "$package")"
 [[ "$package" == "." ]] && binary="$name"
-key="$(cat "$here/go.sum" $(find "$here" -maxdepth 1 -name '*.go' | sort) | sha256sum | cut -c1-16)"
+key="$(cat "$here/go.sum" $(find "$here/$package" -maxdepth 1 -name '*.go' | sort) | sha256sum | cut -c1-16)"
 cache="${GO_TOOL_CACHE:-${GO_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/inference-portal/go-tools}/$name}"
 out="$cache/$key"
 mkdir -p "$cache"

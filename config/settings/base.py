@@ -9,7 +9,7 @@ from pathlib import Path
 import dj_database_url
 
 from clusters.validation.limits import MAX_REQUEST_BODY_BYTES
-from config.settings.env import env_bool, env_int, env_list, env_str
+from config.settings.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 PLATFORM_DIR = BASE_DIR / "platform"
@@ -393,7 +393,7 @@ USAGE_LIMITS_TTL_SECONDS = env_int("USAGE_LIMITS_TTL_SECONDS", 30)
 # Tokens a request reserves in its tokens limits at admission (governance.limits): its max_tokens,
 # or this when it sets none, plus its prompt estimated at this many bytes of body a token.
 USAGE_RESERVE_COMPLETION_TOKENS = env_int("USAGE_RESERVE_COMPLETION_TOKENS", 1024)
-USAGE_RESERVE_BYTES_PER_TOKEN = float(env_str("USAGE_RESERVE_BYTES_PER_TOKEN", "4"))
+USAGE_RESERVE_BYTES_PER_TOKEN = env_float("USAGE_RESERVE_BYTES_PER_TOKEN", 4.0, above=0)
 # Where the gateway copies ledger rows: a postgres:// URL, empty for the portal's own database.
 USAGE_LEDGER_DATABASE_URL = env_str("USAGE_LEDGER_DATABASE_URL", "")
 USAGE_LEDGER_QUEUE_ROWS = env_int("USAGE_LEDGER_QUEUE_ROWS", 100_000)  # rows waiting while the database is away

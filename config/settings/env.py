@@ -36,3 +36,17 @@ def env_int(name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ValueError(f"{name}={raw!r} is not an integer") from None
+
+
+def env_float(name: str, default: float, above: float | None = None) -> float:
+    """A number; with ``above``, one greater than it (a setting a request is divided by, say)."""
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+    if above is not None and not value > above:  # NaN is not either
+        raise ValueError(f"{name}={raw!r} must be a number greater than {above:g}")
+    return value

@@ -325,3 +325,52 @@ def test_concurrent_requests_overshoot_a_tokens_limit_by_no_more_than_the_docume
     text = requests.get(f"{gateway.url}/metrics", headers={"Authorization": "Bearer metrics-token-for-tests"},
                         timeout=5).text
     assert metric_value(text, "inference_portal_limit_refusals_total", team="team-a", reason="tokens") > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_that_can_never_fit_a_tokens_limit_is_a_400_not_a_retryable_429(
+    cluster, gateway, api_key, start_backend
+) -> None:
+    backend = start_backend("replica-a")
+    serve_model(cluster, "small", backend.url)
+    Limit.objects.create(team=Team.objects.get(name="team-a"), tokens_per_minute=50)
+    away_from_minute_end()
+    answer = ask(gateway, api_key, "small", max_tokens=500)
+    error = answer.json()["error"]
+    assert answer.status_code == 400 and "Retry-After" not in answer.headers
+    assert (error["param"], error["code"]) == ("max_tokens", "reservation_exceeds_limit")
+    assert "can never be admitted" in error["message"] and "(50)" in error["message"]
+    assert ask(gateway, api_key, "small", max_tokens=5).status_code == 200  # one that fits is let in
+    assert backend.stats()["/v1/chat/completions"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stream_the_client_drops_keeps_its_reservation_charged(
+    cluster, gateway, api_key, start_backend, limits_redis
+) -> None:
+    """Without the backend's usage (the client left before it), what the stream took is unknown:
+    giving the reservation back would let a client that drops every stream use tokens for free."""
+    backend = start_backend("replica-a", chunk_delay=0.2)
+    serve_model(cluster, "streamed", backend.url)
+    team = Team.objects.get(name="team-a")
+    Limit.objects.create(team=team, tokens_per_minute=100_000)
+    away_from_minute_end()
+    words = " ".join(f"w{index}" for index in range(40))
+    with requests.post(f"{gateway.url}/v1/chat/completions", timeout=30, stream=True,
+                       headers={"Authorization": f"Bearer {api_key}"},
+                       json={"model": "streamed", "max_tokens": 40, "stream": True,
+                             "messages": [{"role": "user", "content": words}]}) as dropped:  # fmt: skip
+        reserved = 100_000 - int(dropped.headers["x-ratelimit-remaining-tokens"])
+        next(dropped.iter_content(64))  # the first chunk, then the client goes away
+    metrics_url, auth = f"{gateway.url}/metrics", {"Authorization": "Bearer metrics-token-for-tests"}
+
+    def finished() -> bool:  # counted as the client leaving, or as the answer it began (whichever the gateway saw)
+        text = requests.get(metrics_url, headers=auth, timeout=5).text
+        return sum(metric_value(text, "inference_portal_team_requests_total", team="team-a",
+                                model="team-a/streamed", status=status) for status in ("499", "200")) == 1  # fmt: skip
+
+    wait_for(finished, message="the dropped stream finishing")
+    used = ask(gateway, api_key, "streamed", max_tokens=3).json()["usage"]["total_tokens"]
+    minute = int(time.time() // 60)
+    wait_for(lambda: int(limits_redis.get(f"{PREFIX}:t:{team.pk}:*:{minute}") or 0) == reserved + used,
+             message=f"the dropped stream's {reserved} reserved tokens charged beside the {used} used after it")

@@ -85,9 +85,13 @@ def _go_tool(name: str) -> str:
 
 
 def _start(args: list[str], health: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``args`` and wait until ``health`` answers; a process that exits first fails at once
+    (its port taken, say), so no other server on that port passes for it."""
     process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{args} exited with {process.returncode} before serving {health}")
         try:
             requests.get(health, timeout=1)
             return process

@@ -5,9 +5,9 @@ both sides (inference_gateway/server.py), so more cores need more processes. Eac
 whole gateway (``manage.py gateway --workers 1 --reuse-port``): its own catalog with its own
 ``LISTEN`` connection (a created model is routable in every worker at once), caches and upstream
 pool. They all bind the port with ``SO_REUSEPORT``, one listening socket each, and the kernel
-spreads new connections over them by hash. That, rather than gunicorn's arbiter (already pinned
-for the portal), because the arbiter shares one listening socket: whichever worker wakes first
-takes the connection, and a client's keep-alive connection stays with it, so the first burst of
+spreads new connections over them by hash. That, rather than a pre-fork arbiter like gunicorn's,
+because such an arbiter shares one listening socket: whichever worker wakes first takes the
+connection, and a client's keep-alive connection stays with it, so the first burst of
 connections can pile on one worker.
 
 The supervisor (this module; it never serves) starts the workers, starts a worker again when one

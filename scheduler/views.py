@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
@@ -10,20 +9,17 @@ from django.http import HttpRequest, HttpResponse
 from django.views.generic import FormView
 
 from accounts.public import (
-    VIEW,
     is_unrestricted,
     namespace_predicate,
-    restrict,
     visible_cluster_ids,
     visible_clusters,
 )
-from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
 from scheduler.charts import placement_chart, pool_usage_chart, quota_chart
 from scheduler.forms import PlanForm, picked_models
 from scheduler.plan_pages import PAGE_LIMIT, first_page
 from scheduler.planner import plan, plan_to_dict
 from scheduler.quotas import quota_rows
-from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
+from scheduler.visibility import hidden_proposals, redact_plan, visible_pool_accounts
 
 
 class PlanningView(LoginRequiredMixin, FormView):
@@ -54,14 +50,7 @@ class PlanningView(LoginRequiredMixin, FormView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         user = self.request.user
-        accounts = team_accounts(
-            pool_accounts(
-                restrict=None if is_unrestricted(user) else partial(restrict, user=user, action=VIEW),
-                per_pool=HOLDERS_SHOWN,
-            ),
-            namespace_predicate(user),
-            visible_cluster_ids(user),
-        )
+        accounts = visible_pool_accounts(user)
         context["accounts"] = accounts
         context["chart"] = pool_usage_chart(accounts) if accounts else ""
         teams = None if is_unrestricted(user) else set(user.teams.values_list("pk", flat=True))

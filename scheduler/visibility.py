@@ -11,11 +11,13 @@ predicate (``accounts.access.namespace_predicate``) and ``clusters`` the ids of
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from accounts.public import VIEW, is_unrestricted, namespace_predicate, restrict, visible_cluster_ids
 from clusters.kinds import with_article
 from clusters.validation.schemas import FieldError
-from scheduler.accounting import PoolAccount
+from scheduler.accounting import HOLDERS_SHOWN, PoolAccount, pool_accounts
 from scheduler.proposals import Proposal
 
 Visible = Callable[[int, str], bool]
@@ -78,3 +80,12 @@ def redact_plan(result: dict[str, Any], cluster_id: int, visible: Visible, propo
         for offer in suggestions.get("idle") or []:
             hide(offer, "frees_bytes", "idle_since")
     return result
+
+
+def visible_pool_accounts(user: Any) -> list[PoolAccount]:
+    """The pools' accounts as ``user`` may see them (the planning page and its API): for staff who
+    see everything, from the kept totals with no restriction to apply; for others, their rows, with
+    holders outside their namespaces redacted."""
+    restricted = None if is_unrestricted(user) else partial(restrict, user=user, action=VIEW)
+    accounts = pool_accounts(restrict=restricted, per_pool=HOLDERS_SHOWN)
+    return team_accounts(accounts, namespace_predicate(user), visible_cluster_ids(user))

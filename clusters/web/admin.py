@@ -23,10 +23,10 @@ from clusters.sync.audit import Actor
 from clusters.sync.tasks import resync_cluster_task
 from clusters.validation.metadata_rules import DNS1123_LABEL
 from clusters.web.admin_quantities import QuantityAdminMixin
-from clusters.web.api.pagination import in_cluster_order, page_rows, rows_per_cluster
+from clusters.web.api.pagination import count_rows, page_rows
 from clusters.web.connection_rules import connection_change_errors
 from clusters.web.forms import KubeObjectForm, to_yaml
-from clusters.web.list_costs import bounded_count, distinct_values
+from clusters.web.list_costs import Count, distinct_values
 from clusters.web.services import Resolution, request_delete, resolve_conflict, save_portal_edit
 
 
@@ -190,16 +190,20 @@ class BoundedPaginator(Paginator):
     estimated = False
 
     @cached_property
+    def _counted(self) -> tuple[Count, dict[int, int] | None]:
+        return count_rows(self.object_list)
+
+    @cached_property
     def count(self) -> int:
-        counted = bounded_count(self.object_list)
+        counted, _ = self._counted
         self.estimated = counted.estimated
         return counted.rows
 
     def page(self, number: int | str) -> Page:
         number = self.validate_number(number)
-        rows = self.object_list
-        per_cluster = rows_per_cluster(rows) if in_cluster_order(rows) else None
-        return self._get_page(page_rows(rows, (number - 1) * self.per_page, self.per_page, per_cluster), number, self)
+        _, per_cluster = self._counted
+        return self._get_page(page_rows(self.object_list, (number - 1) * self.per_page, self.per_page, per_cluster),
+                              number, self)  # fmt: skip
 
 
 class IndexedValuesFilter(admin.AllValuesFieldListFilter):

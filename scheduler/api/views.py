@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -14,20 +12,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.public import (
-    VIEW,
-    is_unrestricted,
     namespace_predicate,
-    restrict,
-    visible_cluster_ids,
     visible_clusters,
 )
 from clusters.validation.schemas import ManifestInvalid
 from clusters.web.api.exceptions import field_error_detail
-from scheduler.accounting import HOLDERS_SHOWN, pool_accounts
 from scheduler.api.serializers import PlanRequestSerializer
 from scheduler.plan_pages import DEFAULT_LIMIT, MAX_LIMIT, PlanChanged, first_page, next_page, parse_limit
 from scheduler.planner import plan, plan_to_dict
-from scheduler.visibility import hidden_proposals, redact_plan, team_accounts
+from scheduler.visibility import hidden_proposals, redact_plan, visible_pool_accounts
 
 
 class PlanView(APIView):
@@ -102,15 +95,6 @@ class PoolAccountsView(APIView):
                     ],
                     "holders_total": a.holders_total,
                 }
-                for a in team_accounts(
-                    pool_accounts(
-                        restrict=None
-                        if is_unrestricted(request.user)
-                        else partial(restrict, user=request.user, action=VIEW),
-                        per_pool=HOLDERS_SHOWN,
-                    ),
-                    namespace_predicate(request.user),
-                    visible_cluster_ids(request.user),
-                )
+                for a in visible_pool_accounts(request.user)
             ]
         )

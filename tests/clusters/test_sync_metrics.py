@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.models import Cluster, SyncStat, SyncState
 from clusters.sync import stats as sync_stats
+from config.web_server import WORKER_KILL_TIMEOUT_S
 from devstack.ports import free_port
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
@@ -75,14 +76,16 @@ def test_watch_reconnects_410_relists_last_list_and_apply_errors(
 
 
 @pytest.fixture
-def gunicorn(transactional_db):
-    """The web process as deployed: gunicorn with three workers, on the test database."""
+def web_server(transactional_db):
+    """The web process as deployed (``python -m config.web_server``: granian) with three worker
+    processes, on the test database."""
     broker = require_redis()
     port = free_port()
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.local", "DEBUG": "false",
-           "DATABASE_URL": session_database_url(), "CELERY_BROKER_URL": broker, "METRICS_TOKEN": TOKEN}  # fmt: skip
+           "DATABASE_URL": session_database_url(), "CELERY_BROKER_URL": broker, "METRICS_TOKEN": TOKEN,
+           "WEB_CONCURRENCY": "3"}  # fmt: skip
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", "3"],
+        [sys.executable, "-m", "config.web_server", "--bind", f"127.0.0.1:{port}"],
         cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -94,15 +97,15 @@ def gunicorn(transactional_db):
             return False
 
     try:
-        wait_for(up, timeout=120, message="gunicorn to serve")  # bounds one that never serves
+        wait_for(up, timeout=120, message="the web server to serve")  # bounds one that never serves
         yield url, broker
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        process.wait(timeout=WORKER_KILL_TIMEOUT_S + 30)  # a worker still starting is killed after that
 
 
-def test_every_gunicorn_worker_exports_the_same_figures_from_the_database(gunicorn) -> None:
-    url, broker = gunicorn
+def test_every_web_worker_exports_the_same_figures_from_the_database(web_server) -> None:
+    url, broker = web_server
     cluster = Cluster.objects.create(name="managed", auth_method=Cluster.AuthMethod.SNAPSHOT,
                                      managed_kinds=["InferenceModel"])  # fmt: skip
     for name, replicas, state in (("llama", 2, SyncState.SYNCED), ("leaving", 1, SyncState.DELETING)):

@@ -3,7 +3,7 @@ processes export their spans by OTLP/HTTP to a collector (here the stand-in of
 tests/support/otlp_collector.py, decoding the protobuf a real exporter posts). A request through
 ``manage.py gateway`` is one trace from the caller's ``traceparent`` through the gateway's server
 span to its client span, whose context the backend receives as ``traceparent``; the web process
-(gunicorn on config.wsgi) traces its requests the same way, and a Celery worker its tasks, within
+(``python -m config.web_server``, as deployed) traces its requests the same way, and a Celery worker its tasks, within
 the trace the publisher put in the message. Without an endpoint nothing is installed."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from django.conf import settings
 from opentelemetry import trace
 
 from config.tracing import configure_tracing, tracing_enabled
+from config.web_server import WORKER_KILL_TIMEOUT_S
 from devstack.ports import free_port
 from tests.clusters.conftest import wait_for
 from tests.gateway.conftest import api_key, cluster, serve_model, start_backend  # noqa: F401
@@ -43,13 +44,14 @@ def traced_process(command: list[str], collector: OtlpCollector) -> subprocess.P
     """``command`` on the test database, exporting its spans to ``collector`` within 0.1 s."""
     env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_BSP_SCHEDULE_DELAY": "100",
            "DATABASE_URL": session_database_url(), "DJANGO_SETTINGS_MODULE": "config.settings.local",
-           "DEBUG": "false"}  # fmt: skip
+           "DEBUG": "false", "WEB_CONCURRENCY": "1"}  # fmt: skip  # one web worker: serving, it has started
     return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
 
 
 def stop(process: subprocess.Popen) -> None:
+    """SIGTERM, then the wait the server allows a worker still starting (it is killed after that)."""
     process.send_signal(signal.SIGTERM)
-    process.wait(timeout=30)
+    process.wait(timeout=WORKER_KILL_TIMEOUT_S + 30)
 
 
 def serving(url: str) -> bool:
@@ -98,10 +100,9 @@ def test_a_request_is_one_trace_from_the_caller_through_the_gateway_to_the_backe
 
 def test_the_web_process_traces_its_requests(collector, transactional_db) -> None:
     port = free_port()
-    web = traced_process([sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind",
-                          f"127.0.0.1:{port}", "--workers", "1"], collector)  # fmt: skip
+    web = traced_process([sys.executable, "-m", "config.web_server", "--bind", f"127.0.0.1:{port}"], collector)
     try:
-        wait_for(lambda: serving(f"http://127.0.0.1:{port}"), timeout=120, message="gunicorn to serve")
+        wait_for(lambda: serving(f"http://127.0.0.1:{port}"), timeout=120, message="the web server to serve")
         assert requests.get(f"http://127.0.0.1:{port}/healthz", headers={"traceparent": TRACEPARENT}, timeout=10).ok
         wait_for(lambda: spans_of(collector, "inference-portal-web", "SPAN_KIND_SERVER"),
                  timeout=30, message="the web request's span at the collector")  # fmt: skip

@@ -9,6 +9,7 @@ from rest_framework import pagination
 from rest_framework.response import Response
 
 from clusters.web.api.ordering import StrictOrderingFilter
+from clusters.web.list_costs import Count as ListCount
 from clusters.web.list_costs import bounded_count
 
 
@@ -41,12 +42,8 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
         self.limit = self.get_limit(request)
         if self.limit is None:
             return None
-        per_cluster = rows_per_cluster(queryset) if in_cluster_order(queryset) else None
-        if per_cluster is None:
-            counted = bounded_count(queryset)
-            self.count, self.estimated = counted.rows, counted.estimated
-        else:
-            self.count = sum(per_cluster.values())
+        counted, per_cluster = count_rows(queryset)
+        self.count, self.estimated = counted.rows, counted.estimated
         self.offset = self.get_offset(request)
         if self.count > self.limit and self.template is not None:
             self.display_page_controls = True
@@ -66,6 +63,16 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
         described = super().get_paginated_response_schema(schema)
         described["properties"]["count_estimated"] = {"type": "boolean", "example": False}
         return described
+
+
+def count_rows(queryset: QuerySet) -> tuple[ListCount, dict[int, int] | None]:
+    """The rows of a list and, in the mirrored kinds' default order, ``{cluster id: rows}`` (which
+    :func:`page_rows` walks): there the per-cluster counts, read from the (cluster, namespace, name)
+    index, give the exact total; in any other order the count is bounded (clusters.web.list_costs)."""
+    if in_cluster_order(queryset):
+        per_cluster = rows_per_cluster(queryset)
+        return ListCount(sum(per_cluster.values())), per_cluster
+    return bounded_count(queryset), None
 
 
 def page_rows(queryset: QuerySet, offset: int, limit: int, per_cluster: dict[int, int] | None = None) -> list[Any]:

@@ -7,7 +7,8 @@ At 100,000 models a plain ``UNION ALL ... ORDER BY ... LIMIT 25`` sorts every ro
 does not push the limit into the branches), so :class:`CatalogRows` asks each kind for the keys of
 its own next 26 rows past the cursor in order (an index-only scan), merges those, reads the page's
 rows by id, and counts per kind up to a bound. The filter choices walk the pool and engine indexes
-(clusters.web.list_costs.distinct_values) instead of a ``SELECT DISTINCT`` over every row.
+(clusters.web.list_costs.distinct_values_of, in one query) instead of a ``SELECT DISTINCT`` over
+every row.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from accounts.public import VIEW, restrict
 from clusters.models import Cluster
 from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from clusters.web.api.ordering import ordering_error
-from clusters.web.list_costs import Count, bounded_count, distinct_values
+from clusters.web.list_costs import bounded_total, distinct_values_of
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 
@@ -147,7 +148,7 @@ class CatalogRows:
         self.estimated = False
 
     def count(self) -> int:
-        total = sum((bounded_count(part) for part in self.parts.values()), Count(0))
+        total = bounded_total(list(self.parts.values()))
         self.estimated = total.estimated
         return total.rows
 
@@ -307,6 +308,7 @@ def filter_choices(user: Any) -> dict[str, list[str]]:
     """
     pools: set[str] = set()
     engines: set[str] = set()
+    walked: list[tuple[type, str, int | None]] = []
     for model, _ in FILTERSETS.values():
         rows = restrict(model.objects.order_by(), user, VIEW)  # no ordering columns in the DISTINCT
         if rows.query.where or connection.vendor != "postgresql":
@@ -315,8 +317,9 @@ def filter_choices(user: Any) -> dict[str, list[str]]:
                 pools.add(pool)
                 engines.add(engine)
         else:
-            pools.update(distinct_values(model, "node_pool", LONGEST_INDEXED_TEXT))
-            engines.update(distinct_values(model, "engine"))
+            walked += [(model, "node_pool", LONGEST_INDEXED_TEXT), (model, "engine", None)]
+    for (_, column, _), values in zip(walked, distinct_values_of(walked) if walked else [], strict=True):
+        (pools if column == "node_pool" else engines).update(values)
     return {"pools": sorted(pools - {""}), "engines": _one_spelling_each(engines - {""})}
 
 

@@ -15,6 +15,7 @@ Shared by the catalog (models_app.catalog), the admin's changelists and filter s
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import connection
@@ -51,6 +52,21 @@ def bounded_count(queryset: QuerySet, bound: int | None = None) -> Count:
     return Count(max(bound + 1, planner_rows(queryset)), estimated=True)
 
 
+def bounded_total(querysets: Sequence[QuerySet], bound: int | None = None) -> Count:
+    """:func:`bounded_count` of several lists together (the catalog's kinds) in one query: each
+    read to at most ``bound + 1`` rows in a ``UNION ALL``; above ``bound`` in all, the planner's
+    estimate of the whole union."""
+    bound = COUNT_BOUND if bound is None else bound
+    if connection.vendor != "postgresql" or len(querysets) < 2:
+        return sum((bounded_count(queryset, bound) for queryset in querysets), Count(0))
+    limited = [queryset.order_by().values("pk")[: bound + 1] for queryset in querysets]
+    counted = limited[0].union(*limited[1:], all=True).count()
+    if counted <= bound:
+        return Count(counted)
+    whole = [queryset.order_by().values("pk") for queryset in querysets]
+    return Count(max(bound + 1, planner_rows(whole[0].union(*whole[1:], all=True))), estimated=True)
+
+
 def planner_rows(queryset: QuerySet) -> int:
     """PostgreSQL's estimate of the rows ``queryset`` returns (``EXPLAIN``, from the table's statistics)."""
     sql, params = queryset.values("pk").query.sql_with_params()
@@ -69,19 +85,35 @@ def distinct_values(model: type[Model], column: str, longest: int | None = None)
     clusters.postgres_only.distinct_choice_indexes) adds the longer values, found by their own
     partial index.
     """
+    return distinct_values_of([(model, column, longest)])[0]
+
+
+def distinct_values_of(columns: Sequence[tuple[type[Model], str, int | None]]) -> list[list[str]]:
+    """:func:`distinct_values` of each (model, column, longest) in one round trip: a page offering
+    several such choices (the catalog: pools and engines of three kinds) waits for one query, not six."""
     if connection.vendor != "postgresql":
-        values = model._default_manager.order_by().exclude(**{column: ""}).values_list(column, flat=True)
-        return sorted(set(values))
+        return [sorted(set(model._default_manager.order_by().exclude(**{column: ""}).values_list(column, flat=True)))
+                for model, column, _ in columns]  # fmt: skip
+    walks = [f"SELECT {number} AS n, value FROM ({_walk(*column)}) AS walk{number}"
+             for number, column in enumerate(columns)]  # fmt: skip
+    found: list[list[str]] = [[] for _ in columns]
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(walks))
+        for number, value in cursor.fetchall():
+            found[number].append(value)
+    return [sorted(values) for values in found]
+
+
+def _walk(model: type[Model], column: str, longest: int | None) -> str:
+    """The loose index scan of ``column``'s distinct non-empty values (and, past ``longest``, the
+    longer ones from their partial index)."""
     table, name = connection.ops.quote_name(model._meta.db_table), connection.ops.quote_name(column)
     bound = f" AND length({name}) <= {longest}" if longest else ""
     longer = f" UNION SELECT {name} FROM {table} WHERE length({name}) > {longest}" if longest else ""
-    sql = (
+    return (
         f"WITH RECURSIVE walk(value) AS ("
         f"SELECT MIN({name}) FROM {table} WHERE {name} > ''{bound} "
         f"UNION ALL SELECT (SELECT MIN({name}) FROM {table} WHERE {name} > walk.value{bound}) "
         f"FROM walk WHERE walk.value IS NOT NULL"
         f") SELECT value FROM walk WHERE value IS NOT NULL{longer}"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql)
-        return sorted(value for (value,) in cursor.fetchall())

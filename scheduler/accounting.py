@@ -14,6 +14,7 @@ from scheduler.holdings import (
     ModelKey,
     PoolsByState,
     Restrict,
+    controlled_pairs,
     holding_rows,
     load_holdings,
     recommended_in_status,
@@ -177,9 +178,7 @@ def _pool_figures(
     mine: dict[tuple[int, str], list[int]] = {}
     pools_of_kind: dict[str, PoolsByState] = {model.kube.kind: (set(), set()) for model in serving_models()}
     advised_pools: dict[str, set[tuple[int, str]]] = {kind: set() for kind in pools_of_kind}
-    controlled = {
-        (pk, kind) for pk, kinds in Cluster.objects.values_list("pk", "managed_kinds") for kind in kinds or []
-    }
+    controlled = controlled_pairs()
     for total in pool_totals(None if cluster_id is None else {cluster_id}):
         pool_key = (total.cluster_id, total.node_pool)
         runs = total.runs((total.cluster_id, total.kind) in controlled)

@@ -131,6 +131,13 @@ def holding_rows(model: type[KubeObject], cluster_id: int | None, pools: list[st
     return restrict(rows) if restrict is not None else rows
 
 
+def controlled_pairs(clusters: Iterable[tuple[int, list[str] | None]] | None = None) -> set[tuple[int, str]]:
+    """(cluster id, kind) for every kind the portal controls in a cluster (its ``managed_kinds``):
+    read from the clusters (few), or from the (id, managed kinds) pairs a caller already has."""
+    rows = Cluster.objects.values_list("pk", "managed_kinds") if clusters is None else clusters
+    return {(pk, kind) for pk, kinds in rows for kind in kinds or []}
+
+
 def load_holdings(
     cluster_id: int | None = None,
     pools: list[str] | None = None,
@@ -152,9 +159,9 @@ def load_holdings(
     them, spares the scan that would find them and the search of a pool for a state it lacks.
     """
     holdings: list[Holding] = []
-    managed = list(Cluster.objects.values_list("pk", "managed_kinds"))  # once for every kind
+    controlled = controlled_pairs()  # once for every kind
     for model in serving_models():
-        portal_controlled = {pk for pk, kinds in managed if model.kube.kind in (kinds or [])}
+        portal_controlled = {pk for pk, kind in controlled if kind == model.kube.kind}
         rows = holding_rows(model, cluster_id, pools, restrict)
         running = running_condition(portal_controlled)
         if running_only:

@@ -21,7 +21,7 @@ from django.db.models import Q, QuerySet
 
 from clusters.models import Cluster, KubeObject
 from scheduler.accounting import PoolAccount
-from scheduler.holdings import holding_rows, running_condition, serving_models
+from scheduler.holdings import controlled_pairs, holding_rows, running_condition, serving_models
 from scheduler.models import MemoryReservation, NodePool
 from scheduler.pool_totals import pool_totals
 
@@ -53,7 +53,7 @@ def pool_usage(cluster_ids: set[int] | None = None) -> list[PoolAccount]:
         clusters = clusters.filter(pk__in=cluster_ids)
     cluster_rows = list(clusters.only("id", "name", "managed_kinds"))
     names = {cluster.pk: cluster.name for cluster in cluster_rows}
-    controlled = {(cluster.pk, kind) for cluster in cluster_rows for kind in cluster.managed_kinds or []}
+    controlled = controlled_pairs((cluster.pk, cluster.managed_kinds) for cluster in cluster_rows)
     accounts: dict[PoolKey, PoolAccount] = {
         (pool.cluster_id, pool.name): PoolAccount(
             pool.cluster_id, names[pool.cluster_id], pool.name, pool.effective_budget_bytes

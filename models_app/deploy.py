@@ -28,6 +28,7 @@ from clusters.web.portal import PORTAL, ManifestForm, obj_url, preselect_only_cl
 from models_app.models import InferenceModel, KubeAIModel
 from scheduler.public import (
     GPU_TYPES,
+    PAGE_LIMIT,
     VLLM_IMAGE,
     Answer,
     CalculatorForm,
@@ -37,6 +38,7 @@ from scheduler.public import (
     Row,
     all_presets,
     answer,
+    first_page,
     object_name,
     plan_for,
     preset,
@@ -143,7 +145,9 @@ def what_if(manifest: dict[str, Any], cluster: Cluster, user: Any) -> tuple[dict
         visible=namespace_predicate(user), clusters=clusters_of(user),
     )  # fmt: skip
     shown = plan_for(form, user) if form.is_valid() else None
-    return shown, [str(error) for errors in form.errors.values() for error in errors]
+    # its long lists cut as the planning page cuts them: a cluster of 10,000 models lists them all
+    return (first_page(shown, PAGE_LIMIT) if shown is not None else None,
+            [str(error) for errors in form.errors.values() for error in errors])  # fmt: skip
 
 
 @login_required

@@ -10,7 +10,8 @@ tests/test_architecture.py holds the other apps to this module (and ``scheduler.
   ``GPU_RESOURCE_BY_ACCELERATOR``, ``node_pool_of``, ``parse_duration``, ``refresh_node_pools``.
 - **Calculator, presets and plans** (the guided deploy page builds on them): ``CalculatorForm``,
   ``CalculatorRequestSerializer``, ``answer``, ``Answer``, ``Row``, ``GPU_TYPES``, ``VLLM_IMAGE``,
-  ``object_name``, ``Preset``, ``preset``, ``all_presets``, ``PlanForm``, ``plan_for``.
+  ``object_name``, ``Preset``, ``preset``, ``all_presets``, ``PlanForm``, ``plan_for``, and
+  ``first_page`` with ``PAGE_LIMIT`` (a plan's long lists cut as the planning page cuts them).
 - **Charts and Prometheus** (the model page's right-sizing and traffic charts): ``model_chart``,
   ``PrometheusClient``, ``PrometheusError``.
 """
@@ -32,6 +33,7 @@ from scheduler.durations import parse_duration
 from scheduler.forms import PlanForm
 from scheduler.holdings import Holding, ModelKey, load_holdings
 from scheduler.idle import idle_since
+from scheduler.plan_pages import PAGE_LIMIT, first_page
 from scheduler.pools import node_pool_of
 from scheduler.presets import Preset, all_presets, preset
 from scheduler.refresh import refresh_node_pools
@@ -42,6 +44,7 @@ from scheduler.views import plan_for
 __all__ = [
     "GPU_RESOURCE_BY_ACCELERATOR",
     "GPU_TYPES",
+    "PAGE_LIMIT",
     "VLLM_IMAGE",
     "Answer",
     "CalculatorForm",
@@ -59,6 +62,7 @@ __all__ = [
     "all_presets",
     "answer",
     "cpu_millis_of",
+    "first_page",
     "idle_since",
     "load_holdings",
     "model_chart",

@@ -111,18 +111,23 @@ def parse_cursor(token: str, ordering: str) -> Cursor:
         position = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (ValueError, binascii.Error):
         raise wrong from None
-    if not (isinstance(position, list) and len(position) == 7 and position[0] == ordering and position[1] in "ab"):
+    if not (isinstance(position, list) and len(position) == 7 and position[0] == ordering
+            and position[1] in ("a", "b")):  # fmt: skip
         raise wrong
     _, direction, key, namespace, name, pk, page = position
     column = ordering.lstrip("-")
     if column in INTEGER_KEYS:
         fits = (key is None and INTEGER_KEYS[column]) or (type(key) is int and 0 <= key < 2**63)
     else:
-        fits = isinstance(key, bool) if column == "ready" else isinstance(key, str)
-    if not (fits and isinstance(namespace, str) and isinstance(name, str) and type(pk) is int
-            and 0 < pk < 2**63 and page in PAGE_NAMES):  # fmt: skip
+        fits = isinstance(key, bool) if column == "ready" else _text(key)
+    if not (fits and _text(namespace) and _text(name) and type(pk) is int and 0 < pk < 2**63 and page in PAGE_NAMES):
         raise wrong
     return Cursor(ordering, direction == "b", (key, namespace, name, pk, page))
+
+
+def _text(value: Any) -> bool:
+    """A string PostgreSQL can compare (a NUL character is refused by it, as an error)."""
+    return isinstance(value, str) and "\x00" not in value
 
 
 class CatalogRows:

@@ -4,7 +4,9 @@ that says when it is an estimate."""
 
 from __future__ import annotations
 
+import base64
 import html
+import json
 import re
 
 import pytest
@@ -86,8 +88,14 @@ def test_a_cursor_that_is_not_one_is_a_clear_400(crowded):
     browser = crowded.browser("staff")
     first = browser.get("/models/", {"ordering": "name"}).content.decode()
     token = html.unescape(NEXT.search(first).group(1)).split("cursor=")[1]
-    for params in ({"cursor": "not-a-cursor"}, {"cursor": token, "ordering": "-name"},
-                   {"cursor": token[:-4]}, {"cursor": "W10"}):  # fmt: skip
+    crafted = [  # well-formed JSON that is not a position: a number for the direction, a NUL in a name
+        ["name", 1, "a", "vision", "a", 1, "inferencemodel"],
+        ["name", "a", "a", "vision\u0000", "a", 1, "inferencemodel"],
+        ["name", "a", ["a"], "vision", "a", 1, "inferencemodel"],
+    ]
+    tokens = [base64.urlsafe_b64encode(json.dumps(position).encode()).decode() for position in crafted]
+    for params in ({"cursor": "not-a-cursor"}, {"cursor": token, "ordering": "-name"}, {"cursor": token[:-4]},
+                   {"cursor": "W10"}, *({"cursor": other} for other in tokens)):  # fmt: skip
         response = browser.get("/models/", params)
         said = html.unescape(response.content.decode())
         assert response.status_code == 400 and "cursor:" in said and "is not a position in this list" in said

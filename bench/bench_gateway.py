@@ -52,7 +52,7 @@ from django.db import connection
 
 from accounts.tokens import issue_token
 from clusters.models import Cluster, SyncState
-from devstack.ports import free_port
+from devstack.ports import free_port, wait_serving
 from inference_gateway.workers import cores
 from models_app.models import InferenceModel
 
@@ -85,20 +85,14 @@ def _go_tool(name: str) -> str:
 
 
 def _start(args: list[str], health: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start ``args`` and wait until ``health`` answers; a process that exits first fails at once
-    (its port taken, say), so no other server on that port passes for it."""
+    """Start ``args`` and wait until ``health`` answers (devstack.ports.wait_serving)."""
     process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{args} exited with {process.returncode} before serving {health}")
-        try:
-            requests.get(health, timeout=1)
-            return process
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"{args} did not serve {health}")
+    try:
+        wait_serving(health, " ".join(args[1:3]), process)
+    except RuntimeError:
+        process.kill()
+        raise
+    return process
 
 
 def _all_workers(gateway_url: str) -> None:

@@ -45,7 +45,6 @@ ALTERNATIVES: dict[str, list[str]] = {
 }
 
 
-
 def _with_bind(command: list[str], bind: str) -> list[str]:
     words = list(command)
     if "--bind" in words:

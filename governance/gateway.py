@@ -159,15 +159,13 @@ class Snapshot:
             started = time.monotonic()
             try:
                 self.tables = await read(self.loader, TABLE_READS)
-            except DatabaseError as error:
+            except Exception as error:
                 if self.tables is None:
-                    raise  # the first read: the request that waits for it answers 503
-                logger.warning("limits and teams not re-read, the database refused: %s", error)
-                return self.tables
-            except Exception:
-                if self.tables is None:
-                    raise
-                logger.exception("limits and teams not re-read; the tables read before stay in use")
+                    raise  # the first read: the request that waits for it answers (503 for the database)
+                if isinstance(error, DatabaseError):
+                    logger.warning("limits and teams not re-read, the database refused: %s", error)
+                else:
+                    logger.exception("limits and teams not re-read; the tables read before stay in use")
                 return self.tables
             self.loaded_at = started
             if not self._again:

@@ -9,7 +9,6 @@ import selectors
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from django.conf import settings
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from clusters.models import Cluster
-from devstack.ports import free_port
+from devstack.ports import free_port, wait_serving
 from inference_gateway.server import run
 from models_app.models import InferenceModel
 
@@ -47,21 +46,6 @@ class Backend:
         except subprocess.TimeoutExpired:  # a request still in flight (a slow backend's): no graceful end
             self.process.kill()
             self.process.wait(timeout=10)
-
-
-def wait_until_serving(url: str, what: str, timeout: float = 120.0, process: subprocess.Popen | None = None) -> None:
-    """Wait for a started process to answer: seconds on a quiet machine, tens on a busy one (the
-    limit only bounds a process that never comes up). A ``process`` that exits first fails at once."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise AssertionError(f"{what} exited with {process.returncode} before serving {url}")
-        try:
-            requests.get(url, timeout=1)
-            return
-        except requests.ConnectionError:
-            time.sleep(0.05)
-    raise AssertionError(f"{what} did not start serving {url} within {timeout} s")
 
 
 def announced_port(process: subprocess.Popen, what: str, timeout: float = 120.0) -> int:
@@ -95,7 +79,7 @@ def start_backend():
         backend = Backend(name, host, 0, process)
         started.append(backend)
         backend.port = announced_port(process, f"backend {name}")
-        wait_until_serving(f"{backend.url}/stats", f"backend {name}", process=process)
+        wait_serving(f"{backend.url}/stats", f"backend {name}", process=process)
         return backend
 
     yield start
@@ -122,7 +106,7 @@ class RunningGateway:
 
     def start(self) -> RunningGateway:
         self.thread.start()
-        wait_until_serving(f"{self.url}/healthz", "the gateway")
+        wait_serving(f"{self.url}/healthz", "the gateway")
         return self
 
     def stop(self) -> None:

@@ -13,10 +13,10 @@ import pytest
 import requests
 from django.conf import settings
 
-from devstack.ports import free_port
+from devstack.ports import free_port, wait_serving
 from models_app.models import KubeAIModel, ModelService
 from tests.clusters.conftest import wait_for
-from tests.gateway.conftest import metrics_text, sample_value, serve_model, wait_until_serving
+from tests.gateway.conftest import metrics_text, sample_value, serve_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,7 +162,7 @@ def test_manage_py_gateway_serves_until_sigterm() -> None:
     process = subprocess.Popen([sys.executable, "manage.py", "gateway", "--host", "127.0.0.1", "--port", str(port)],
                                cwd=settings.BASE_DIR)
     try:
-        wait_until_serving(f"http://127.0.0.1:{port}/healthz", "manage.py gateway", process=process)
+        wait_serving(f"http://127.0.0.1:{port}/healthz", "manage.py gateway", process=process)
         refused = requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=5)
         assert (refused.status_code, refused.json()["error"]["code"]) == (401, "invalid_api_key")
     finally:

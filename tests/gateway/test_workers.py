@@ -15,9 +15,9 @@ import requests
 from django.conf import settings
 from django.db import connection
 
-from devstack.ports import free_port
+from devstack.ports import free_port, wait_serving
 from tests.clusters.conftest import wait_for
-from tests.gateway.conftest import sample_value, serve_model, wait_until_serving
+from tests.gateway.conftest import sample_value, serve_model
 from tests.support.services import session_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,7 +96,7 @@ def supervised(transactional_db) -> Iterator[Supervised]:
     )
     running = Supervised(process, f"http://127.0.0.1:{port}")
     try:
-        wait_until_serving(f"{running.url}/healthz", "manage.py gateway --workers 2", process=process)
+        wait_serving(f"{running.url}/healthz", "manage.py gateway --workers 2", process=process)
         yield running
     finally:
         if process.poll() is None:

@@ -13,11 +13,11 @@ import requests
 from django.conf import settings
 
 from accounts.models import Team
-from devstack.ports import free_port
+from devstack.ports import free_port, wait_serving
 from governance.limits import PREFIX
 from governance.models import Limit
 from tests.clusters.conftest import wait_for
-from tests.gateway.conftest import serve_model, wait_until_serving
+from tests.gateway.conftest import serve_model
 from tests.support.services import REDIS_URL, session_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,7 +34,7 @@ def replicas():
                                   cwd=settings.BASE_DIR, env=env) for port in ports]
     try:
         for port, process in zip(ports, processes, strict=True):
-            wait_until_serving(f"http://127.0.0.1:{port}/healthz", "manage.py gateway", process=process)
+            wait_serving(f"http://127.0.0.1:{port}/healthz", "manage.py gateway", process=process)
         yield [f"http://127.0.0.1:{port}" for port in ports]
     finally:
         for process in processes:

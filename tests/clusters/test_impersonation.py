@@ -16,9 +16,11 @@ from accounts.models import NamespaceGrant, Team
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
 from tests.conftest import ALL_KIND_PERMS
+from tests.kube_rbac import wait_until_rbac_applies
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/api/inferencemodels/"
+RBAC_V1 = "rbac.authorization.k8s.io/v1"
 
 
 @pytest.fixture
@@ -27,19 +29,19 @@ def rbac(kube) -> None:
     team gpu (as the portal names it); nobody else."""
     rbac_api = kubernetes.client.RbacAuthorizationV1Api(kube.api_client)
     verbs = ["get", "list", "watch", "create", "patch", "update", "delete"]
-    rbac_api.create_namespaced_role(
-        kube.namespace,
-        {"metadata": {"name": "editor"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": verbs}]},
-    )
+    role = {"apiVersion": RBAC_V1, "kind": "Role", "metadata": {"name": "editor", "namespace": kube.namespace},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": verbs}]}  # fmt: skip
+    rbac_api.create_namespaced_role(kube.namespace, role)
+    bindings = []
     for name, kind, subject in (("alice-edits", "User", "alice"), ("gpu-edits", "Group", "portal:team:gpu")):
-        rbac_api.create_namespaced_role_binding(
-            kube.namespace,
-            {
-                "metadata": {"name": name},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "editor"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": subject}],
-            },
-        )
+        bindings.append({
+            "apiVersion": RBAC_V1, "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": kube.namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "editor"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": subject}],
+        })  # fmt: skip
+        rbac_api.create_namespaced_role_binding(kube.namespace, bindings[-1])
+    wait_until_rbac_applies(kube.api_client, [role, *bindings])
 
 
 @pytest.fixture
@@ -52,19 +54,17 @@ def impersonator_token(kube) -> Iterator[str]:
     )
     name = f"impersonator-{kube.namespace}"
     core.create_namespaced_service_account(kube.namespace, {"metadata": {"name": "portal"}})
-    rbac_api.create_cluster_role(
-        {
-            "metadata": {"name": name},
-            "rules": [{"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}],
-        }
-    )
-    rbac_api.create_cluster_role_binding(
-        {
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": "portal", "namespace": kube.namespace}],
-        }
-    )
+    role = {"apiVersion": RBAC_V1, "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}]}  # fmt: skip
+    binding = {
+        "apiVersion": RBAC_V1, "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "portal", "namespace": kube.namespace}],
+    }
+    rbac_api.create_cluster_role(role)
+    rbac_api.create_cluster_role_binding(binding)
+    wait_until_rbac_applies(kube.api_client, [role, binding])
     token = core.create_namespaced_service_account_token(
         "portal", kube.namespace, {"spec": {"expirationSeconds": 3600}}
     )

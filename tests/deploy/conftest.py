@@ -13,6 +13,8 @@ import kubernetes
 import pytest
 import yaml
 
+from tests.kube_rbac import wait_until_rbac_applies
+
 DEPLOY_DIR = Path(__file__).resolve().parents[2] / "platform" / "deploy"
 # The watcher's Lease as deployed: made and granted by this name only (platform/deploy/config.yaml).
 LEASE_NAME = yaml.safe_load((DEPLOY_DIR / "config.yaml").read_text())["data"]["WATCH_LEASE_NAME"]
@@ -88,12 +90,14 @@ def service_account_token(
     admin_client: kubernetes.client.ApiClient, documents: list[dict[str, Any]], account: str
 ) -> str:
     """Apply for real the ServiceAccount, roles, bindings and Leases among ``documents``, the RBAC
-    objects renamed ``account`` (so tests with different roles never share one), then ask the
-    TokenRequest API for the account's token, as a pod's projected token is made."""
+    objects renamed ``account`` (so tests with different roles never share one), wait until the
+    authorizer enforces them, then ask the TokenRequest API for the account's token, as a pod's
+    projected token is made."""
     core = kubernetes.client.CoreV1Api(admin_client)
     namespace = next(d["metadata"]["namespace"] for d in documents if d["kind"] == "ServiceAccount")
     if namespace not in {n.metadata.name for n in core.list_namespace().items}:
         core.create_namespace({"metadata": {"name": namespace}})
+    applied = []
     for document in documents:
         if document["kind"] not in RBAC_KINDS | {"Lease"}:
             continue
@@ -105,6 +109,8 @@ def service_account_token(
         for subject in document.get("subjects") or []:
             subject["name"] = account
         apply(admin_client, document)
+        applied.append(document)
+    wait_until_rbac_applies(admin_client, applied)
     request = core.create_namespaced_service_account_token(account, namespace, {"spec": {"expirationSeconds": 3600}})
     return request.status.token
 

@@ -8,12 +8,13 @@ metrics, the tokens charged to the limits). The ledger holds every request for a
 may use, whatever its outcome; requests refused before (no key, no such model) are only counted
 by the gateway's own metrics.
 
-**What a request costs** (the target: ``gateway.limits_overhead_p99_ms``): one Redis round trip
-(the admission script, pipelined with the other requests of the same event-loop turn) and no
-database query: the limits and every team's members and grants are held in memory
-(:class:`Snapshot`), re-read in the background when the catalog notices say they changed. Tokens
-are charged to the counters in one pipeline every ``CHARGE_SECONDS`` and ledger rows appended to a
-queue, both off the request path. Redis unreachable: requests go through unchecked and are counted
+**What a request costs** (the target: ``gateway.limits_overhead_p99_ms``): at most one Redis round
+trip (the admission script, pipelined with the other requests of the same event-loop turn; none
+for a busy counter this replica holds a lease of, :mod:`governance.leases`) and no database query:
+the limits and every team's members and grants are held in memory (:class:`Snapshot`), re-read in
+the background when the catalog notices say they changed. Tokens are charged to the counters in
+one pipeline every ``CHARGE_SECONDS`` and ledger rows appended to a queue, both off the request
+path. Redis unreachable: requests go through unchecked and are counted
 (``inference_portal_limit_checks_failed_total``).
 """
 
@@ -232,7 +233,8 @@ class Governance:
             return cls(False, None, None, 0)
         writer = LedgerWriter(default_sink(), settings.USAGE_LEDGER_QUEUE_ROWS, settings.USAGE_LEDGER_BATCH_ROWS,
                               settings.USAGE_LEDGER_FLUSH_SECONDS)
-        return cls(True, Limiter(counters_for(settings.GOVERNANCE_REDIS_URL)), writer,
+        counters = counters_for(settings.GOVERNANCE_REDIS_URL, settings.USAGE_LIMITS_LEASE_SECONDS)
+        return cls(True, Limiter(counters), writer,
                    settings.USAGE_LIMITS_TTL_SECONDS, settings.USAGE_RESERVE_COMPLETION_TOKENS,
                    settings.USAGE_RESERVE_BYTES_PER_TOKEN)
 

@@ -19,7 +19,9 @@ more tokens than its body's bytes over ``USAGE_RESERVE_BYTES_PER_TOKEN`` (1 make
 byte-level tokenizer; 4, the default, for English text, and estimates as OpenAI does). A request
 whose reservation alone is larger than a limit is refused (its ``max_tokens`` is the client's to
 lower). Reserving what a request may take refuses some requests near a limit that its actual use
-would have let in; the settlement gives the difference back within ``CHARGE_SECONDS``.
+would have let in; the settlement gives the difference back within ``CHARGE_SECONDS``. Busy counters are
+leased (:mod:`governance.leases`): a replica takes their next units with an admission and admits
+from memory; leased units are in the counter, so the bound holds as it is.
 
 Windows are fixed, aligned to the clock: simple, the same on every replica, and every answer can
 say exactly when the window resets (``x-ratelimit-reset-*``, ``Retry-After``). Keys expire with
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import contextlib
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +41,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
+from governance.leases import LEASE_SHARE, Lease, LeaseBook
 from governance.resp import PipelinedRedis
 
 REQUESTS, TOKENS, BUDGET = "requests", "tokens", "budget"
@@ -45,30 +49,50 @@ MINUTE = 60
 PREFIX = "ip:limits"
 CHARGE_SECONDS = 0.05
 
-# KEYS: one counter per check. ARGV: per check its limit, its key's lifetime in seconds and what
-# this request adds to it (1 for a request, its reserved tokens). A counter has room when it stays
-# within its limit after adding at least 1 (one at its limit refuses every request). Returns 0 and
-# every counter's value after adding, or the 1-based index of the first check without room and
-# every value as it was.
+# KEYS: one counter per check. ARGV: per check its limit, its key's lifetime in seconds, what this
+# request adds to it (1 for a request, its reserved tokens) and the lease units the replica would
+# like beyond that (governance.leases). A counter has room when it stays within its limit after
+# adding at least 1 (one at its limit refuses every request). Admitted: returns 0, every counter's
+# value after adding, then the units leased from each (at most 1/LEASE_SHARE of the room left).
+# Refused: the 1-based index of the first check without room and every value as it was.
 ADMIT = """
 local values = {}
 for i, key in ipairs(KEYS) do
   values[i] = tonumber(redis.call('GET', key) or '0')
 end
 for i = 1, #KEYS do
-  if values[i] + math.max(tonumber(ARGV[3 * i]), 1) > tonumber(ARGV[3 * i - 2]) then
+  if values[i] + math.max(tonumber(ARGV[4 * i - 1]), 1) > tonumber(ARGV[4 * i - 3]) then
     return {i, unpack(values)}
   end
 end
+local answer = {0}
+local extras = {}
 for i, key in ipairs(KEYS) do
-  local amount = tonumber(ARGV[3 * i])
-  if amount > 0 then
-    values[i] = redis.call('INCRBY', key, amount)
-    if values[i] == amount then redis.call('EXPIRE', key, ARGV[3 * i - 1]) end
+  local amount = tonumber(ARGV[4 * i - 1])
+  local extra = math.floor((tonumber(ARGV[4 * i - 3]) - values[i] - amount) / SHARE)
+  extra = math.max(0, math.min(tonumber(ARGV[4 * i]), extra))
+  extras[i] = extra
+  if amount + extra > 0 then
+    values[i] = redis.call('INCRBY', key, amount + extra)
+    if values[i] == amount + extra then redis.call('EXPIRE', key, ARGV[4 * i - 2]) end
   end
+  answer[i + 1] = values[i]
 end
-return {0, unpack(values)}
-"""
+for i = 1, #KEYS do answer[#KEYS + 1 + i] = extras[i] end
+return answer
+""".replace("SHARE", str(LEASE_SHARE))
+
+# A lease refilled off the request path. KEYS: the counter. ARGV: its limit, lifetime, units wanted.
+# Returns the counter's value after and the units leased (at most 1/LEASE_SHARE of the room).
+REFILL = """
+local value = tonumber(redis.call('GET', KEYS[1]) or '0')
+local extra = math.max(0, math.min(tonumber(ARGV[3]), math.floor((tonumber(ARGV[1]) - value) / SHARE)))
+if extra > 0 then
+  value = redis.call('INCRBY', KEYS[1], extra)
+  if value == extra then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+end
+return {value, extra}
+""".replace("SHARE", str(LEASE_SHARE))
 
 
 def reservation(data: dict[str, Any], body_bytes: int, completion_default: int, bytes_per_token: float,
@@ -161,6 +185,9 @@ class Counters:
     async def read(self, keys: list[str]) -> list[int]:
         raise NotImplementedError
 
+    async def release(self, now: float, everything: bool = False) -> None:
+        """Give back leased units not in use (none are leased by default)."""
+
     async def close(self) -> None:
         """Release connections (nothing to release by default)."""
 
@@ -170,25 +197,72 @@ def _lifetime(check: Check, now: float) -> int:
 
 
 class RedisCounters(Counters):
-    """Counters in one Redis, shared by every gateway replica (one pipelined connection per process)."""
+    """Counters in one Redis, shared by every gateway replica (one pipelined connection per
+    process), with quota leases for busy counters (:mod:`governance.leases`; ``lease_seconds=0``
+    turns them off: every request asks Redis)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, lease_seconds: float = 0.0, idle_seconds: float = 1.0) -> None:
         self.redis = PipelinedRedis(url)
+        self.book = LeaseBook(lease_seconds, idle_seconds)
+        self._refills: set[asyncio.Task] = set()
 
     async def admit(self, checks: Sequence[Check], amounts: list[int], now: float) -> tuple[int, list[int]]:
-        args: list[object] = []
-        for check, amount in zip(checks, amounts, strict=True):
-            args += [check.limit, _lifetime(check, now), amount]
-        answer = await self.redis.evalsha(ADMIT, [check.key for check in checks], args)
-        return int(answer[0]), [int(value) for value in answer[1:]]
+        takes = self.book.plan(checks, amounts, now)
+        if not LeaseBook.all_local(takes):
+            remote = [index for index, take in enumerate(takes) if take.by_redis]
+            args: list[object] = []
+            for index in remote:
+                args += [checks[index].limit, _lifetime(checks[index], now), takes[index].remote, takes[index].want]
+            try:
+                answer = await self.redis.evalsha(ADMIT, [checks[index].key for index in remote], args)
+            except BaseException:
+                LeaseBook.undo(takes)
+                raise
+            if refused := int(answer[0]):
+                LeaseBook.undo(takes)
+                for index, value in zip(remote, answer[1:], strict=True):
+                    takes[index].lease.value = int(value)
+                return remote[refused - 1] + 1, [take.lease.used for take in takes]
+            count = len(remote)
+            LeaseBook.granted([takes[index] for index in remote], [int(value) for value in answer[1:1 + count]],
+                              [int(extra) for extra in answer[1 + count:]])
+        for lease in self.book.refills(takes, now):
+            task = asyncio.get_running_loop().create_task(self._refill(lease, self.book.want(lease), now))
+            self._refills.add(task)
+            task.add_done_callback(self._refills.discard)
+        return 0, [take.lease.used for take in takes]
+
+    async def _refill(self, lease: Lease, want: int, now: float) -> None:
+        lifetime = max(1, int(lease.resets_at - now) + 1)
+        try:
+            value, extra = await self.redis.evalsha(REFILL, [lease.key], [lease.limit, lifetime, want])
+        except OSError:  # RedisUnavailable: the next request goes to Redis itself
+            value, extra = lease.value, 0
+        self.book.refilled(lease, int(value), int(extra))
 
     async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
         commands = []
         for key, (tokens, lifetime) in amounts.items():
             commands += [("INCRBY", key, tokens), ("EXPIRE", key, lifetime, "NX")]
         await asyncio.gather(*(self.redis.call(*command) for command in commands))
+        for key, (tokens, _) in amounts.items():
+            self.book.charged(key, tokens)
+
+    async def release(self, now: float, everything: bool = False) -> None:
+        returns = self.book.give_back(now, everything)
+        if not returns:
+            return
+        try:
+            await self.add({key: (-units, max(1, int(ends - now) + 1)) for key, (units, ends) in returns.items()}, now)
+        except BaseException:
+            for key, (units, ends) in returns.items():  # kept for the next release
+                self.book.hand_back(key, units, ends)
+            raise
 
     async def close(self) -> None:
+        await asyncio.gather(*self._refills)  # their units are in the counter: wait to give them back
+        with contextlib.suppress(OSError):  # RedisUnavailable: the units stay counted until their window ends
+            await self.release(time.time(), everything=True)
         await self.redis.close()
 
 
@@ -224,8 +298,8 @@ class LocalCounters(Counters):
         return [self._get(key, now) for key in keys]
 
 
-def counters_for(url: str) -> Counters:
-    return RedisCounters(url) if url else LocalCounters()
+def counters_for(url: str, lease_seconds: float = 0.0) -> Counters:
+    return RedisCounters(url, lease_seconds) if url else LocalCounters()
 
 
 def _reset(seconds: float) -> str:
@@ -294,7 +368,9 @@ class Limiter:
                 pending[check.key] = (tokens + known[0] if known else tokens, _lifetime(check, now))
 
     async def flush(self) -> None:
-        """Send the charges gathered since the last flush, in one round trip; kept on failure."""
+        """Give back idle leases, and send the charges gathered since the last flush in one round
+        trip; kept on failure."""
+        await self.counters.release(self.clock())
         if not self.pending:
             return
         amounts, self.pending = {key: entry for key, entry in self.pending.items() if entry[0]}, {}

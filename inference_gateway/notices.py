@@ -1,6 +1,7 @@
 """Catalog change notices: PostgreSQL ``NOTIFY`` from triggers, ``LISTEN`` in the gateway.
 
-A model created, renamed, moved or deleted must be routable (or gone) for the next request. The
+A model created, renamed, moved or deleted must be routable (or gone) within milliseconds of its
+commit (the notice's trip to the gateway; a request sent before it lands sees the table as it was). The
 triggers (migration ``0002_catalog_notices``) notify channel :data:`CHANNEL` whenever a serving
 kind's row is inserted or deleted, or its identity, model name, spec or sync state changes, and
 whenever staff's placement decisions or teams' namespace grants change: whatever writes the row

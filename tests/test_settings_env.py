@@ -20,6 +20,16 @@ def test_a_number_outside_its_rule_names_the_setting(monkeypatch, raw) -> None:
         env_float("SOME_RATE", 4.0, above=0)
 
 
+@pytest.mark.parametrize(("raw", "allowed"), [("0", True), ("0.25", True), ("-0.1", False), ("nan", False)])
+def test_at_least_admits_its_bound_and_refuses_below_it(monkeypatch, raw, allowed) -> None:
+    monkeypatch.setenv("SOME_SECONDS", raw)
+    if allowed:
+        assert env_float("SOME_SECONDS", 1.0, at_least=0) == float(raw)
+    else:
+        with pytest.raises(ValueError, match=r"SOME_SECONDS=.* must be a number of at least 0"):
+            env_float("SOME_SECONDS", 1.0, at_least=0)
+
+
 def test_a_number_is_read_and_an_unset_one_defaults(monkeypatch) -> None:
     monkeypatch.setenv("SOME_RATE", "2.5")
     assert env_float("SOME_RATE", 4.0, above=0) == 2.5

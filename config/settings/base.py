@@ -390,6 +390,9 @@ USAGE_LIMITS = env_bool("USAGE_LIMITS", True)
 # The gateway re-reads limits and teams on change notices (PostgreSQL); this is the safety net (and
 # all there is on SQLite): how stale its copy may be when a notice is lost.
 USAGE_LIMITS_TTL_SECONDS = env_int("USAGE_LIMITS_TTL_SECONDS", 30)
+# Quota leases (governance.leases): a replica leases a busy counter's next units, the use it saw in
+# this many seconds, and admits from memory; 0: every request asks Redis.
+USAGE_LIMITS_LEASE_SECONDS = env_float("USAGE_LIMITS_LEASE_SECONDS", 0.25, at_least=0)
 # Tokens a request reserves in its tokens limits at admission (governance.limits): its max_tokens,
 # or this when it sets none, plus its prompt estimated at this many bytes of body a token.
 USAGE_RESERVE_COMPLETION_TOKENS = env_int("USAGE_RESERVE_COMPLETION_TOKENS", 1024)

@@ -38,8 +38,9 @@ def env_int(name: str, default: int) -> int:
         raise ValueError(f"{name}={raw!r} is not an integer") from None
 
 
-def env_float(name: str, default: float, above: float | None = None) -> float:
-    """A number; with ``above``, one greater than it (a setting a request is divided by, say)."""
+def env_float(name: str, default: float, above: float | None = None, at_least: float | None = None) -> float:
+    """A number; with ``above``, one greater than it (a setting a request is divided by, say); with
+    ``at_least``, one not below it."""
     raw = os.environ.get(name)
     if not raw:
         return default
@@ -49,4 +50,6 @@ def env_float(name: str, default: float, above: float | None = None) -> float:
         raise ValueError(f"{name}={raw!r} is not a number") from None
     if above is not None and not value > above:  # NaN is not either
         raise ValueError(f"{name}={raw!r} must be a number greater than {above:g}")
+    if at_least is not None and not value >= at_least:
+        raise ValueError(f"{name}={raw!r} must be a number of at least {at_least:g}")
     return value

@@ -1,0 +1,136 @@
+"""Quota leases (governance.leases) against the real Redis: busy counters are admitted from memory,
+no replica ever lets a window past its limit, and unused units go back to the counter."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from governance.leases import LEASE_SHARE
+from governance.limits import PREFIX, Limiter, RedisCounters
+from tests.governance.test_limits import Clock, limit
+from tests.support.services import REDIS_URL
+
+MOMENT = datetime(2030, 5, 17, 10, 15, 1, tzinfo=UTC)
+STEP = 0.001  # seconds between two requests: 1,000 a second, a busy counter
+MINUTE_KEY = f"{PREFIX}:r:7:*:{int(MOMENT.timestamp() // 60)}"
+
+
+class CountingRedis:
+    """The counters' real Redis client, counting the scripts that admit or refill (round trips a
+    request could wait for)."""
+
+    def __init__(self, counters: RedisCounters) -> None:
+        self.inner, self.scripts = counters.redis, 0
+        counters.redis = self
+
+    async def evalsha(self, *args: Any) -> Any:
+        self.scripts += 1
+        return await self.inner.evalsha(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def admit_many(limiter: Limiter, clock: Clock, rule: list, count: int, reserve: int = 0) -> list:
+    decisions = []
+    for _ in range(count):
+        decisions.append(await limiter.admit(rule, "key1", "team-a", reserve))
+        clock.now += STEP
+        await asyncio.sleep(0)  # a background refill may run, as between requests of a real gateway
+    return decisions
+
+
+def test_a_busy_counter_is_admitted_from_its_lease_with_exact_headers(limits_redis) -> None:
+    clock, rule = Clock(MOMENT), [limit(requests_per_minute=100_000)]
+
+    async def busy():
+        counters = RedisCounters(REDIS_URL, lease_seconds=0.25)
+        scripts = CountingRedis(counters)
+        limiter = Limiter(counters, clock)
+        decisions = await admit_many(limiter, clock, rule, 2_000)
+        held = int(limits_redis.get(MINUTE_KEY))
+        await counters.close()  # gives back what it holds
+        return decisions, scripts.scripts, held
+
+    decisions, scripts, held = asyncio.run(busy())
+    assert all(decision.refused is None for decision in decisions)
+    # one replica: every answer's count is exact, leased or not
+    assert [decision.values[0] for decision in decisions] == list(range(1, 2_001))
+    assert scripts < 2_000 / 20, f"{scripts} round trips to Redis for 2,000 requests"
+    assert held > 2_000  # units leased ahead were in the counter ...
+    assert int(limits_redis.get(MINUTE_KEY)) == 2_000  # ... and given back on close
+
+
+def test_two_replicas_with_leases_never_pass_the_limit_and_lose_little_of_it(limits_redis) -> None:
+    clock, rule, limit_figure = Clock(MOMENT), [limit(requests_per_minute=1_000)], 1_000
+
+    async def race():
+        counters = [RedisCounters(REDIS_URL, lease_seconds=0.25) for _ in range(2)]
+        limiters = [Limiter(c, clock) for c in counters]
+        admitted = refused_streak = 0
+        while refused_streak < 10:
+            for limiter in limiters:
+                decision = await limiter.admit(rule, "key1", "team-a")
+                admitted += decision.refused is None
+                refused_streak = refused_streak + 1 if decision.refused else 0
+                clock.now += STEP
+                await asyncio.sleep(0)
+        for limiter in limiters:
+            await limiter.counters.close()
+        return admitted
+
+    admitted = asyncio.run(race())
+    assert admitted <= limit_figure
+    # what another replica may still hold when one is refused: under 1/LEASE_SHARE of a nearly spent room
+    assert admitted >= limit_figure - 2 * LEASE_SHARE, admitted
+    assert int(limits_redis.get(MINUTE_KEY)) == admitted
+
+
+def test_idle_and_outdated_leases_go_back_to_the_counter(limits_redis) -> None:
+    clock = Clock(MOMENT)
+
+    async def lease_then_idle():
+        counters = RedisCounters(REDIS_URL, lease_seconds=0.25, idle_seconds=1.0)
+        limiter = Limiter(counters, clock)
+        await admit_many(limiter, clock, [limit(requests_per_minute=100_000)], 600)
+        holding = int(limits_redis.get(MINUTE_KEY))
+        clock.now += 0.5
+        await limiter.flush()  # not idle long enough yet
+        still = int(limits_redis.get(MINUTE_KEY))
+        clock.now += 0.6
+        await limiter.flush()
+        idle = int(limits_redis.get(MINUTE_KEY))
+        await admit_many(limiter, clock, [limit(requests_per_minute=100_000)], 600)
+        await admit_many(limiter, clock, [limit(requests_per_minute=50_000)], 1)  # staff lowered the limit
+        await limiter.flush()
+        lowered = int(limits_redis.get(MINUTE_KEY))
+        await counters.close()
+        return holding, still, idle, lowered
+
+    holding, still, idle, lowered = asyncio.run(lease_then_idle())
+    assert holding > 600 and still == holding
+    assert idle == 600
+    assert lowered == 1_201  # the lease taken under the old limit went back when it changed
+
+
+def test_tokens_leases_settle_to_the_usage_once_idle(limits_redis) -> None:
+    """Reservations from a lease, usage settled after: the counter ends at what was used."""
+    clock, rule = Clock(MOMENT), [limit(tokens_per_minute=10_000_000)]
+
+    async def traffic():
+        counters = RedisCounters(REDIS_URL, lease_seconds=0.25)
+        limiter = Limiter(counters, clock)
+        decisions = await admit_many(limiter, clock, rule, 500, reserve=40)
+        for decision in decisions:
+            limiter.charge(decision.checks, 25 - decision.reserved)  # each used 25 of its 40
+        clock.now += 2
+        await limiter.flush()
+        await counters.close()
+        return decisions
+
+    decisions = asyncio.run(traffic())
+    assert [decision.values[0] for decision in decisions] == [40 * n for n in range(1, 501)]
+    key = f"{PREFIX}:t:7:*:{int(MOMENT.timestamp() // 60)}"
+    assert int(limits_redis.get(key)) == 500 * 25

@@ -378,7 +378,13 @@ def plan_to_dict(result: Plan) -> dict[str, Any]:
                 "suggestions": result.suggestions.get(pool.name),
             }
         )
-    misses = result.placement.misses_of(set(origins))
+    misses = {miss.item.label for miss in result.placement.misses_of(set(origins))}
+    nodes_of: dict[str, set[str]] = {label: set() for label in origins}  # one pass over every placed pod
+    for pool in result.placement.pools.values():
+        for node in pool.nodes:
+            for item in node.placed:
+                if item.label in nodes_of:
+                    nodes_of[item.label].add(node.name)
     return {
         "cluster": result.cluster.name,
         "fits": result.fits,
@@ -388,18 +394,7 @@ def plan_to_dict(result: Plan) -> dict[str, Any]:
             for p in result.models
         ],
         "proposal": [
-            {
-                "model": p.label,
-                "fits": not any(m.item.label == p.label for m in misses),
-                "nodes": sorted(
-                    {
-                        n.name
-                        for pool in result.placement.pools.values()
-                        for n in pool.nodes
-                        if any(item.label == p.label for item in n.placed)
-                    }
-                ),
-            }
+            {"model": p.label, "fits": p.label not in misses, "nodes": sorted(nodes_of[p.label])}
             for p in result.models
         ],
         "running_models": len(result.baseline),

@@ -15,8 +15,12 @@ costs is the other way: units one replica holds are not available to the others,
 replicas a window can refuse requests while units leased by another are unused. That is bounded:
 a lease is at most ``1/LEASE_SHARE`` of the counter's room when it is taken (none when the room is
 under ``LEASE_SHARE`` requests' worth, so small limits are counted exactly), and a replica gives
-back what it has not used after ``idle_seconds`` without use, when it stops, and whenever the limit
-changes; units of a window that has ended are simply void with their key.
+back what it has not used after ``idle_seconds`` (5 s) without use, when it stops, and whenever the
+limit changes; units of a window that has ended are simply void with their key.
+
+**Rates.** What to lease is the use of the last ``lease_seconds`` period that had any, remembered
+per counter series (a scope's requests or tokens, whatever the window), so a pause or a new minute
+starts leasing at once instead of going back to Redis for every request until the rate is seen again.
 
 **Headers.** ``x-ratelimit-remaining-*`` say the limit minus the counter as last read, less this
 replica's unused lease: exact with one replica; with several, as of this replica's last refill.
@@ -29,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LEASE_SHARE = 16  # a lease takes at most this fraction of a counter's room
+IDLE_SECONDS = 5.0  # unused units are given back after this long without a request
+RATE_MEMORY_SECONDS = 120.0  # a series' rate is forgotten after this long without a whole period of use
 
 
 @dataclass
@@ -69,8 +75,11 @@ class LeaseBook:
     """This replica's leases, by counter key. Pure bookkeeping, no I/O: the counters call it."""
 
     lease_seconds: float
-    idle_seconds: float
+    idle_seconds: float = IDLE_SECONDS
     leases: dict[str, Lease] = field(default_factory=dict)
+    # counter series (the key less its window) -> (units used in its last whole period, when): a
+    # new window's counter starts leasing at the rate its series had, not from nothing each minute
+    rates: dict[str, tuple[int, float]] = field(default_factory=dict)
     returns: dict[str, tuple[int, float]] = field(default_factory=dict)  # key -> (units, resets_at)
 
     def plan(self, checks: Sequence[Any], amounts: Sequence[int], now: float) -> list[Take]:
@@ -144,6 +153,8 @@ class LeaseBook:
                 self.hand_back(key, lease.held, lease.resets_at)
                 lease.value -= lease.held
                 lease.held = 0
+        if len(self.rates) > len(self.leases):  # series no longer in use
+            self.rates = {series: rate for series, rate in self.rates.items() if now - rate[1] < RATE_MEMORY_SECONDS}
         returns, self.returns = self.returns, {}
         return {key: entry for key, entry in returns.items() if entry[1] > now}
 
@@ -158,14 +169,19 @@ class LeaseBook:
                 self.hand_back(check.key, lease.held, lease.resets_at)
             lease = None
         if lease is None:
-            lease = self.leases[check.key] = Lease(check.key, check.limit, check.resets_at, period_start=now)
+            rate = self.rates.get(_series(check.key), (0, 0.0))[0]
+            lease = Lease(check.key, check.limit, check.resets_at, period_start=now, last_period_use=rate)
+            self.leases[check.key] = lease
         return lease
 
     def _count_use(self, lease: Lease, amount: int, now: float) -> None:
-        """Use per ``lease_seconds``: the last whole period's (none after a longer gap) and this one's."""
-        elapsed = now - lease.period_start
-        if elapsed >= self.lease_seconds:
-            lease.last_period_use = lease.period_use if elapsed < 2 * self.lease_seconds else 0
+        """Use per ``lease_seconds``: the last period's that had any, and this one's. A pause keeps
+        the rate (traffic that pauses tends to come back as it was); what the lease holds meanwhile
+        goes back after ``idle_seconds``."""
+        if now - lease.period_start >= self.lease_seconds:
+            if lease.period_use:
+                lease.last_period_use = lease.period_use
+                self.rates[_series(lease.key)] = (lease.period_use, now)
             lease.period_start, lease.period_use = now, 0
         lease.period_use += max(amount, 1)
         lease.last_used = now
@@ -176,3 +192,8 @@ class LeaseBook:
             return 0
         recent = max(lease.last_period_use, lease.period_use)
         return recent if recent >= 2 * max(amount, 1) else 0
+
+
+def _series(key: str) -> str:
+    """The counter's series: its key less the window (``...:<minute>`` or ``...:<YYYYMM>``)."""
+    return key.rpartition(":")[0]

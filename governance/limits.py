@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from governance.leases import LEASE_SHARE, Lease, LeaseBook
+from governance.leases import IDLE_SECONDS, LEASE_SHARE, Lease, LeaseBook
 from governance.resp import PipelinedRedis
 
 REQUESTS, TOKENS, BUDGET = "requests", "tokens", "budget"
@@ -201,7 +201,7 @@ class RedisCounters(Counters):
     process), with quota leases for busy counters (:mod:`governance.leases`; ``lease_seconds=0``
     turns them off: every request asks Redis)."""
 
-    def __init__(self, url: str, lease_seconds: float = 0.0, idle_seconds: float = 1.0) -> None:
+    def __init__(self, url: str, lease_seconds: float = 0.0, idle_seconds: float = IDLE_SECONDS) -> None:
         self.redis = PipelinedRedis(url)
         self.book = LeaseBook(lease_seconds, idle_seconds)
         self._refills: set[asyncio.Task] = set()

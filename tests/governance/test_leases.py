@@ -105,7 +105,7 @@ def test_idle_and_outdated_leases_go_back_to_the_counter(limits_redis) -> None:
         await admit_many(limiter, clock, [limit(requests_per_minute=100_000)], 600)
         await admit_many(limiter, clock, [limit(requests_per_minute=50_000)], 1)  # staff lowered the limit
         await limiter.flush()
-        lowered = int(limits_redis.get(MINUTE_KEY))
+        lowered = int(limits_redis.get(MINUTE_KEY)) - counters.book.leases[MINUTE_KEY].held  # less the new lease
         await counters.close()
         return holding, still, idle, lowered
 
@@ -134,3 +134,21 @@ def test_tokens_leases_settle_to_the_usage_once_idle(limits_redis) -> None:
     assert [decision.values[0] for decision in decisions] == [40 * n for n in range(1, 501)]
     key = f"{PREFIX}:t:7:*:{int(MOMENT.timestamp() // 60)}"
     assert int(limits_redis.get(key)) == 500 * 25
+
+
+def test_a_new_minute_leases_at_the_rate_its_counter_had(limits_redis) -> None:
+    clock, rule = Clock(MOMENT), [limit(requests_per_minute=100_000)]
+
+    async def across_a_minute():
+        counters = RedisCounters(REDIS_URL, lease_seconds=0.25)
+        limiter = Limiter(counters, clock)
+        await admit_many(limiter, clock, rule, 500)
+        clock.now = MOMENT.timestamp() - MOMENT.second + 60  # the next minute's first moment
+        scripts = CountingRedis(counters)
+        decisions = await admit_many(limiter, clock, rule, 50)
+        await counters.close()
+        return decisions, scripts.scripts
+
+    decisions, scripts = asyncio.run(across_a_minute())
+    assert [decision.values[0] for decision in decisions] == list(range(1, 51))  # a fresh count
+    assert scripts <= 2, f"{scripts} round trips for the new minute's first 50 requests"

@@ -13,8 +13,8 @@ number of replicas the counter never grants more than its limit: no request more
 requests limit, and tokens overshoot only by usage beyond reservations (docs/usage.md). What a lease
 costs is the other way: units one replica holds are not available to the others, so with several
 replicas a window can refuse requests while units leased by another are unused. That is bounded:
-a lease is at most ``1/LEASE_SHARE`` of the counter's room when it is taken (none when the room is
-under ``LEASE_SHARE`` requests' worth, so small limits are counted exactly), and a replica gives
+a lease is at most ``1/LEASE_SHARE`` of the counter's room when it is taken (none when fewer than
+``LEASE_SHARE`` units are left beyond the request, so a limit of a few requests is counted exactly), and a replica gives
 back what it has not used after ``idle_seconds`` (5 s) without use, when it stops, and whenever the
 limit changes; units of a window that has ended are simply void with their key.
 

@@ -14,6 +14,7 @@ from django.conf import settings
 
 from accounts.models import Team
 from devstack.ports import free_port, wait_serving
+from governance.leases import LEASE_SHARE
 from governance.limits import PREFIX
 from governance.models import Limit
 from tests.clusters.conftest import wait_for
@@ -43,23 +44,34 @@ def replicas():
             process.wait(timeout=30)
 
 
-def test_two_replicas_admit_one_limit_between_them(cluster, api_key, start_backend, replicas, limits_redis) -> None:
-    backend = start_backend("replica-a")
-    serve_model(cluster, "shared", backend.url)
-    Limit.objects.create(team=Team.objects.get(name="team-a"), requests_per_minute=10)
-
+def asker(api_key: str):
     def ask(url: str) -> requests.Response:
         return requests.post(f"{url}/v1/chat/completions", headers={"Authorization": f"Bearer {api_key}"},
                              json={"model": "shared", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
 
-    for url in replicas:  # both replicas have read the limit and the caller before the burst
+    return ask
+
+
+def burst_from_zero(replicas: list[str], ask, limits_redis, requests_each: int, clients: int) -> tuple[list, int]:
+    """Both replicas read the limit and the caller first; then the burst, early in a clock minute
+    (windows follow it) with the requests counters from zero. Its answers and its minute."""
+    for url in replicas:
         assert ask(url).status_code == 200
-    # windows follow the clock minute: start the burst early in one, its counters from zero
     wait_for(lambda: time.time() % 60 < 30, timeout=40, message="the first half of a minute")
+    minute = int(time.time() // 60)
     for key in limits_redis.scan_iter(f"{PREFIX}:r:*"):
         limits_redis.delete(key)
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        answers = list(pool.map(ask, replicas * 15))
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        answers = list(pool.map(ask, replicas * requests_each))
+    assert int(time.time() // 60) == minute, "the burst crossed into the next minute: one window's count is unknown"
+    return answers, minute
+
+
+def test_two_replicas_admit_one_limit_between_them(cluster, api_key, start_backend, replicas, limits_redis) -> None:
+    backend = start_backend("replica-a")
+    serve_model(cluster, "shared", backend.url)
+    Limit.objects.create(team=Team.objects.get(name="team-a"), requests_per_minute=10)
+    answers, _ = burst_from_zero(replicas, asker(api_key), limits_redis, 15, 8)
     assert all(answer.status_code in (200, 429) for answer in answers), [answer.status_code for answer in answers]
     admitted = sum(answer.status_code == 200 for answer in answers)
     # the contract is at most one over per replica; the atomic count admits none over
@@ -69,3 +81,20 @@ def test_two_replicas_admit_one_limit_between_them(cluster, api_key, start_backe
     assert refused.headers["x-ratelimit-limit-requests"] == "10"
     assert refused.headers["x-ratelimit-remaining-requests"] == "0"
     assert refused.json()["error"]["code"] == "rate_limit_exceeded"
+
+
+def test_busy_replicas_admit_from_leases_without_passing_the_limit(cluster, api_key, start_backend, replicas,
+                                                                    limits_redis) -> None:
+    """A limit large enough for quota leases (governance.leases): each replica admits most requests
+    from units it leased ahead. Together they still admit no more than the limit, lose little of it
+    to units the other held at the end, and give back what they did not use once idle."""
+    backend = start_backend("replica-a")
+    serve_model(cluster, "shared", backend.url)
+    team = Team.objects.get(name="team-a")
+    Limit.objects.create(team=team, requests_per_minute=400)
+    answers, minute = burst_from_zero(replicas, asker(api_key), limits_redis, 300, 16)
+    assert {answer.status_code for answer in answers} == {200, 429}
+    admitted = sum(answer.status_code == 200 for answer in answers)
+    assert 400 - 2 * (400 // LEASE_SHARE) <= admitted <= 400
+    wait_for(lambda: int(limits_redis.get(f"{PREFIX}:r:{team.pk}:*:{minute}") or 0) == admitted, timeout=30,
+             message=f"the counter back at the {admitted} requests admitted, unused leases given back")

@@ -95,6 +95,19 @@ return {value, extra}
 """.replace("SHARE", str(LEASE_SHARE))
 
 
+# Unused leased units given back. KEYS: counters; ARGV: the units of each. A counter is lowered by
+# at most its value: one that is gone (expired, or deleted while the units were leased) stays gone,
+# never negative, which would admit that many requests beyond the limit.
+GIVE_BACK = """
+for i, key in ipairs(KEYS) do
+  local value = tonumber(redis.call('GET', key) or '0')
+  local units = math.min(value, tonumber(ARGV[i]))
+  if units > 0 then redis.call('DECRBY', key, units) end
+end
+return 0
+"""
+
+
 def reservation(data: dict[str, Any], body_bytes: int, completion_default: int, bytes_per_token: float,
                 generates: bool = True) -> int:
     """The tokens a request may take: its completion cap (``max_completion_tokens`` or
@@ -252,8 +265,9 @@ class RedisCounters(Counters):
         returns = self.book.give_back(now, everything)
         if not returns:
             return
+        keys = list(returns)
         try:
-            await self.add({key: (-units, max(1, int(ends - now) + 1)) for key, (units, ends) in returns.items()}, now)
+            await self.redis.evalsha(GIVE_BACK, keys, [returns[key][0] for key in keys])
         except BaseException:
             for key, (units, ends) in returns.items():  # kept for the next release
                 self.book.hand_back(key, units, ends)

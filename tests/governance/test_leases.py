@@ -152,3 +152,22 @@ def test_a_new_minute_leases_at_the_rate_its_counter_had(limits_redis) -> None:
     decisions, scripts = asyncio.run(across_a_minute())
     assert [decision.values[0] for decision in decisions] == list(range(1, 51))  # a fresh count
     assert scripts <= 2, f"{scripts} round trips for the new minute's first 50 requests"
+
+
+def test_units_given_back_never_take_a_counter_below_zero(limits_redis) -> None:
+    """A counter deleted while a gateway leases it (staff clearing counters, Redis restarted): the
+    units given back are not in it, and a negative count would admit as many beyond the limit."""
+    clock, rule = Clock(MOMENT), [limit(requests_per_minute=100_000)]
+
+    async def lease_then_delete():
+        counters = RedisCounters(REDIS_URL, lease_seconds=0.25)
+        limiter = Limiter(counters, clock)
+        await admit_many(limiter, clock, rule, 300)
+        held = counters.book.leases[MINUTE_KEY].held
+        limits_redis.delete(MINUTE_KEY)
+        limits_redis.set(MINUTE_KEY, 3)  # three requests counted since, by another replica
+        await counters.close()
+        return held
+
+    assert asyncio.run(lease_then_delete()) > 3
+    assert int(limits_redis.get(MINUTE_KEY)) == 0

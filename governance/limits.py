@@ -35,7 +35,7 @@ import asyncio
 import calendar
 import contextlib
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -95,9 +95,10 @@ return {value, extra}
 """.replace("SHARE", str(LEASE_SHARE))
 
 
-# Unused leased units given back. KEYS: counters; ARGV: the units of each. A counter is lowered by
-# at most its value: one that is gone (expired, or deleted while the units were leased) stays gone,
-# never negative, which would admit that many requests beyond the limit.
+# Units given back: leased and unused, or tokens reserved beyond a request's usage. KEYS: counters;
+# ARGV: the units of each. A counter is lowered by at most its value: one that is gone (expired, or
+# deleted while the units were in it) stays gone, never negative, which would admit as many beyond
+# the limit.
 GIVE_BACK = """
 for i, key in ipairs(KEYS) do
   local value = tonumber(redis.call('GET', key) or '0')
@@ -254,10 +255,16 @@ class RedisCounters(Counters):
         self.book.refilled(lease, int(value), int(extra))
 
     async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
-        commands = []
+        """Charges are added; tokens given back (reservations larger than the usage) go through
+        :data:`GIVE_BACK`, which never takes a counter below zero."""
+        commands: list[Awaitable[Any]] = []
+        back = {key: -tokens for key, (tokens, _) in amounts.items() if tokens < 0}
         for key, (tokens, lifetime) in amounts.items():
-            commands += [("INCRBY", key, tokens), ("EXPIRE", key, lifetime, "NX")]
-        await asyncio.gather(*(self.redis.call(*command) for command in commands))
+            if tokens > 0:
+                commands += [self.redis.call("INCRBY", key, tokens), self.redis.call("EXPIRE", key, lifetime, "NX")]
+        if back:
+            commands.append(self.redis.evalsha(GIVE_BACK, list(back), list(back.values())))
+        await asyncio.gather(*commands)
         for key, (tokens, _) in amounts.items():
             self.book.charged(key, tokens)
 

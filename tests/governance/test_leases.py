@@ -171,3 +171,20 @@ def test_units_given_back_never_take_a_counter_below_zero(limits_redis) -> None:
 
     assert asyncio.run(lease_then_delete()) > 3
     assert int(limits_redis.get(MINUTE_KEY)) == 0
+
+
+def test_a_settlement_never_takes_a_deleted_counter_below_zero(limits_redis) -> None:
+    """The same for tokens a request reserved beyond its usage, given back after the counter went."""
+    clock, rule = Clock(MOMENT), [limit(tokens_per_minute=1_000)]
+    key = f"{PREFIX}:t:7:*:{int(MOMENT.timestamp() // 60)}"
+
+    async def settle_after_delete():
+        limiter = Limiter(RedisCounters(REDIS_URL), clock)
+        decision = await limiter.admit(rule, "key1", "team-a", reserve=40)
+        limits_redis.delete(key)
+        limiter.charge(decision.checks, 10 - decision.reserved)  # used 10 of its 40
+        await limiter.flush()
+        await limiter.counters.close()
+
+    asyncio.run(settle_after_delete())
+    assert int(limits_redis.get(key) or 0) == 0

@@ -114,19 +114,17 @@ class LeaseBook:
             take.lease.value = value
             take.lease.held += extra
 
-    def refills(self, takes: Sequence[Take], now: float) -> list[Lease]:
-        """The leases of ``takes`` that are busy and running low, marked as being refilled."""
+    def refills(self, takes: Sequence[Take], now: float) -> list[tuple[Lease, int]]:
+        """(lease, units wanted) of each lease of ``takes`` that is busy and running low, marked as
+        being refilled."""
         wanted = []
         for take in takes:
             lease = take.lease
-            if not lease.refilling and lease.resets_at > now and lease.held * 2 < self._want(lease, 1):
+            want = self._want(lease, 1)
+            if not lease.refilling and lease.resets_at > now and lease.held * 2 < want:
                 lease.refilling = True
-                wanted.append(lease)
+                wanted.append((lease, want))
         return wanted
-
-    def want(self, lease: Lease) -> int:
-        """Units to lease for ``lease`` now (for a refill)."""
-        return self._want(lease, 1)
 
     def refilled(self, lease: Lease, value: int, extra: int) -> None:
         """A refill's answer; units leased for a lease replaced meanwhile (its limit changed) go back."""

@@ -82,19 +82,6 @@ for i = 1, #KEYS do answer[#KEYS + 1 + i] = extras[i] end
 return answer
 """.replace("SHARE", str(LEASE_SHARE))
 
-# A lease refilled off the request path. KEYS: the counter. ARGV: its limit, lifetime, units wanted.
-# Returns the counter's value after and the units leased (at most 1/LEASE_SHARE of the room).
-REFILL = """
-local value = tonumber(redis.call('GET', KEYS[1]) or '0')
-local extra = math.max(0, math.min(tonumber(ARGV[3]), math.floor((tonumber(ARGV[1]) - value) / SHARE)))
-if extra > 0 then
-  value = redis.call('INCRBY', KEYS[1], extra)
-  if value == extra then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-end
-return {value, extra}
-""".replace("SHARE", str(LEASE_SHARE))
-
-
 # Units given back: leased and unused, or tokens reserved beyond a request's usage. KEYS: counters;
 # ARGV: the units of each. A counter is lowered by at most its value: one that is gone (expired, or
 # deleted while the units were in it) stays gone, never negative, which would admit as many beyond
@@ -206,8 +193,9 @@ class Counters:
         """Release connections (nothing to release by default)."""
 
 
-def _lifetime(check: Check, now: float) -> int:
-    return max(1, int(check.resets_at - now) + 1)
+def _lifetime(resets_at: float, now: float) -> int:
+    """A counter key's lifetime in seconds: to the end of its window, and a second more."""
+    return max(1, int(resets_at - now) + 1)
 
 
 class RedisCounters(Counters):
@@ -226,7 +214,8 @@ class RedisCounters(Counters):
             remote = [index for index, take in enumerate(takes) if take.by_redis]
             args: list[object] = []
             for index in remote:
-                args += [checks[index].limit, _lifetime(checks[index], now), takes[index].remote, takes[index].want]
+                check, take = checks[index], takes[index]
+                args += [check.limit, _lifetime(check.resets_at, now), take.remote, take.want]
             try:
                 answer = await self.redis.evalsha(ADMIT, [checks[index].key for index in remote], args)
             except BaseException:
@@ -240,19 +229,21 @@ class RedisCounters(Counters):
             count = len(remote)
             LeaseBook.granted([takes[index] for index in remote], [int(value) for value in answer[1:1 + count]],
                               [int(extra) for extra in answer[1 + count:]])
-        for lease in self.book.refills(takes, now):
-            task = asyncio.get_running_loop().create_task(self._refill(lease, self.book.want(lease), now))
+        for lease, want in self.book.refills(takes, now):
+            task = asyncio.get_running_loop().create_task(self._refill(lease, want, now))
             self._refills.add(task)
             task.add_done_callback(self._refills.discard)
         return 0, [take.lease.used for take in takes]
 
     async def _refill(self, lease: Lease, want: int, now: float) -> None:
-        lifetime = max(1, int(lease.resets_at - now) + 1)
+        """:data:`ADMIT` with no request of its own (amount 0): only the lease, off the request path."""
+        args = [lease.limit, _lifetime(lease.resets_at, now), 0, want]
         try:
-            value, extra = await self.redis.evalsha(REFILL, [lease.key], [lease.limit, lifetime, want])
+            answer = await self.redis.evalsha(ADMIT, [lease.key], args)
         except OSError:  # RedisUnavailable: the next request goes to Redis itself
-            value, extra = lease.value, 0
-        self.book.refilled(lease, int(value), int(extra))
+            answer = [1, lease.value]
+        extra = int(answer[2]) if int(answer[0]) == 0 else 0  # refused: no room left to lease
+        self.book.refilled(lease, int(answer[1]), extra)
 
     async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
         """Charges are added; tokens given back (reservations larger than the usage) go through
@@ -386,7 +377,7 @@ class Limiter:
         for check in checks:
             if check.kind != REQUESTS:
                 known = pending.get(check.key)
-                pending[check.key] = (tokens + known[0] if known else tokens, _lifetime(check, now))
+                pending[check.key] = (tokens + known[0] if known else tokens, _lifetime(check.resets_at, now))
 
     async def flush(self) -> None:
         """Give back idle leases, and send the charges gathered since the last flush in one round

@@ -11,6 +11,13 @@ last byte of the response, queueing in the server included; ``http.<group>_rps``
 ``http.audit_*``: the audit log's first and a deep page, over one audit entry per InferenceModel
 (bench/audit_data.py).
 
+``http.<group>_server_cpu_ms`` / ``_db_cpu_ms`` / ``_client_cpu_ms``: CPU a request cost the server's
+processes (its master and workers), PostgreSQL's backends serving the benchmark's database and this
+process (the load generator), over the timed requests (bench/cpu_use.py, from /proc; the requests
+in flight at the end are spent on but not counted, at most one per client). On 2 cores the latency
+follows from them: 16 clients wait about 16 x (their sum) / 2. Left out: PostgreSQL's background
+work (WAL writer, autovacuum) and the kernel's network work not charged to these processes.
+
 Included: the server's accept and parse, every middleware (sessions, CSRF, authentication,
 Prometheus), the view, its SQL on PostgreSQL, template rendering and the transfer over loopback.
 Left out: TLS, a proxy or ingress in front, the network between a user and the cluster, the
@@ -30,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import aiohttp
 from django.conf import settings
@@ -38,8 +45,9 @@ from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
 from bench.audit_data import add_audit_entries
+from bench.cpu_use import CpuSpan, database_backends, process_tree
 from bench.dataset import POOLS, build
-from bench.http_server import ALTERNATIVES, production_server
+from bench.http_server import ALTERNATIVES, Server, production_server
 from bench.http_server import SECRET_KEY as SERVER_SECRET_KEY
 from bench.slow_clients import healthz_answers_under_slow_clients
 from models_app.catalog import SORTABLE, cursor_token
@@ -112,23 +120,36 @@ async def _client(
         samples.append((time.perf_counter() - began) * 1000)
 
 
-async def _drive(base: str, cookies: dict[str, str], requests: list, seconds: float) -> tuple[list[float], float]:
+async def _drive(
+    base: str, cookies: dict[str, str], requests: list, seconds: float, warmed: Callable[[], None]
+) -> tuple[list[float], float]:
+    """Warm up, call ``warmed()``, then time ``seconds`` of requests: the latencies and the rate."""
     headers = {"X-CSRFToken": CSRF, "Referer": base + "/"}
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, cookies=cookies, headers=headers) as session:
-        warm: list[float] = []
-        await asyncio.gather(*(_client(session, base, requests, n, time.perf_counter() + 1.0, warm)
+        await asyncio.gather(*(_client(session, base, requests, n, time.perf_counter() + 1.0, [])
                                for n in range(CLIENTS)))  # fmt: skip
+        warmed()
         samples: list[float] = []
         began = time.perf_counter()
         await asyncio.gather(*(_client(session, base, requests, n, began + seconds, samples) for n in range(CLIENTS)))
         return samples, len(samples) / (time.perf_counter() - began)
 
 
-def measure(base: str, cookies: dict[str, str], stem: str, requests: list, seconds: float) -> dict[str, float]:
-    samples, rate = asyncio.run(_drive(base, cookies, requests, seconds))
-    return {f"http.{stem}_p50_ms": _percentile(samples, 0.5), f"http.{stem}_p99_ms": _percentile(samples, 0.99),
-            f"http.{stem}_rps": rate}  # fmt: skip
+def measure(server: Server, cookies: dict[str, str], stem: str, requests: list, seconds: float) -> dict[str, float]:
+    """Latencies and throughput of ``requests`` against ``server``, and the CPU each request cost the
+    server's processes, the database's backends and this process (the load generator)."""
+    spans = {"server": CpuSpan(lambda: process_tree(server.pid)),
+             "db": CpuSpan(lambda: database_backends(settings.DATABASES["default"]["NAME"]))}  # fmt: skip
+    client = CpuSpan(lambda: [os.getpid()])
+    samples, rate = asyncio.run(_drive(server.url, cookies, requests, seconds, lambda: [
+        span.start() for span in (*spans.values(), client)]))  # fmt: skip
+    spent = {name: span.stop() for name, span in (*spans.items(), ("client", client))}
+    figures = {f"http.{stem}_p50_ms": _percentile(samples, 0.5), f"http.{stem}_p99_ms": _percentile(samples, 0.99),
+               f"http.{stem}_rps": rate}  # fmt: skip
+    # the requests still in flight when the time was up cost CPU too: at most one per client
+    answered = max(1, len(samples))
+    return figures | {f"http.{stem}_{name}_cpu_ms": 1000 * seconds / answered for name, seconds in spent.items()}
 
 
 def signed_in_cookies(user: User) -> dict[str, str]:
@@ -159,14 +180,14 @@ def run() -> dict[str, float]:
                 "granian": None}  # fmt: skip  # None: the deploy's own command
     stem = "catalog_first"
     for model, command in compared.items():  # the server models side by side on one page, before the full run
-        with production_server(env, command) as base:
-            for key, value in measure(base, cookies, stem, groups(rows)[stem], SECONDS).items():
+        with production_server(env, command) as server:
+            for key, value in measure(server, cookies, stem, groups(rows)[stem], SECONDS).items():
                 figures[key.replace("http.", f"http.server_{model}_")] = value
-    with production_server(env) as base:
+    with production_server(env) as server:
         for stem, requests in groups(rows).items():
-            figures.update(measure(base, cookies, stem, requests, SECONDS))
+            figures.update(measure(server, cookies, stem, requests, SECONDS))
         figures["http.healthz_under_slowloris_ok"] = float(
-            healthz_answers_under_slow_clients(base, connections=SLOWLORIS_CONNECTIONS)
+            healthz_answers_under_slow_clients(server.url, connections=SLOWLORIS_CONNECTIONS)
         )
     figures["http.load_1m_after"] = os.getloadavg()[0]
     return figures

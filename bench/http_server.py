@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -54,10 +55,15 @@ def _with_bind(command: list[str], bind: str) -> list[str]:
     return [str(Path(sys.executable).with_name(words[0])), *words[1:]]
 
 
+class Server(NamedTuple):
+    url: str  # the base URL, http://127.0.0.1:PORT
+    pid: int  # the server's first process (a master's workers are below it)
+
+
 @contextmanager
-def production_server(env: dict[str, str], command: list[str] | None = None) -> Iterator[str]:
+def production_server(env: dict[str, str], command: list[str] | None = None) -> Iterator[Server]:
     """Run the deploy's web command (or ``command``) with production settings; yield its base URL
-    once /healthz answers.
+    and process once /healthz answers.
 
     ``env`` adds to this process's environment (DATABASE_URL, ...); throw-away keys are set here as
     production settings refuse to start without them.
@@ -87,7 +93,7 @@ def production_server(env: dict[str, str], command: list[str] | None = None) -> 
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        yield url
+        yield Server(url, process.pid)
     finally:
         process.terminate()
         try:

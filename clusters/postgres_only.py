@@ -56,6 +56,27 @@ def search_and_list_indexes(table: str, searched: list[str], hashed: list[str]) 
     )
 
 
+SORT_TIE_BREAKERS = "namespace, name, id"  # models_app.catalog.TIE_BREAKERS (the kind is constant per table)
+
+
+def sort_indexes(table: str, columns: tuple[str, ...]) -> PostgreSQLOnly:
+    """``(column, namespace, name, id)`` for each column: the catalog's sort by that column with its
+    tie-breakers, read in index order either way from any position (models_app.catalog.CatalogRows).
+    ``namespace`` alone is ``(namespace, name, id)``, which serves the kind's sort too."""
+    statements = [
+        (
+            f"CREATE INDEX {table}_{column}_sort ON {table} ({column}, {SORT_TIE_BREAKERS})"
+            if column != "namespace"
+            else f"CREATE INDEX {table}_namespace_sort ON {table} (namespace, name, id)",
+            f"DROP INDEX {table}_{column}_sort",
+        )
+        for column in columns
+    ]
+    return PostgreSQLOnly(
+        sql=[forward for forward, _ in statements], reverse_sql=[backward for _, backward in reversed(statements)]
+    )
+
+
 def distinct_choice_indexes(table: str, column: str, longest: int = LONGEST_INDEXED_TEXT) -> PostgreSQLOnly:
     """B-tree indexes that list a text column's distinct values by walking the index (a loose scan).
 

@@ -28,7 +28,7 @@ from django.db.models.fields.tuple_lookups import (
     TupleLessThan,
     TupleLessThanOrEqual,
 )
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Length
 
 from accounts.public import VIEW, restrict
 from clusters.models import Cluster
@@ -36,7 +36,7 @@ from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from clusters.web.api.ordering import ordering_error
 from clusters.web.list_costs import bounded_total, distinct_values_of
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet
-from models_app.models import InferenceModel, KubeAIModel, ModelService
+from models_app.models import InferenceModel, KubeAIModel, ModelService, UtilizationSortKey
 
 FILTERSETS = {
     "InferenceModel": (InferenceModel, InferenceModelFilterSet),
@@ -187,7 +187,12 @@ class CatalogRows:
             page_keys = self._keys_by_cluster(parts, cursor, limit, descending)
         else:
             key_columns = [term.lstrip("-") for term in order]
-            pieces = [piece for name, part in parts.items() for piece in self._past(part, name, cursor, descending)]
+            pieces = [
+                piece
+                for name, part in parts.items()
+                for whole in self._past(self._keys_of(part, name), name, cursor, descending)
+                for piece in self._by_index(whole)
+            ]
             keys = [piece.order_by(*order).values(*key_columns)[:limit] for piece in pieces]
             merged = keys[0] if len(keys) == 1 else keys[0].union(*keys[1:], all=True).order_by(*order)
             page_keys = [(row["page"], row["id"]) for row in merged[:limit]]
@@ -203,6 +208,30 @@ class CatalogRows:
         found = fetches[0] if len(fetches) == 1 else fetches[0].union(*fetches[1:], all=True)
         by_key = {(row["page"], row["id"]): row for row in found}
         return [by_key[key] for key in page_keys if key in by_key]
+
+    def _keys_of(self, part: QuerySet, page_name: str) -> QuerySet:
+        """Where one kind's sort keys are read from: its own table, or, sorted by an
+        InferenceModel's utilization on PostgreSQL, the narrow table of those keys that triggers
+        keep beside it (models_app.models.UtilizationSortKey), narrowed to ``part``'s rows when the
+        catalog is filtered (or the user sees some namespaces only)."""
+        if self.ordering.lstrip("-") != "utilization" or page_name != InferenceModel._meta.model_name:
+            return part
+        if connection.vendor != "postgresql":
+            return part
+        keys = UtilizationSortKey.objects.annotate(id=F("model_id"), page=Value(page_name, output_field=CharField()))
+        return keys.filter(model_id__in=part.values("id")) if part.query.where else keys
+
+    def _by_index(self, piece: QuerySet) -> list[QuerySet]:
+        """``piece`` in parts that each read one index in order: sorted by pool on PostgreSQL, the
+        pools a B-tree entry can hold (the ``length(node_pool) <= 600`` partial index, models_app
+        migration 0012) and, apart, the rare longer ones (their own partial index finds them)."""
+        if self.ordering.lstrip("-") != "node_pool" or connection.vendor != "postgresql":
+            return [piece]
+        measured = piece.alias(pool_length=Length("node_pool"))
+        return [
+            measured.filter(pool_length__lte=LONGEST_INDEXED_TEXT),
+            measured.filter(pool_length__gt=LONGEST_INDEXED_TEXT),
+        ]
 
     def _keys_by_cluster(
         self, parts: dict[str, QuerySet], cursor: Cursor | None, limit: int, descending: bool

@@ -233,6 +233,31 @@ class InferenceModel(ServingModel):
         return self.model_name
 
 
+class UtilizationSortKey(models.Model):
+    """An InferenceModel's utilization with the catalog's tie-breakers, in a narrow table of its own
+    that PostgreSQL triggers keep (migration 0012): the catalog's sort by utilization reads this
+    table's ``(utilization, namespace, name, model_id)`` index from its cursor on, as every other
+    sort reads an index of the kind's own table (models_app.catalog.CatalogRows).
+
+    Why apart: the cluster rewrites utilization with every status report. An index on it in the
+    model's own table would make each such update a non-HOT one, writing the wide row anew into
+    every index of that table (trigram GIN ones included, migration 0003); here it rewrites one
+    narrow row and its two index entries. Never written by the application (on SQLite, the
+    embedded demo's database, it stays empty and the sort reads the models' table).
+    """
+
+    model_id = models.BigIntegerField(primary_key=True, help_text="The InferenceModel's id.")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    utilization = models.PositiveSmallIntegerField(null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["utilization", "namespace", "name", "model_id"], name="utilization_sort")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}: {self.utilization}"
+
+
 @register
 class KubeAIModel(ServingModel):
     """KubeAI ``Model`` (kind ``Model``, named KubeAIModel here to avoid clashing with Django's Model)."""

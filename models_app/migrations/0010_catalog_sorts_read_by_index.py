@@ -11,26 +11,9 @@ values than a B-tree entry can, and ``cluster_name`` is another table's: sorted 
 
 from django.db import migrations, models
 
-from clusters.postgres_only import PostgreSQLOnly
+from clusters.postgres_only import sort_indexes
 
 SORTED = ("namespace", "engine", "memory_bytes", "ready", "replicas", "accelerator")
-TIE_BREAKERS = "namespace, name, id"  # models_app.catalog.TIE_BREAKERS (the kind is constant per table)
-
-
-def sort_indexes(table: str, columns: tuple[str, ...] = SORTED) -> PostgreSQLOnly:
-    """``(column, namespace, name, id)`` for each column; ``namespace`` alone serves the kind's sort too."""
-    statements = [
-        (
-            f"CREATE INDEX {table}_{column}_sort ON {table} ({column}, {TIE_BREAKERS})"
-            if column != "namespace"
-            else f"CREATE INDEX {table}_namespace_sort ON {table} (namespace, name, id)",
-            f"DROP INDEX {table}_{column}_sort",
-        )
-        for column in columns
-    ]
-    return PostgreSQLOnly(
-        sql=[forward for forward, _ in statements], reverse_sql=[backward for _, backward in reversed(statements)]
-    )
 
 
 class Migration(migrations.Migration):
@@ -84,7 +67,7 @@ class Migration(migrations.Migration):
             name="ready",
             field=models.BooleanField(default=False, editable=False),
         ),
-        sort_indexes("models_app_inferencemodel"),
-        sort_indexes("models_app_kubeaimodel"),
-        sort_indexes("models_app_modelservice"),
+        sort_indexes("models_app_inferencemodel", SORTED),
+        sort_indexes("models_app_kubeaimodel", SORTED),
+        sort_indexes("models_app_modelservice", SORTED),
     ]

@@ -3,12 +3,21 @@ so ``make bench`` measures pages that answer 200 (a 403 or a form error would be
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import connection
 
 from bench import bench_http
+from bench.cpu_use import CpuSpan, database_backends, process_tree
 from bench.dataset import build
 from bench.http_server import production_server
+from tests.clusters.conftest import wait_for
 
 PER_CLUSTER = 50
 
@@ -17,7 +26,33 @@ PER_CLUSTER = 50
 def test_every_benchmarked_request_answers_200_over_http() -> None:
     data = build(models_per_cluster=PER_CLUSTER, observations=2 * 10 * PER_CLUSTER, member_rows=10, analyze=False)
     cookies = bench_http.signed_in_cookies(User.objects.create_superuser("bench-http", email="", password=None))
-    with production_server(bench_http.database_env()) as base:
+    with production_server(bench_http.database_env()) as server:
         for stem, requests in bench_http.groups(data.counts["InferenceModel"]).items():
-            figures = bench_http.measure(base, cookies, stem, requests, 0.1)  # raises on any status but 200
+            figures = bench_http.measure(server, cookies, stem, requests, 0.1)  # raises on any status but 200
             assert figures[f"http.{stem}_rps"] > 0
+
+
+@pytest.mark.django_db
+def test_the_cpu_of_the_server_and_of_the_database_is_found() -> None:
+    """The CPU figures read the right processes: a server's workers below its first process, and the
+    backends of the benchmark's database (this test's own connection among them)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+        assert backend in database_backends(settings.DATABASES["default"]["NAME"])
+        assert backend not in database_backends("another-database")
+        span = CpuSpan(lambda: database_backends(settings.DATABASES["default"]["NAME"]))
+        span.start()
+        cursor.execute("SELECT count(*) FROM generate_series(1, 3000000)")  # about 0.3 s of a backend's CPU
+        assert span.stop() > 0
+    burner = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+                               "'while True: pass'], timeout=30)"])  # fmt: skip
+    try:
+        assert wait_for(lambda: len(process_tree(burner.pid)) == 2)  # the child is found below its parent
+        span = CpuSpan(lambda: process_tree(burner.pid))
+        span.start()
+        assert wait_for(lambda: span.stop() > 0.05)
+    finally:
+        for pid in reversed(process_tree(burner.pid)):
+            os.kill(pid, signal.SIGKILL)
+        burner.wait()

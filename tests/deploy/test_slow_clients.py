@@ -11,11 +11,11 @@ SQLITE = {"DATABASE_URL": "sqlite:///:memory:"}  # /healthz reads no database; k
 
 
 def test_healthz_answers_while_slow_header_connections_are_held() -> None:
-    with production_server(SQLITE) as url:
-        assert healthz_answers_under_slow_clients(url, connections=40)
+    with production_server(SQLITE) as server:
+        assert healthz_answers_under_slow_clients(server.url, connections=40)
 
 
 def test_the_same_probe_starves_a_sync_worker_server() -> None:
     """The probe can fail: the same slow clients against gunicorn's sync workers stop /healthz."""
-    with production_server(SQLITE, ALTERNATIVES["gunicorn_sync"]) as url:
-        assert not healthz_answers_under_slow_clients(url, connections=12)
+    with production_server(SQLITE, ALTERNATIVES["gunicorn_sync"]) as server:
+        assert not healthz_answers_under_slow_clients(server.url, connections=12)

@@ -8,6 +8,8 @@ aiohttp clients on keep-alive connections, each sending its next request as soon
 read; a group of several URLs (every sortable column, ascending and descending) is cycled through
 by every client. ``http.<group>_p50_ms`` / ``_p99_ms`` are latencies from sending the request to the
 last byte of the response, queueing in the server included; ``http.<group>_rps`` the throughput.
+``http.api_list_*``: the API's list by name, first page and the pages 50% and 90% down as its
+next links reach them (a keyset cursor); ``http.api_list_offset_*`` the same pages by ``offset=``.
 ``http.audit_*``: the audit log's first and a deep page, over one audit entry per InferenceModel
 (bench/audit_data.py).
 
@@ -50,6 +52,7 @@ from bench.dataset import POOLS, build
 from bench.http_server import ALTERNATIVES, Server, production_server
 from bench.http_server import SECRET_KEY as SERVER_SECRET_KEY
 from bench.slow_clients import healthz_answers_under_slow_clients
+from clusters.web.api.pagination import Keyset
 from models_app.catalog import SORTABLE, cursor_token
 from models_app.models import InferenceModel
 
@@ -76,6 +79,15 @@ def deep_cursor(ordering: str, rows: int) -> str:
     return cursor_token(ordering, {**row, "page": InferenceModel._meta.model_name})
 
 
+def api_cursor(rows: int, at: float) -> str:
+    """``&cursor=`` of the API's page ``at`` (a fraction) of the way down ``ordering=name``, as a client
+    reaches it by following next links; nothing for the first page."""
+    if not at:
+        return ""
+    keyset = Keyset(InferenceModel, ("name", "namespace", "pk"))
+    return f"&cursor={keyset.token(InferenceModel.objects.order_by(*keyset.terms)[int(rows * at)], before=False)}"
+
+
 def groups(rows: int) -> dict[str, list[tuple[str, str, object]]]:
     """Figure stem -> requests (method, path, body) its clients cycle through."""
     deep_catalog = int(rows * 0.9) // CATALOG_PAGE_SIZE
@@ -94,8 +106,10 @@ def groups(rows: int) -> dict[str, list[tuple[str, str, object]]]:
         "dashboard": [("GET", "/", None)],
         "rightsizing": [("GET", "/rightsizing/", None)],
         "audit": [("GET", "/audit/", None), ("GET", f"/audit/?page={deep_catalog}", None)],
-        "api_list": [("GET", f"/api/inferencemodels/?limit={API_LIMIT}&offset={offset}&ordering=name", None)
-                     for offset in (0, rows // 2, int(rows * 0.9))],
+        "api_list": [("GET", f"/api/inferencemodels/?limit={API_LIMIT}&ordering=name{api_cursor(rows, at)}", None)
+                     for at in (0.0, 0.5, 0.9)],
+        "api_list_offset": [("GET", f"/api/inferencemodels/?limit={API_LIMIT}&offset={offset}&ordering=name", None)
+                            for offset in (0, rows // 2, int(rows * 0.9))],
     }  # fmt: skip
 
 

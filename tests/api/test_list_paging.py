@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from accounts.access import restrict
@@ -25,7 +30,8 @@ def test_offset_pages_cover_every_row_once_in_order(ordering):
         page = client.get(f"/api/inferencemodels/?limit=7&offset={offset}&ordering={ordering}").json()
         assert page["count"] == 40
         seen += [row["id"] for row in page["results"]]
-    expected = InferenceModel.objects.order_by(ordering, "namespace", "pk").values_list("pk", flat=True)
+    way = "-" if ordering.startswith("-") else ""
+    expected = InferenceModel.objects.order_by(ordering, f"{way}namespace", f"{way}pk").values_list("pk", flat=True)
     assert seen == list(expected)
     assert len(set(seen)) == 40
 
@@ -84,3 +90,71 @@ def test_a_count_beyond_the_bound_is_marked_as_an_estimate(monkeypatch):
     assert estimated["count_estimated"] is True and estimated["count"] > 10 and len(estimated["results"]) == 5
     default_order = client.get("/api/inferencemodels/?limit=5").json()  # counted per cluster, exactly
     assert (default_order["count"], default_order["count_estimated"]) == (40, False)
+
+
+def _walk_links(client: APIClient, url: str, link: str) -> list[list[int]]:
+    """Every page from ``url``, following ``link`` (next or previous) to the end."""
+    pages = []
+    while url:
+        response = client.get(url)
+        assert response.status_code == 200, response.content
+        pages.append([row["id"] for row in response.json()["results"]])
+        url = response.json()[link]
+    return pages
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("ordering", ["name", "-name", "namespace", "-created_at"])
+def test_next_links_carry_a_cursor_and_walk_every_row_once_both_ways(ordering):
+    """Where the order allows a keyset (its terms one way, the list's own, never NULL), next and
+    previous links carry a cursor: no offset is stepped over however deep, and walking them yields
+    every row once, in order, forwards and back."""
+    data = build(clusters=2, models_per_cluster=20, kubeai_models=0, model_services=0, runs=0, observations=0,
+                 member_rows=20, analyze=False)  # fmt: skip
+    client = APIClient()
+    client.force_authenticate(data.staff)
+    first = client.get(f"/api/inferencemodels/?limit=7&ordering={ordering}").json()
+    assert "cursor=" in first["next"] and "offset=" not in first["next"] and first["previous"] is None
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(first["next"]).status_code == 200
+    assert not any("OFFSET" in query["sql"] for query in queries.captured_queries)
+    forward = _walk_links(client, f"/api/inferencemodels/?limit=7&ordering={ordering}", "next")
+    way = "-" if ordering.startswith("-") else ""
+    terms = [ordering, *(f"{way}{key}" for key in ("namespace", "pk") if key != ordering.lstrip("-"))]
+    expected = list(InferenceModel.objects.order_by(*terms).values_list("pk", flat=True))
+    assert [pk for page in forward for pk in page] == expected
+    assert [len(page) for page in forward] == [7] * 5 + [5]
+    last = client.get(forward and f"/api/inferencemodels/?limit=7&ordering={ordering}&offset=35").json()
+    backward = _walk_links(client, last["previous"], "previous")
+    assert [pk for page in backward[::-1] for pk in page] + [row["id"] for row in last["results"]] == expected
+
+
+@pytest.mark.django_db
+def test_orders_without_a_keyset_keep_offset_links():
+    data = build(clusters=2, models_per_cluster=10, kubeai_models=0, model_services=0, runs=0, observations=0,
+                 member_rows=10, analyze=False)  # fmt: skip
+    client = APIClient()
+    client.force_authenticate(data.staff)
+    for query in ("", "&ordering=memory_bytes", "&ordering=cluster__name"):  # the default order: another table's
+        page = client.get(f"/api/inferencemodels/?limit=5{query}").json()
+        assert "offset=5" in page["next"] and "cursor=" not in page["next"]
+    refused = client.get("/api/inferencemodels/?limit=5&ordering=memory_bytes&cursor=abc")
+    assert refused.status_code == 400 and "use offset" in refused.json()["cursor"][0]
+
+
+@pytest.mark.django_db
+def test_a_cursor_that_is_not_one_is_a_clear_400():
+    data = build(clusters=1, models_per_cluster=10, kubeai_models=0, model_services=0, runs=0, observations=0,
+                 member_rows=10, analyze=False)  # fmt: skip
+    client = APIClient()
+    client.force_authenticate(data.staff)
+    by_name = client.get("/api/inferencemodels/?limit=3&ordering=name").json()["next"]
+    token = by_name.split("cursor=")[1].split("&")[0]
+    forged = base64.urlsafe_b64encode(json.dumps(
+        {"order": ["name", "namespace", "pk"], "before": False, "values": ["a", "b", 2**70]}).encode()).decode()
+    # a cursor of another order: by -name the terms are -name, -namespace, -pk
+    for cursor in ("%%%", "bm90IGpzb24", token + "x" * 8, forged):
+        response = client.get(f"/api/inferencemodels/?limit=3&ordering=name&cursor={cursor}")
+        assert response.status_code == 400 and "is not a position in this list" in response.json()["cursor"][0]
+    other_order = client.get(f"/api/inferencemodels/?limit=3&ordering=-name&cursor={token}")
+    assert other_order.status_code == 400 and "'-name,-namespace,-pk'" in other_order.json()["cursor"][0]

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import base64
+import binascii
+import json
+from typing import Any, NamedTuple
 
-from django.db.models import Count, QuerySet
+from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Count, F, QuerySet
+from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
 from rest_framework import pagination
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from clusters.web.api.ordering import StrictOrderingFilter
 from clusters.web.list_costs import Count as ListCount
@@ -14,7 +22,9 @@ from clusters.web.list_costs import bounded_count
 
 
 class LimitOffsetPagination(pagination.LimitOffsetPagination):
-    """``limit``/``offset`` paging that stays fast at deep offsets.
+    """``limit``/``offset`` paging that stays fast at deep offsets, and ``next``/``previous`` links
+    that carry a keyset ``cursor`` where the order allows one (:class:`Keyset`): a page reached by
+    following them costs the same at any depth.
 
     ``count`` is exact up to ``COUNT_BOUND`` rows, then PostgreSQL's estimate (``count_estimated``
     says which, clusters.web.list_costs); in the default order it is exact, from the per-cluster
@@ -34,6 +44,10 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
 
     max_limit = 1000
     estimated = False
+    cursor_query_param = "cursor"
+    keyset: Keyset | None = None
+    page: list[Any] = []
+    more_after = more_before = False
 
     def paginate_queryset(self, queryset: Any, request: Any, view: Any = None) -> list[Any] | None:
         if not isinstance(queryset, QuerySet):
@@ -42,14 +56,49 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
         self.limit = self.get_limit(request)
         if self.limit is None:
             return None
+        self.keyset = Keyset.of(queryset)
+        token = request.query_params.get(self.cursor_query_param)
+        position = self._position(token) if token is not None else None
         counted, per_cluster = count_rows(queryset)
         self.count, self.estimated = counted.rows, counted.estimated
-        self.offset = self.get_offset(request)
+        self.offset = 0 if position is not None else self.get_offset(request)
         if self.count > self.limit and self.template is not None:
             self.display_page_controls = True
-        if self.count == 0 or self.offset > self.count:
-            return []
-        return page_rows(queryset, self.offset, self.limit, per_cluster)
+        if position is not None:
+            self.page, more = self.keyset.page(queryset, position, self.limit)
+            self.more_after, self.more_before = (True, more) if position.before else (more, True)
+        elif self.count == 0 or self.offset > self.count:
+            self.page = []
+        else:
+            self.page = page_rows(queryset, self.offset, self.limit, per_cluster)
+            self.more_after, self.more_before = self.offset + self.limit < self.count, self.offset > 0
+        return self.page
+
+    def _position(self, token: str) -> Position:
+        if self.keyset is None:
+            raise ValidationError({self.cursor_query_param: [
+                "this list's order has no cursor (it sorts by a column that may be empty, another "
+                "table's, or both ways at once): use offset"]})  # fmt: skip
+        return self.keyset.parse(token, self.cursor_query_param)
+
+    def get_next_link(self) -> str | None:
+        """A cursor past this page's last row where the order has one; else DRF's offset link."""
+        if self.keyset is None:
+            return super().get_next_link()
+        if not (self.page and self.more_after):
+            return None
+        return self._cursor_link(self.keyset.token(self.page[-1], before=False))
+
+    def get_previous_link(self) -> str | None:
+        if self.keyset is None:
+            return super().get_previous_link()
+        if not (self.page and self.more_before):
+            return None
+        return self._cursor_link(self.keyset.token(self.page[0], before=True))
+
+    def _cursor_link(self, token: str) -> str:
+        url = remove_query_param(self.request.build_absolute_uri(), self.offset_query_param)
+        return replace_query_param(url, self.cursor_query_param, token)
 
     def get_paginated_response(self, data: Any) -> Response:
         """DRF's page, with ``count_estimated``: whether ``count`` is PostgreSQL's estimate (above
@@ -63,6 +112,98 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
         described = super().get_paginated_response_schema(schema)
         described["properties"]["count_estimated"] = {"type": "boolean", "example": False}
         return described
+
+
+class Position(NamedTuple):
+    before: bool  # the rows before ``values`` (read backwards), else those after
+    values: tuple[Any, ...]  # the ordering terms' values of the row the page starts after (or ends before)
+
+
+class Keyset:
+    """Pages by position in a list's order: the rows past a cursor's ``(term, ...)`` values, one row
+    comparison that an index on the terms answers as a range, however deep.
+
+    Only an order whose terms all run the same way, are the list's own columns (not another
+    table's, as the default order's cluster name is) and are never NULL has one: a row comparison
+    skips rows whose key is NULL, and mixed directions are no single range. Other orders keep
+    offset links (the default order's are answered cluster by cluster, :func:`page_rows`).
+    """
+
+    def __init__(self, model: type, terms: tuple[str, ...]) -> None:
+        self.model, self.terms = model, terms
+        self.descending = terms[0].startswith("-")
+        self.fields = [model._meta.pk if term.lstrip("-") == "pk" else model._meta.get_field(term.lstrip("-"))
+                       for term in terms]  # fmt: skip
+
+    @classmethod
+    def of(cls, queryset: QuerySet) -> Keyset | None:
+        query = queryset.query
+        terms = tuple(query.order_by)
+        if not terms or query.distinct or not all(isinstance(term, str) for term in terms):
+            return None
+        if len({term.startswith("-") for term in terms}) != 1:
+            return None
+        names = [term.lstrip("-") for term in terms]
+        if "pk" not in names and queryset.model._meta.pk.name not in names:
+            return None  # no unique term: ties could repeat or skip rows between pages
+        try:
+            fields = [queryset.model._meta.get_field(name) for name in names if name != "pk"]
+        except FieldDoesNotExist:
+            return None  # another table's column (cluster__name) or an annotation
+        if any(field.null or field.is_relation for field in fields):
+            return None
+        return cls(queryset.model, terms)
+
+    def token(self, row: Any, before: bool) -> str:
+        """The cursor of the page after ``row`` (or before it)."""
+        values = [getattr(row, field.attname) for field in self.fields]
+        position = {"order": list(self.terms), "before": before, "values": values}
+        return base64.urlsafe_b64encode(json.dumps(position, default=_exact).encode()).decode().rstrip("=")
+
+    def parse(self, token: str, parameter: str) -> Position:
+        """The position ``token`` names; a ValidationError naming ``parameter`` when it is not a
+        cursor this list gave for this order."""
+        wrong = ValidationError({parameter: [
+            f"{token[:40]!r} is not a position in this list (follow the next and previous links; they "
+            f"carry the cursor of the same order, {','.join(self.terms)!r})"]})  # fmt: skip
+        try:
+            position = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        except (ValueError, binascii.Error):
+            raise wrong from None
+        if not (isinstance(position, dict) and position.get("order") == list(self.terms)
+                and isinstance(position.get("before"), bool) and isinstance(position.get("values"), list)
+                and len(position["values"]) == len(self.fields)):  # fmt: skip
+            raise wrong
+        try:
+            values = tuple(field.to_python(value) for field, value in zip(self.fields, position["values"], strict=True))
+            for field, value in zip(self.fields, values, strict=True):
+                field.run_validators(value)  # an integer out of the column's range is no position either
+        except DjangoValidationError:
+            raise wrong from None
+        if any(value is None or (isinstance(value, str) and "\x00" in value) for value in values):
+            raise wrong
+        return Position(position["before"], values)
+
+    def page(self, queryset: QuerySet, position: Position, limit: int) -> tuple[list[Any], bool]:
+        """Up to ``limit`` rows past ``position`` in the list's order, and whether more follow them
+        (before them, read backwards). Ids first from the terms' index, then those rows."""
+        backwards = position.before
+        names = [term.lstrip("-") for term in self.terms]
+        columns = Tuple(*(F(name) for name in names))
+        past = (TupleLessThan if self.descending != backwards else TupleGreaterThan)(columns, position.values)
+        order = [f"{'-' if self.descending != backwards else ''}{name}" for name in names]
+        ids = list(queryset.filter(past).order_by(*order).values_list("pk", flat=True)[: limit + 1])
+        more, ids = len(ids) > limit, ids[:limit]
+        if backwards:
+            ids.reverse()
+        rows = {row.pk: row for row in queryset.order_by().filter(pk__in=ids)}
+        return [rows[pk] for pk in ids if pk in rows], more
+
+
+def _exact(value: Any) -> str:
+    """A key value JSON has no type for, as a string its field reads back exactly (a datetime to
+    the microsecond: DjangoJSONEncoder's milliseconds would skip the rows of that millisecond)."""
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
 def count_rows(queryset: QuerySet) -> tuple[ListCount, dict[int, int] | None]:
@@ -141,8 +282,9 @@ def ids_in_cluster_order(queryset: QuerySet, per_cluster: dict[int, int], offset
 
 
 class StableOrderingFilter(StrictOrderingFilter):
-    """``?ordering=`` (refusing unknown fields) with ties broken by namespace and id, so offset pages
-    never repeat or skip a row.
+    """``?ordering=`` (refusing unknown fields) with ties broken by namespace and id, so pages never
+    repeat or skip a row; the tie-breakers run the way the last term does, so a descending order is
+    one index read backwards and has a keyset cursor (:class:`Keyset`).
 
     Names repeat across namespaces and clusters; ordered by name alone, the database may return
     tied rows in a different order for each page.
@@ -155,4 +297,5 @@ class StableOrderingFilter(StrictOrderingFilter):
         has_namespace = any(field.name == "namespace" for field in queryset.model._meta.concrete_fields)
         ordered = {key.lstrip("-") for key in ordering}
         tie_breakers = [key for key in ("namespace", "pk") if key not in ordered and (key == "pk" or has_namespace)]
-        return [*ordering, *tie_breakers]
+        way = "-" if ordering[-1].startswith("-") else ""  # one way: an index on (key, namespace, id) read backwards
+        return [*ordering, *(f"{way}{key}" for key in tie_breakers)]

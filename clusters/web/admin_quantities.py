@@ -95,7 +95,9 @@ class QuantityAdminMixin:
         field = name.removesuffix("_quantity")
         if field != name and field.endswith("_bytes"):
             label = quantity_label(self.model._meta.get_field(field).verbose_name)
-            return quantity_column(field, label).__get__(self)
+            # made once: the changelist looks each column up for every row (200 times a page)
+            column = self.__dict__[name] = quantity_column(field, label).__get__(self)
+            return column
         raise AttributeError(name)
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):

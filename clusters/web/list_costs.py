@@ -53,14 +53,15 @@ def bounded_count(queryset: QuerySet, bound: int | None = None) -> Count:
 
 
 def bounded_total(querysets: Sequence[QuerySet], bound: int | None = None) -> Count:
-    """:func:`bounded_count` of several lists together (the catalog's kinds) in one query: each
-    read to at most ``bound + 1`` rows in a ``UNION ALL``; above ``bound`` in all, the planner's
-    estimate of the whole union."""
+    """:func:`bounded_count` of several lists together (the catalog's kinds) in one query: a
+    ``UNION ALL`` read to at most ``bound + 1`` rows in all (the first list's rows may be all
+    of them: 10,001 index entries read at 100,000 rows, not 10,001 of each list); above ``bound``,
+    the planner's estimate of the whole union."""
     bound = COUNT_BOUND if bound is None else bound
     if connection.vendor != "postgresql" or len(querysets) < 2:
         return sum((bounded_count(queryset, bound) for queryset in querysets), Count(0))
     limited = [queryset.order_by().values("pk")[: bound + 1] for queryset in querysets]
-    counted = limited[0].union(*limited[1:], all=True).count()
+    counted = limited[0].union(*limited[1:], all=True)[: bound + 1].count()
     if counted <= bound:
         return Count(counted)
     whole = [queryset.order_by().values("pk") for queryset in querysets]

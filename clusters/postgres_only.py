@@ -77,6 +77,16 @@ def sort_indexes(table: str, columns: tuple[str, ...]) -> PostgreSQLOnly:
     )
 
 
+def short_pool_index(table: str, suffix: str, columns: str) -> PostgreSQLOnly:
+    """``{table}_{suffix}`` on ``columns`` over the rows whose pool a B-tree entry can hold
+    (``length(node_pool) <= LONGEST_INDEXED_TEXT``): queries repeat that predicate to use it."""
+    index = f"{table}_{suffix}"
+    return PostgreSQLOnly(
+        sql=f"CREATE INDEX {index} ON {table} ({columns}) WHERE length(node_pool) <= {LONGEST_INDEXED_TEXT}",
+        reverse_sql=f"DROP INDEX {index}",
+    )
+
+
 def distinct_choice_indexes(table: str, column: str, longest: int = LONGEST_INDEXED_TEXT) -> PostgreSQLOnly:
     """B-tree indexes that list a text column's distinct values by walking the index (a loose scan).
 

@@ -6,16 +6,11 @@ PostgreSQL only."""
 
 from django.db import migrations
 
-from clusters.postgres_only import LONGEST_INDEXED_TEXT, PostgreSQLOnly
+from clusters.postgres_only import PostgreSQLOnly, short_pool_index
 
 
 def pool_in_cluster_order(table: str) -> PostgreSQLOnly:
-    index = f"{table}_pool_cluster_order"
-    return PostgreSQLOnly(
-        sql=f"CREATE INDEX {index} ON {table} (node_pool, cluster_id, namespace, name)"
-        f" WHERE length(node_pool) <= {LONGEST_INDEXED_TEXT}",
-        reverse_sql=f"DROP INDEX {index}",
-    )
+    return short_pool_index(table, "pool_cluster_order", "node_pool, cluster_id, namespace, name")
 
 
 class Migration(migrations.Migration):

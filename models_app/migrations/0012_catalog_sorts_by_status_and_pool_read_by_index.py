@@ -17,7 +17,7 @@ left the status's columns, the sync state and the pool to a full scan: 100-300 m
 
 from django.db import migrations, models
 
-from clusters.postgres_only import LONGEST_INDEXED_TEXT, PostgreSQLOnly, sort_indexes
+from clusters.postgres_only import PostgreSQLOnly, short_pool_index, sort_indexes
 
 SORTED = ("sync_state", "phase", "gpu_count")
 KINDS = ("models_app_inferencemodel", "models_app_kubeaimodel", "models_app_modelservice")
@@ -39,15 +39,6 @@ TRIGGERS = {
     "delete": "AFTER DELETE ON {t} REFERENCING OLD TABLE AS old_rows",
     "truncate": "AFTER TRUNCATE ON {t}",
 }
-
-
-def pool_sort_index(table: str) -> PostgreSQLOnly:
-    index = f"{table}_node_pool_sort"
-    return PostgreSQLOnly(
-        sql=f"CREATE INDEX {index} ON {table} (node_pool, namespace, name, id)"
-        f" WHERE length(node_pool) <= {LONGEST_INDEXED_TEXT}",
-        reverse_sql=f"DROP INDEX {index}",
-    )
 
 
 def utilization_keys_kept() -> PostgreSQLOnly:
@@ -102,5 +93,5 @@ class Migration(migrations.Migration):
         ),
         utilization_keys_kept(),
         *(sort_indexes(table, SORTED) for table in KINDS),
-        *(pool_sort_index(table) for table in KINDS),
+        *(short_pool_index(table, "node_pool_sort", "node_pool, namespace, name, id") for table in KINDS),
     ]

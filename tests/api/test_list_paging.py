@@ -17,14 +17,21 @@ from clusters.web import list_costs
 from models_app.models import InferenceModel
 
 
+def _staff_client(clusters: int, per_cluster: int) -> APIClient:
+    """A staff client over ``clusters`` x ``per_cluster`` InferenceModels of the bench dataset, whose
+    names repeat in every cluster (ordering by name alone ties)."""
+    data = build(clusters=clusters, models_per_cluster=per_cluster, kubeai_models=0, model_services=0, runs=0,
+                 observations=0, member_rows=per_cluster, analyze=False)  # fmt: skip
+    client = APIClient()
+    client.force_authenticate(data.staff)
+    return client
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("ordering", ["name", "-name", "memory_bytes"])
 def test_offset_pages_cover_every_row_once_in_order(ordering):
     # the same names in both clusters: ordering by name alone ties on every row
-    data = build(clusters=2, models_per_cluster=20, kubeai_models=0, model_services=0, runs=0, observations=0,
-                 member_rows=20, analyze=False)  # fmt: skip
-    client = APIClient()
-    client.force_authenticate(data.staff)
+    client = _staff_client(clusters=2, per_cluster=20)
     seen: list[int] = []
     for offset in range(0, 45, 7):
         page = client.get(f"/api/inferencemodels/?limit=7&offset={offset}&ordering={ordering}").json()
@@ -38,10 +45,7 @@ def test_offset_pages_cover_every_row_once_in_order(ordering):
 
 @pytest.mark.django_db
 def test_search_finds_substrings_in_every_searched_column():
-    data = build(clusters=1, models_per_cluster=30, kubeai_models=0, model_services=0, runs=0, observations=0,
-                 member_rows=30, analyze=False)  # fmt: skip
-    client = APIClient()
-    client.force_authenticate(data.staff)
+    client = _staff_client(clusters=1, per_cluster=30)
     by_name = client.get("/api/inferencemodels/?q=DEL-0001").json()  # case-insensitive, inside the name
     names = sorted(row["metadata"]["name"] for row in by_name["results"])
     assert names == [f"model-0001{digit}" for digit in range(10)]
@@ -79,10 +83,7 @@ def test_default_order_pages_step_over_clusters_by_their_counts():
 
 @pytest.mark.django_db
 def test_a_count_beyond_the_bound_is_marked_as_an_estimate(monkeypatch):
-    data = build(clusters=2, models_per_cluster=20, kubeai_models=0, model_services=0, runs=0, observations=0,
-                 member_rows=20, analyze=False)  # fmt: skip
-    client = APIClient()
-    client.force_authenticate(data.staff)
+    client = _staff_client(clusters=2, per_cluster=20)
     exact = client.get("/api/inferencemodels/?limit=5&ordering=name").json()
     assert (exact["count"], exact["count_estimated"]) == (40, False)
     monkeypatch.setattr(list_costs, "COUNT_BOUND", 10)
@@ -109,10 +110,7 @@ def test_next_links_carry_a_cursor_and_walk_every_row_once_both_ways(ordering):
     """Where the order allows a keyset (its terms one way, the list's own, never NULL), next and
     previous links carry a cursor: no offset is stepped over however deep, and walking them yields
     every row once, in order, forwards and back."""
-    data = build(clusters=2, models_per_cluster=20, kubeai_models=0, model_services=0, runs=0, observations=0,
-                 member_rows=20, analyze=False)  # fmt: skip
-    client = APIClient()
-    client.force_authenticate(data.staff)
+    client = _staff_client(clusters=2, per_cluster=20)
     first = client.get(f"/api/inferencemodels/?limit=7&ordering={ordering}").json()
     assert "cursor=" in first["next"] and "offset=" not in first["next"] and first["previous"] is None
     with CaptureQueriesContext(connection) as queries:
@@ -131,10 +129,7 @@ def test_next_links_carry_a_cursor_and_walk_every_row_once_both_ways(ordering):
 
 @pytest.mark.django_db
 def test_orders_without_a_keyset_keep_offset_links():
-    data = build(clusters=2, models_per_cluster=10, kubeai_models=0, model_services=0, runs=0, observations=0,
-                 member_rows=10, analyze=False)  # fmt: skip
-    client = APIClient()
-    client.force_authenticate(data.staff)
+    client = _staff_client(clusters=2, per_cluster=10)
     for query in ("", "&ordering=memory_bytes", "&ordering=cluster__name"):  # the default order: another table's
         page = client.get(f"/api/inferencemodels/?limit=5{query}").json()
         assert "offset=5" in page["next"] and "cursor=" not in page["next"]
@@ -144,10 +139,7 @@ def test_orders_without_a_keyset_keep_offset_links():
 
 @pytest.mark.django_db
 def test_a_cursor_that_is_not_one_is_a_clear_400():
-    data = build(clusters=1, models_per_cluster=10, kubeai_models=0, model_services=0, runs=0, observations=0,
-                 member_rows=10, analyze=False)  # fmt: skip
-    client = APIClient()
-    client.force_authenticate(data.staff)
+    client = _staff_client(clusters=1, per_cluster=10)
     by_name = client.get("/api/inferencemodels/?limit=3&ordering=name").json()["next"]
     token = by_name.split("cursor=")[1].split("&")[0]
     forged = base64.urlsafe_b64encode(json.dumps(

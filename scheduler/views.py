@@ -48,13 +48,21 @@ class PlanningView(LoginRequiredMixin, FormView):
         return self.form_valid(form) if form.is_valid() else self.form_invalid(form)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The pools' accounts and the teams' quotas of every cluster the user sees, or, under a
+        plan, of the planned cluster only (``planned``): the page answers a question about that
+        cluster, and the others' holders were 10 times the work and the page for no answer."""
+        planned = kwargs.pop("planned", None)
         context = super().get_context_data(**kwargs)
         user = self.request.user
-        accounts = visible_pool_accounts(user)
+        accounts = visible_pool_accounts(user, planned.pk if planned is not None else None)
         context["accounts"] = accounts
         context["chart"] = pool_usage_chart(accounts) if accounts else ""
         teams = None if is_unrestricted(user) else set(user.teams.values_list("pk", flat=True))
-        context["quotas"] = quota_rows(visible_cluster_ids(user), teams)
+        clusters = visible_cluster_ids(user)
+        if planned is not None:
+            clusters = {planned.pk} if clusters is None or planned.pk in clusters else set()
+        context["quotas"] = quota_rows(clusters, teams)
+        context["planned"] = planned
         context["quota_chart"] = quota_chart(context["quotas"]) if context["quotas"] else ""
         return context
 
@@ -64,7 +72,8 @@ class PlanningView(LoginRequiredMixin, FormView):
             return self.form_invalid(form)
         chart = placement_chart(shown)  # drawn from every model, before the lists are cut
         context = self.get_context_data(
-            form=form, plan=first_page(shown, PAGE_LIMIT), placement_chart=chart, page_limit=PAGE_LIMIT
+            form=form, plan=first_page(shown, PAGE_LIMIT), placement_chart=chart, page_limit=PAGE_LIMIT,
+            planned=form.cleaned_data["validated"]["cluster"],
         )
         return self.render_to_response(context)
 

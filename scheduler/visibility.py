@@ -82,10 +82,10 @@ def redact_plan(result: dict[str, Any], cluster_id: int, visible: Visible, propo
     return result
 
 
-def visible_pool_accounts(user: Any) -> list[PoolAccount]:
-    """The pools' accounts as ``user`` may see them (the planning page and its API): for staff who
-    see everything, from the kept totals with no restriction to apply; for others, their rows, with
-    holders outside their namespaces redacted."""
+def visible_pool_accounts(user: Any, cluster_id: int | None = None) -> list[PoolAccount]:
+    """The pools' accounts (of one cluster, or all) as ``user`` may see them (the planning page and
+    its API): for staff who see everything, from the kept totals with no restriction to apply; for
+    others, their rows, with holders outside their namespaces redacted."""
     restricted = None if is_unrestricted(user) else partial(restrict, user=user, action=VIEW)
-    accounts = pool_accounts(restrict=restricted, per_pool=HOLDERS_SHOWN)
+    accounts = pool_accounts(cluster_id, restrict=restricted, per_pool=HOLDERS_SHOWN)
     return team_accounts(accounts, namespace_predicate(user), visible_cluster_ids(user))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import yaml
 from django.test import Client
 
-from tests.scheduler.conftest import make_model
+from clusters.models import Cluster
+from tests.scheduler.conftest import make_model, make_pool
 from tests.support.html_forms import form_fields
 
 
@@ -70,3 +71,20 @@ def test_a_preset_chosen_in_the_form_is_what_calculate_computes(make_user, db):
     assert "80 full-attention layers" in terms["kv_cache"].formula
     changed = client.post("/calculator/", {**chosen, "layers": 40}).context["answer"]
     assert "40 full-attention layers" in next(t.formula for t in changed.estimate.terms if t.name == "kv_cache")
+
+
+def test_a_plan_shows_the_pools_of_the_planned_cluster(make_user, cluster, gpu_pool):
+    """Under a plan the accounts are the planned cluster's: another cluster's pools and holders are
+    left to the page without a plan (a link to every cluster)."""
+    other = Cluster.objects.create(name="elsewhere", server_url="https://10.0.0.9:6443")
+    make_pool(other, "cpu", budget="10Gi")
+    make_model(cluster, "resident", "40Gi")
+    make_model(other, "neighbour", "4Gi", pool="cpu")
+    client = logged_in(make_user)
+    assert "elsewhere/cpu" in client.get("/planning/").content.decode()
+    models = "- estimate: {name: small, namespace: default, pool: gpu, memory: 1Gi}"
+    result = client.post("/planning/", {"cluster": "prod", "models": models, "include_running": "on"})
+    page = result.content.decode()
+    assert result.status_code == 200 and "prod/gpu" in page and "default/resident (40.0 GiB)" in page
+    assert "elsewhere/cpu" not in page and "neighbour" not in page
+    assert 'id="all-clusters"' in page and [a.cluster_name for a in result.context["accounts"]] == ["prod"]

@@ -9,7 +9,9 @@ class ClustersConfig(AppConfig):
     verbose_name = "Clusters and sync"
 
     def ready(self) -> None:
+        from clusters import timestamps
         from clusters.sync import metrics, signals  # noqa: F401 - signals connects its receivers
         from clusters.web import admin  # noqa: F401 - registers the admin (it lives in web/, not where autodiscover looks)
 
         metrics.register_collectors()
+        timestamps.connect()

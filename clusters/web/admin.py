@@ -9,11 +9,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ChangeList
-from django.core.paginator import Page, Paginator
 from django.db import models
 from django.db.models.functions import Length
 from django.template.loader import render_to_string
-from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 
@@ -25,10 +23,10 @@ from clusters.sync.audit import Actor
 from clusters.sync.tasks import resync_cluster_task
 from clusters.validation.metadata_rules import DNS1123_LABEL
 from clusters.web.admin_quantities import QuantityAdminMixin
-from clusters.web.api.pagination import count_rows, page_rows
+from clusters.web.api.pagination import BoundedPaginator
 from clusters.web.connection_rules import connection_change_errors
 from clusters.web.forms import KubeObjectForm, to_yaml
-from clusters.web.list_costs import Count, distinct_values
+from clusters.web.list_costs import distinct_values
 from clusters.web.services import Resolution, request_delete, resolve_conflict, save_portal_edit
 
 
@@ -180,32 +178,6 @@ class ClusterAdmin(admin.ModelAdmin):
 def _as_shown(field: str) -> str:
     """A derived byte column is shown as a quantity (``80Gi``), through QuantityAdminMixin."""
     return f"{field}_quantity" if field.endswith("_bytes") else field
-
-
-class BoundedPaginator(Paginator):
-    """The changelist's pages at 100,000 rows: the count is bounded (clusters.web.list_costs;
-    ``estimated`` when it is the planner's guess, and the page says "about", see
-    templates/admin/pagination.html) and a page is read as a deferred join, its ids then its rows
-    (clusters.web.api.pagination.page_rows): ``OFFSET 18000`` then steps over ids, not over whole
-    rows with their JSON columns (a 166 MB sort spilled to disk at 100,000 rows)."""
-
-    estimated = False
-
-    @cached_property
-    def _counted(self) -> tuple[Count, dict[int, int] | None]:
-        return count_rows(self.object_list)
-
-    @cached_property
-    def count(self) -> int:
-        counted, _ = self._counted
-        self.estimated = counted.estimated
-        return counted.rows
-
-    def page(self, number: int | str) -> Page:
-        number = self.validate_number(number)
-        _, per_cluster = self._counted
-        return self._get_page(page_rows(self.object_list, (number - 1) * self.per_page, self.per_page, per_cluster),
-                              number, self)  # fmt: skip
 
 
 class IndexedValuesFilter(admin.AllValuesFieldListFilter):

@@ -15,7 +15,6 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
@@ -26,6 +25,7 @@ from accounts.public import ADD, CHANGE, DELETE, VIEW, can_act_in, restrict, vis
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.sync.audit import Actor
 from clusters.validation.manifests import ManifestInvalid, identity_errors, validate_manifest
+from clusters.web.api.pagination import BoundedPaginator
 from clusters.web.editor_schema import editor_schema
 from clusters.web.forms import CopyVersionMixin, YAMLField, copy_version_field, to_yaml
 from clusters.web.services import assign_manifest, request_delete, resolve_conflict, save_portal_edit
@@ -57,12 +57,13 @@ def list_page(
     request: HttpRequest, filterset_class: type, queryset: Any, template: str, extra: Any = None
 ) -> HttpResponse:
     """A filtered, paginated list of one kind: the kind's FilterSet (the API's), a styled 400 naming
-    the bad parameter, ``PAGE_SIZE`` rows a page. ``extra(page)`` adds context from the page's rows."""
+    the bad parameter, ``PAGE_SIZE`` rows a page, counted up to a bound and read ids first
+    (BoundedPaginator). ``extra(page)`` adds context from the page's rows."""
     filterset = filterset_class(non_empty(request.GET), queryset=queryset)
     if not filterset.is_valid():
         field, errors = next(iter(filterset.errors.items()))
         return bad_request(request, f"{field}: {request.GET.get(field)!r} {errors[0]}")
-    page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    page = BoundedPaginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     context = {

@@ -4,10 +4,13 @@ they may see, filtered by who, kind, cluster and days; a cluster that cannot be 
 
 from __future__ import annotations
 
+import re
+
 from django.test import Client
 from django.utils import timezone
 
 from clusters.models import AuditEntry, Cluster
+from clusters.web import list_costs
 from tests.clusters.conftest import wait_for
 from tests.conftest import ALL_KIND_PERMS
 from tests.portal.test_live_objects import running_llama, teams  # noqa: F401 - a fixture
@@ -75,3 +78,37 @@ def test_the_audit_log_filters_by_who_kind_cluster_and_days(world) -> None:
     assert "No changes match" in staff.get("/audit/", {"until": "2001-01-01"}).content.decode()
     bad = staff.get("/audit/", {"since": "yesterday"})
     assert bad.status_code == 400 and "since" in bad.content.decode()
+
+
+def test_the_audit_log_pages_show_every_entry_once_newest_first_and_say_about_beyond_the_bound(
+    world, monkeypatch
+) -> None:
+    """Pages are read ids first in the log's (at, id) order and counted up to a bound: walking them
+    shows every entry once, newest first (ties of one instant broken by id), and a count above the
+    bound is worded as the estimate it is."""
+    model = world.objects[("InferenceModel", "nlp")]
+    same_instant = timezone.now()
+    for index in range(60):
+        entry = AuditEntry.objects.create(kind="InferenceModel", object_id=model.pk, cluster=world.cluster,
+                                          namespace="nlp", name=model.name, action="updated", source="api",
+                                          actor_label=f"writer-{index:02d}")  # fmt: skip
+        if index % 3 == 0:
+            AuditEntry.objects.filter(pk=entry.pk).update(at=same_instant)
+    staff = world.browser("staff")
+    expected = list(AuditEntry.objects.filter(actor_label__startswith="writer-").order_by("-at", "-id")
+                    .values_list("actor_label", flat=True))  # fmt: skip
+
+    def walk() -> list[str]:
+        shown = []
+        for number in range(1, 10):
+            page = staff.get("/audit/", {"who": "writer", "page": number}).content.decode()
+            shown += re.findall(r"<td>(writer-\d\d)</td>", page)
+            if "next →" not in page:
+                return shown
+        raise AssertionError("more pages than rows")
+
+    assert walk() == expected and len(expected) == 60
+    monkeypatch.setattr(list_costs, "COUNT_BOUND", 10)
+    page = staff.get("/audit/", {"who": "writer"}).content.decode()
+    assert "About" in page and "an estimate" in page and " of about " in page
+    assert walk() == expected  # the planner guesses fewer than there are: every page is reached still

@@ -127,3 +127,17 @@ def test_a_count_beyond_the_bound_is_shown_as_an_estimate(crowded, monkeypatch):
     estimated = html.unescape(browser.get("/models/").content.decode())
     assert "About " in estimated and "an estimate: more than 10 match" in estimated
     assert "last ⇥" in estimated
+
+
+@pytest.mark.parametrize("ordering", ["-utilization", "node_pool", "phase"])
+def test_a_team_member_walks_their_own_rows_in_order(crowded, ordering):
+    """Sorted by a key read from another index (the narrow utilization table, the short pools'
+    partial index), a member's pages hold exactly the rows of their team's namespaces, in order."""
+    browser = crowded.browser("member")
+    rows = [row for page in _walk(browser, {"ordering": ordering}, NEXT) for row in page]
+    visible = {(slug, pk) for slug, model in KINDS.items()
+               for pk in model.objects.filter(namespace="vision").values_list("pk", flat=True)}  # fmt: skip
+    assert len(rows) == len(set(rows)) == len(visible) and set(rows) == visible
+    keys = [_sort_key(row, ordering.lstrip("-")) for row in rows]
+    present = [key for key in keys if key is not None]
+    assert present == sorted(present, reverse=ordering.startswith("-"))

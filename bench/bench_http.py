@@ -154,11 +154,15 @@ def measure(server: Server, cookies: dict[str, str], stem: str, requests: list, 
     """Latencies and throughput of ``requests`` against ``server``, and the CPU each request cost the
     server's processes, the database's backends and this process (the load generator)."""
     spans = {"server": CpuSpan(lambda: process_tree(server.pid)),
-             "db": CpuSpan(lambda: database_backends(settings.DATABASES["default"]["NAME"]))}  # fmt: skip
-    client = CpuSpan(lambda: [os.getpid()])
-    samples, rate = asyncio.run(_drive(server.url, cookies, requests, seconds, lambda: [
-        span.start() for span in (*spans.values(), client)]))  # fmt: skip
-    spent = {name: span.stop() for name, span in (*spans.items(), ("client", client))}
+             "db": CpuSpan(lambda: database_backends(settings.DATABASES["default"]["NAME"])),
+             "client": CpuSpan(lambda: [os.getpid()])}  # fmt: skip
+
+    def warmed() -> None:
+        for span in spans.values():
+            span.start()
+
+    samples, rate = asyncio.run(_drive(server.url, cookies, requests, seconds, warmed))
+    spent = {name: span.stop() for name, span in spans.items()}
     figures = {f"http.{stem}_p50_ms": _percentile(samples, 0.5), f"http.{stem}_p99_ms": _percentile(samples, 0.99),
                f"http.{stem}_rps": rate}  # fmt: skip
     # the requests still in flight when the time was up cost CPU too: at most one per client

@@ -215,9 +215,8 @@ class CatalogRows:
         InferenceModel's utilization on PostgreSQL, the narrow table of those keys that triggers
         keep beside it (models_app.models.UtilizationSortKey), narrowed to ``part``'s rows when the
         catalog is filtered (or the user sees some namespaces only)."""
-        if self.ordering.lstrip("-") != "utilization" or page_name != InferenceModel._meta.model_name:
-            return part
-        if connection.vendor != "postgresql":
+        utilization = self.ordering.lstrip("-") == "utilization" and page_name == InferenceModel._meta.model_name
+        if not utilization or connection.vendor != "postgresql":
             return part
         keys = UtilizationSortKey.objects.annotate(id=F("model_id"), page=Value(page_name, output_field=CharField()))
         return keys.filter(model_id__in=part.values("id")) if part.query.where else keys

@@ -58,9 +58,8 @@ class PlanningView(LoginRequiredMixin, FormView):
         context["accounts"] = accounts
         context["chart"] = pool_usage_chart(accounts) if accounts else ""
         teams = None if is_unrestricted(user) else set(user.teams.values_list("pk", flat=True))
-        clusters = visible_cluster_ids(user)
-        if planned is not None:
-            clusters = {planned.pk} if clusters is None or planned.pk in clusters else set()
+        # a planned cluster is one the user sees: the form offers no other
+        clusters = {planned.pk} if planned is not None else visible_cluster_ids(user)
         context["quotas"] = quota_rows(clusters, teams)
         context["planned"] = planned
         context["quota_chart"] = quota_chart(context["quotas"]) if context["quotas"] else ""

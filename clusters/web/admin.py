@@ -220,6 +220,10 @@ def _as_list(value: object) -> list:
     return [] if value is None else list(value) if isinstance(value, list | tuple) else [value]
 
 
+# the KubeObject columns holding documents (kept as JSON), none of them a list column
+DOCUMENT_FIELDS = ("labels", "annotations", "spec", "status", "last_synced_spec", "last_synced_metadata", "conflict")
+
+
 class NarrowChangeList(ChangeList):
     """A mirrored kind's changelist page read without the JSON documents no list column shows
     (spec, status, labels...): a page of 100 rows read and decoded about 150 KB of manifests for
@@ -228,10 +232,6 @@ class NarrowChangeList(ChangeList):
     def get_results(self, request: Any) -> None:
         self.queryset = self.queryset.defer(*DOCUMENT_FIELDS)
         super().get_results(request)
-
-
-# the KubeObject columns holding documents (kept as JSON), none of them a list column
-DOCUMENT_FIELDS = ("labels", "annotations", "spec", "status", "last_synced_spec", "last_synced_metadata", "conflict")
 
 
 class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):

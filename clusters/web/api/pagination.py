@@ -145,16 +145,15 @@ class Keyset:
             return None
         if len({term.startswith("-") for term in terms}) != 1:
             return None
-        names = [term.lstrip("-") for term in terms]
-        if "pk" not in names and queryset.model._meta.pk.name not in names:
-            return None  # no unique term: ties could repeat or skip rows between pages
         try:
-            fields = [queryset.model._meta.get_field(name) for name in names if name != "pk"]
+            keyset = cls(queryset.model, terms)
         except FieldDoesNotExist:
             return None  # another table's column (cluster__name) or an annotation
-        if any(field.null or field.is_relation for field in fields):
+        if queryset.model._meta.pk not in keyset.fields:
+            return None  # no unique term: ties could repeat or skip rows between pages
+        if any(field.null or field.is_relation for field in keyset.fields):
             return None
-        return cls(queryset.model, terms)
+        return keyset
 
     def token(self, row: Any, before: bool) -> str:
         """The cursor of the page after ``row`` (or before it)."""

@@ -9,6 +9,7 @@ import selectors
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from clusters.models import Cluster
 from devstack.ports import free_port, wait_serving
 from inference_gateway.server import run
 from models_app.models import InferenceModel
+from tests.clusters.conftest import wait_for
 
 
 @dataclass
@@ -155,6 +157,15 @@ def api_key(transactional_db, make_user):
 def metrics_text(gateway) -> str:
     return requests.get(f"{gateway.url}/metrics", headers={"Authorization": "Bearer metrics-token-for-tests"},
                         timeout=5).text
+
+
+def settles_at(read: Callable[[], float], expected: float) -> bool:
+    """Whether a gateway metric reaches ``expected``, waited for: the gateway counts a request when
+    its handler ends, which can be just after the client has read the answer's last byte, so a
+    scrape sent at once may miss the last request (a busy machine made it miss one in six)."""
+    seen: list[float] = []
+    return bool(wait_for(lambda: seen.append(read()) or seen[-1] == expected, timeout=10,
+                         message=f"the metric to reach {expected} (last read: {seen[-1:]})"))  # fmt: skip
 
 
 def sample_value(text: str, name: str, **labels: str) -> float:

@@ -16,7 +16,7 @@ from django.conf import settings
 from devstack.ports import free_port, wait_serving
 from models_app.models import KubeAIModel, ModelService
 from tests.clusters.conftest import wait_for
-from tests.gateway.conftest import metrics_text, sample_value, serve_model
+from tests.gateway.conftest import metrics_text, sample_value, serve_model, settles_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,12 +48,12 @@ def test_chat_completion_and_embeddings_pass_through_with_metrics(cluster, gatew
     assert embedding.data[0].embedding[:3] == pytest.approx([97 / 255, 98 / 255, 99 / 255])
     assert backend.stats()["/v1/embeddings"] == 1
 
-    assert counted("inference_portal_gateway_requests_total", model=llama, status="200") == 3
-    assert counted("inference_portal_gateway_request_duration_seconds_count", model=llama) == 3
-    assert counted("inference_portal_gateway_time_to_first_token_seconds_count", model=llama) == 3
+    assert settles_at(lambda: counted("inference_portal_gateway_requests_total", model=llama, status="200"), 3)
+    assert settles_at(lambda: counted("inference_portal_gateway_request_duration_seconds_count", model=llama), 3)
+    assert settles_at(lambda: counted("inference_portal_gateway_time_to_first_token_seconds_count", model=llama), 3)
     # usage: chat 3+3, completion 4 prompt words capped to 2 tokens each way (2+2), embeddings 2+0
-    assert counted("inference_portal_gateway_tokens_total", model=llama, type="completion") == 5
-    assert counted("inference_portal_gateway_tokens_total", model=llama, type="prompt") == 7
+    assert settles_at(lambda: counted("inference_portal_gateway_tokens_total", model=llama, type="completion"), 5)
+    assert settles_at(lambda: counted("inference_portal_gateway_tokens_total", model=llama, type="prompt"), 7)
 
 
 def test_stream_passes_chunk_by_chunk(cluster, gateway, api_key, start_backend) -> None:
@@ -71,8 +71,8 @@ def test_stream_passes_chunk_by_chunk(cluster, gateway, api_key, start_backend) 
     gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals[:5])]
     assert min(gaps) > 0.15, gaps
     assert chunk.usage.completion_tokens == 5
-    text = metrics_text(gateway)
-    assert sample_value(text, "inference_portal_gateway_tokens_total", model="team-a/streamer", type="completion") == 5
+    assert settles_at(lambda: sample_value(metrics_text(gateway), "inference_portal_gateway_tokens_total",
+                                           model="team-a/streamer", type="completion"), 5)  # fmt: skip
 
 
 def test_client_disconnect_mid_stream_cancels_the_upstream_call(cluster, gateway, api_key, start_backend) -> None:

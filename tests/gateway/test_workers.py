@@ -17,7 +17,7 @@ from django.db import connection
 
 from devstack.ports import free_port, wait_serving
 from tests.clusters.conftest import wait_for
-from tests.gateway.conftest import sample_value, serve_model
+from tests.gateway.conftest import sample_value, serve_model, settles_at
 from tests.support.services import session_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -139,13 +139,14 @@ def test_metrics_of_every_worker_are_summed(supervised, cluster, api_key, start_
         for _ in range(3):
             assert chat(session, supervised.url, api_key, "team-a/counted").status_code == 200
     for session in sessions.values():  # whichever worker Prometheus reaches reports the whole gateway
-        text = session.get(
-            f"{supervised.url}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10
-        ).text
-        assert (
-            sample_value(text, "inference_portal_gateway_requests_total", model="team-a/counted", status="200")
-            == 3 * WORKERS
-        )
+
+        def requests_total(session: requests.Session = session) -> float:
+            text = session.get(
+                f"{supervised.url}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10
+            ).text
+            return sample_value(text, "inference_portal_gateway_requests_total", model="team-a/counted", status="200")
+
+        assert settles_at(requests_total, 3 * WORKERS)
 
 
 def test_a_killed_worker_is_replaced(supervised, cluster, api_key, start_backend) -> None:

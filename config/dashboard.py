@@ -17,9 +17,10 @@ from django.views.generic import TemplateView
 
 from accounts.access import VIEW, restrict, visible_cluster_ids, visible_clusters
 from clusters.kinds import all_models
-from clusters.models import SyncState
+from clusters.models import KubeObject, SyncState
 from runs_app.models import InferenceRun
 from scheduler.charts import pool_usage_chart
+from scheduler.pool_totals import rows_by_sync_state
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.report import build_report, row_for
 from scheduler.usage import pool_usage
@@ -43,6 +44,18 @@ def list_url(kind: str, **filters: str) -> str:
     return f"{reverse(name)}?{query}" if query else reverse(name)
 
 
+def visible_rows_by_sync_state(user: Any, model: type[KubeObject]) -> dict[str, int]:
+    """The rows of ``model`` the user sees, by sync state: from the kept pool totals where the user
+    sees every row of a serving kind, else a ``GROUP BY`` of the indexed sync_state (an index-only
+    scan, not a pass over the JSON-laden rows) over the user's rows."""
+    rows = restrict(model.objects.order_by(), user, VIEW)
+    if not rows.query.where:
+        kept = rows_by_sync_state(model)
+        if kept is not None:
+            return kept
+    return dict(rows.values_list("sync_state").annotate(rows=Count("*")).values_list("sync_state", "rows"))
+
+
 class HomeView(LoginRequiredMixin, TemplateView):
     template_name = "home.html"
 
@@ -53,13 +66,7 @@ class HomeView(LoginRequiredMixin, TemplateView):
         states = [state for state, _ in SyncState.choices]
         kinds = []
         for model in all_models():
-            # GROUP BY the indexed sync_state: an index-only scan, not a pass over the JSON-laden rows
-            by_state = dict(
-                restrict(model.objects.order_by(), user, VIEW)
-                .values_list("sync_state")
-                .annotate(rows=Count("*"))
-                .values_list("sync_state", "rows")
-            )
+            by_state = visible_rows_by_sync_state(user, model)
             kind = model.kube.kind
             cells = [(state, by_state.get(state, 0), list_url(kind, sync_state=state)) for state in states]
             kinds.append(

@@ -173,6 +173,33 @@ def _in_clusters(cluster_ids: Iterable[int] | None, vendor: str) -> tuple[str, l
     return f" AND t.cluster_id IN ({', '.join(['%s'] * len(ids))})", ids
 
 
+def rows_by_sync_state(model: type[KubeObject], using: BaseDatabaseWrapper = connection) -> dict[str, int] | None:
+    """Every row of serving kind ``model`` counted by sync state, without a pass over its synced rows;
+    None where no totals are kept (not PostgreSQL, not a serving kind): count the rows there.
+
+    Nearly every row is synced, and a ``GROUP BY sync_state`` reads them all (11 ms of the
+    dashboard's SQL at 100,000 models, on every load). The other states are few: they are counted
+    from the sync-state index, one range below ``Synced`` and one above, and the synced rows are
+    the kept totals' models (every row not deleted in the cluster) less those. One statement, so
+    one snapshot: the totals and the ranges agree whatever is written meanwhile.
+    """
+    if using.vendor != "postgresql" or model not in serving_models():
+        return None
+    table = using.ops.quote_name(model._meta.db_table)
+    synced, deleted = SyncState.SYNCED.value, SyncState.DELETED_IN_CLUSTER.value
+    with using.cursor() as cursor:
+        cursor.execute(
+            f"SELECT sync_state, COUNT(*) FROM {table} WHERE sync_state < %s GROUP BY 1 "
+            f"UNION ALL SELECT sync_state, COUNT(*) FROM {table} WHERE sync_state > %s GROUP BY 1 "
+            f"UNION ALL SELECT NULL, COALESCE(SUM(model_count), 0) FROM {TABLE} WHERE kind = %s",
+            [synced, synced, model.kube.kind],
+        )
+        counted = dict(cursor.fetchall())
+    kept = counted.pop(None)
+    counted[synced] = kept - sum(rows for state, rows in counted.items() if state != deleted)
+    return {state: rows for state, rows in counted.items() if rows}
+
+
 def pool_totals(cluster_ids: Iterable[int] | None = None, using: BaseDatabaseWrapper = connection) -> list[PoolTotal]:
     """Every total of the ``cluster_ids`` (None: all): on PostgreSQL read from the kept table (a
     few rows per pool), elsewhere grouped from the models' tables."""

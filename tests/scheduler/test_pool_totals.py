@@ -23,7 +23,7 @@ from clusters.sync.bulk import copy_new, staged_update
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 from scheduler.holdings import serving_models
 from scheduler.models import PoolTotal
-from scheduler.pool_totals import pool_totals, recount
+from scheduler.pool_totals import pool_totals, recount, rows_by_sync_state
 from tests.scheduler.conftest import make_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -69,6 +69,9 @@ def kept() -> dict[tuple, tuple]:
 def assert_current() -> None:
     assert kept() == fresh()
     assert PoolTotal.objects.count() == len(fresh())  # no line of zero models lingers
+    for model in serving_models():  # the dashboard's counts by sync state, read from the totals
+        counted = Counter(model.objects.values_list("sync_state", flat=True))
+        assert rows_by_sync_state(model) == dict(counted), model.kube.kind
 
 
 def kubeai(cluster: Cluster, name: str, pool: str, replicas: int | None) -> KubeAIModel:
@@ -138,6 +141,13 @@ def test_queryset_writes_and_deleted_in_cluster(cluster):
     InferenceModel.objects.filter(name__in=["m3", "m4"]).delete()
     InferenceModel.objects.filter(name="m0").update(sync_state=SyncState.SYNCED)
     assert_current()
+    # every state below and above Synced, as the dashboard counts them
+    for state, name in zip(
+        (SyncState.PENDING_APPLY, SyncState.CONFLICT, SyncState.ERROR, SyncState.DELETING), ("m0", "m2", "m5", "m1"),
+        strict=True,
+    ):
+        InferenceModel.objects.filter(name=name).update(sync_state=state)
+        assert_current()
 
 
 def test_bulk_ingest_paths(cluster, other):

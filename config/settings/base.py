@@ -193,7 +193,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["clusters.web.api.permissions.ReadLoggedInWriteWithModelPermission"],
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "clusters.web.api.filtering.GivenFiltersBackend",
         "clusters.web.api.pagination.StableOrderingFilter",
     ],
     "DEFAULT_PARSER_CLASSES": [

@@ -87,6 +87,7 @@ def budget_uses(limits: Iterable[Limit] | None = None, now: float | None = None)
 
 
 def warnings_for(teams: Iterable[int]) -> list[BudgetUse]:
-    """Budgets of these teams at least 80% used (the portal banner)."""
-    limits = Limit.objects.filter(team_id__in=list(teams), monthly_tokens__isnull=False).select_related("team")
+    """Budgets of these teams at least 80% used (the portal banner). ``teams`` may be a query of
+    ids, asked as a subquery: the banner is on every page, so one query, not two."""
+    limits = Limit.objects.filter(team_id__in=teams, monthly_tokens__isnull=False).select_related("team")
     return [use for use in budget_uses(limits) if use.warn]

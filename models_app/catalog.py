@@ -37,6 +37,7 @@ from clusters.web.api.ordering import ordering_error
 from clusters.web.list_costs import bounded_total, distinct_values_of
 from models_app.filtersets import InferenceModelFilterSet, KubeAIModelFilterSet, ModelServiceFilterSet
 from models_app.models import InferenceModel, KubeAIModel, ModelService, UtilizationSortKey
+from scheduler.public import rows_by_sync_state
 
 FILTERSETS = {
     "InferenceModel": (InferenceModel, InferenceModelFilterSet),
@@ -145,8 +146,8 @@ class CatalogRows:
     total (no row repeats or goes missing between pages) and one index serves both directions.
     Null keys (memory, replicas, utilization) sort as the database sorts them (PostgreSQL: last
     going up, first going down; SQLite the other way), and the cursor's test follows
-    (``nulls_order_largest``). ``count()`` is bounded (clusters.web.list_costs): ``estimated``
-    says when it is the planner's guess.
+    (``nulls_order_largest``). ``count()`` is read from the kept totals when nothing narrows the
+    rows, else bounded (clusters.web.list_costs): ``estimated`` says when it is the planner's guess.
     """
 
     def __init__(self, parts: dict[str, QuerySet], ordering: str) -> None:
@@ -154,9 +155,24 @@ class CatalogRows:
         self.estimated = False
 
     def count(self) -> int:
+        kept = self._kept_count()
+        if kept is not None:
+            return kept
         total = bounded_total(list(self.parts.values()))
         self.estimated = total.estimated
         return total.rows
+
+    def _kept_count(self) -> int | None:
+        """The rows of every kind from the totals PostgreSQL keeps (scheduler's
+        ``rows_by_sync_state``), exact, when no part is narrowed (no filter, a user who sees every
+        namespace); None otherwise. Else above ``COUNT_BOUND`` rows the count was an estimate."""
+        total = 0
+        for part in self.parts.values():
+            by_state = None if part.query.where else rows_by_sync_state(part.model)
+            if by_state is None:
+                return None
+            total += sum(by_state.values())
+        return total
 
     def page(self, cursor: Cursor | None, size: int) -> CatalogPage:
         """The ``size`` rows from ``cursor`` (the first page when None) and the cursors around them."""

@@ -5,6 +5,8 @@ tests/test_architecture.py holds the other apps to this module (and ``scheduler.
 - **Admission and holdings** (the eh-ops controller in ``models_app`` asks before it scales a model
   up; governance samples what models held for showback): ``Demand``, ``admit``, ``release``,
   ``Holding``, ``ModelKey``, ``load_holdings``, ``idle_since``.
+- **Kept totals** (the catalog counts every row of the serving kinds without reading them):
+  ``rows_by_sync_state``.
 - **Pod shapes and pools** (what a model's pods ask for, and on which node pool):
   ``PodShape``, ``shapes_from_json``, ``selected_product``, ``cpu_millis_of``,
   ``GPU_RESOURCE_BY_ACCELERATOR``, ``node_pool_of``, ``parse_duration``, ``refresh_node_pools``.
@@ -34,6 +36,7 @@ from scheduler.forms import PlanForm
 from scheduler.holdings import Holding, ModelKey, load_holdings
 from scheduler.idle import idle_since
 from scheduler.plan_pages import PAGE_LIMIT, first_page
+from scheduler.pool_totals import rows_by_sync_state
 from scheduler.pools import node_pool_of
 from scheduler.presets import Preset, all_presets, preset
 from scheduler.refresh import refresh_node_pools
@@ -73,6 +76,7 @@ __all__ = [
     "preset",
     "refresh_node_pools",
     "release",
+    "rows_by_sync_state",
     "selected_product",
     "shapes_from_json",
 ]

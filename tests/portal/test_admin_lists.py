@@ -1,20 +1,24 @@
 """The admin's changelists at any depth: the pool filter's choices follow the rows as they change
 (read from the index, nothing cached to go stale), pages in cluster order show every row once with
-the filter kept, and a count beyond the bound says it is an estimate."""
+the filter kept, a count beyond the bound says it is an estimate, and the rows written by
+clusters.web.admin_rows are the HTML Django's admin writes, for staff and team-restricted staff."""
 
 from __future__ import annotations
 
+import datetime
 import html
 import re
 
 import pytest
 from django.contrib import admin
 from django.contrib.admin import ModelAdmin
+from django.contrib.admin.templatetags import admin_list
 from django.contrib.auth.models import User
+from django.utils import timezone
 
-from clusters.models import Cluster
-from clusters.web import list_costs
-from models_app.models import InferenceModel
+from clusters.models import Cluster, SyncState
+from clusters.web import admin_rows, list_costs
+from models_app.models import InferenceModel, KubeAIModel, ModelService
 from tests.accounts.conftest import sample_in, store
 
 pytestmark = pytest.mark.django_db
@@ -88,3 +92,92 @@ def test_the_row_checkbox_is_djangos_own(world):
     model_admin = admin.site._registry[InferenceModel]
     for obj in InferenceModel.objects.all():
         assert str(model_admin.action_checkbox(obj)) == str(ModelAdmin.action_checkbox(model_admin, obj))
+
+
+MIRRORED = (InferenceModel, KubeAIModel, ModelService)
+CSRF = re.compile(r'name="csrfmiddlewaretoken" value="[^"]+"')
+LISTS = [
+    {},
+    {"node_pool__exact": "gpu-paged"},
+    {"node_pool__exact": "gpu-paged", "o": "-3.5", "q": "pooled"},  # sorted, searched: both kept in the links
+    {"ready__exact": "1", "sync_state__exact": SyncState.CONFLICT},
+    {"q": "<&'\">"},  # nothing found
+    {"_popup": "1"},  # left to Django (clusters.web.admin_rows.covers)
+]
+
+
+@pytest.fixture
+def varied_rows(world):
+    """Rows with every shape a column takes: two clusters, blank and missing values, both booleans,
+    a conflict, text needing escapes, timestamps sharing a minute and not."""
+    west = Cluster.objects.create(name="west & <co>", auth_method=Cluster.AuthMethod.SNAPSHOT)
+    rows = [
+        _in_pool(cluster, "vision", f"pooled-{index}", "gpu-paged")
+        for index in range(3)
+        for cluster in (world.cluster, west)
+    ]
+    minute = timezone.now().replace(second=0, microsecond=0)
+    for index, row in enumerate(rows):
+        InferenceModel.objects.filter(pk=row.pk).update(
+            updated_at=minute + datetime.timedelta(seconds=7 * index + (60 if index == 5 else 0)),
+            ready=index % 2 == 0,
+            model_name=["", "  ", "llama <3> & 'friends' \"x\"", "m"][index % 4],
+            node_pool="" if index == 4 else "gpu-paged",
+            memory_bytes=None if index == 3 else 80 * 1024**3,
+            utilization_percent=None if index % 3 else 42,
+            sync_state=SyncState.CONFLICT if index == 2 else SyncState.SYNCED,
+        )
+    KubeAIModel.objects.filter(namespace="nlp").update(replicas=None, ready=True, engine="", url="")
+    ModelService.objects.filter(namespace="nlp").update(replicas=None, accelerator="", phase="  ")
+    return rows
+
+
+def _page(browser, model, params) -> str:
+    response = browser.get(f"/admin/models_app/{model._meta.model_name}/", params)
+    assert response.status_code == 200
+    return CSRF.sub("", response.content.decode())
+
+
+@pytest.mark.parametrize("who", ["superuser", "team_staff"])
+def test_the_rows_are_the_html_djangos_admin_writes(
+    varied_rows, admin_browser, make_user, world, client, who, monkeypatch
+):
+    if who == "team_staff":  # staff in one team, allowed to view the mirrored kinds only
+        viewer = make_user("tess", perms=[f"models_app.view_{model._meta.model_name}" for model in MIRRORED],
+                           staff=True, teams=[world.vision])  # fmt: skip
+        client.force_login(viewer)
+    browser = admin_browser if who == "superuser" else client
+    for model in MIRRORED:
+        model_admin = admin.site._registry[model]
+        for params in LISTS:
+            ours = _page(browser, model, params)
+            with monkeypatch.context() as django_only:
+                django_only.setattr(model_admin, "change_list_template", None)
+                theirs = _page(browser, model, params)
+            assert ours == theirs, (model, params)
+    listed = _page(browser, InferenceModel, {"node_pool__exact": "gpu-paged"})
+    assert "llama &lt;3&gt; &amp; &#x27;friends&#x27; &quot;x&quot;" in listed and "west &amp; &lt;co&gt;" in listed
+
+
+def test_the_mirrored_kinds_rows_are_not_rendered_cell_by_cell(varied_rows, admin_browser, monkeypatch):
+    """Django's ``items_for_result`` (a ``reverse()`` and a ``resolve()`` a row, every column looked up
+    again for every row) is not run for a page clusters.web.admin_rows covers."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("items_for_result rendered a row")
+
+    monkeypatch.setattr(admin_list, "items_for_result", refused)
+    for model, shown in [(InferenceModel, {"node_pool": "gpu-paged"}), (KubeAIModel, {}), (ModelService, {})]:
+        page = _page(admin_browser, model, {f"{key}__exact": value for key, value in shown.items()})
+        assert page.count('class="action-select"') == model.objects.filter(**shown).count() > 0
+
+
+def test_a_timestamp_is_formatted_once_a_minute_only_where_the_format_shows_no_seconds(monkeypatch):
+    minute = timezone.now().replace(second=0, microsecond=0)
+    same_minute = (minute + datetime.timedelta(seconds=1), minute + datetime.timedelta(seconds=59))
+    key_of = admin_rows._key_of(timestamps=True)
+    assert key_of(same_minute[0]) == key_of(same_minute[1]) != key_of(minute + datetime.timedelta(minutes=1))
+    monkeypatch.setattr(admin_rows, "get_format", lambda name: "N j, Y, H:i:s")
+    key_of = admin_rows._key_of(timestamps=True)
+    assert key_of(same_minute[0]) is key_of(same_minute[1]) is None
+    assert key_of("text") == (str, "text") and key_of(1) != key_of(True)

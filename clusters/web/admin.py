@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -191,9 +192,7 @@ class IndexedValuesFilter(admin.AllValuesFieldListFilter):
     def __init__(self, field, request, params, model, model_admin, field_path) -> None:
         super().__init__(field, request, params, model, model_admin, field_path)  # its DISTINCT stays unread
         longest = LONGEST_INDEXED_TEXT if isinstance(field, models.TextField) else None
-        values = distinct_values(model, field.name, longest)
-        blank = model._default_manager.filter(**{field.name: ""}).exists()
-        self.lookup_choices = [""] * blank + values
+        self.lookup_choices = distinct_values(model, field.name, longest, blank=True)  # "" first, if a row has it
         self.longest = longest
 
     def expected_parameters(self) -> list[str]:
@@ -221,18 +220,24 @@ def _as_list(value: object) -> list:
     return [] if value is None else list(value) if isinstance(value, list | tuple) else [value]
 
 
-# the KubeObject columns holding documents (kept as JSON), none of them a list column
-DOCUMENT_FIELDS = ("labels", "annotations", "spec", "status", "last_synced_spec", "last_synced_metadata", "conflict")
-
-
 class NarrowChangeList(ChangeList):
-    """A mirrored kind's changelist page read without the JSON documents no list column shows
-    (spec, status, labels...): a page of 100 rows read and decoded about 150 KB of manifests for
-    nothing. Only the page's rows: actions still get whole rows (``get_queryset``)."""
+    """A mirrored kind's changelist page read without what no list column shows: the JSON columns
+    (spec, status, labels..., the pods' shapes), decoded for every row (a page of 100 rows read
+    about 150 KB of manifests for nothing), and of the cluster anything but its name (the cluster
+    column), its two credentials among them, decrypted for every row. Only the page's rows:
+    actions still get whole rows (``get_queryset``)."""
 
     def get_results(self, request: Any) -> None:
-        self.queryset = self.queryset.defer(*DOCUMENT_FIELDS)
+        self.queryset = self.queryset.defer(*unlisted_columns(self.model, self.list_display))
         super().get_results(request)
+
+
+def unlisted_columns(model: type[KubeObject], list_display: Sequence[Any]) -> list[str]:
+    """The columns of ``model`` and its cluster that a changelist showing ``list_display`` leaves unread."""
+    documents = [field.name for field in model._meta.concrete_fields
+                 if isinstance(field, models.JSONField) and field.name not in list_display]  # fmt: skip
+    cluster = [f"cluster__{field.name}" for field in Cluster._meta.concrete_fields if field.name not in ("id", "name")]
+    return [*documents, *(name for name in cluster if name not in list_display)]
 
 
 class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):

@@ -44,6 +44,11 @@ def _pool_choices(browser) -> set[str]:
     return set(re.findall(r'href="\?node_pool=([^"&]+)"', page))
 
 
+def _offers_no_pool(browser) -> bool:
+    """Whether the pool filter offers the rows without a pool (``?node_pool=``)."""
+    return 'href="?node_pool="' in browser.get(CHANGELIST).content.decode()
+
+
 def test_the_pool_filter_follows_the_rows_as_they_change(world, admin_browser):
     before = _pool_choices(admin_browser)
     assert "gpu-new" not in before
@@ -51,8 +56,11 @@ def test_the_pool_filter_follows_the_rows_as_they_change(world, admin_browser):
     assert _pool_choices(admin_browser) == before | {"gpu-new"}
     InferenceModel.objects.filter(pk=added.pk).update(node_pool="gpu-renamed")  # a bulk write, no signal
     assert _pool_choices(admin_browser) == before | {"gpu-renamed"}
+    assert not _offers_no_pool(admin_browser)
+    InferenceModel.objects.filter(pk=added.pk).update(node_pool="")  # read in the same walk as the pools
+    assert _pool_choices(admin_browser) == before and _offers_no_pool(admin_browser)
     InferenceModel.objects.filter(pk=added.pk).delete()
-    assert _pool_choices(admin_browser) == before
+    assert _pool_choices(admin_browser) == before and not _offers_no_pool(admin_browser)
 
 
 def test_filtered_pages_in_cluster_order_show_every_row_once(world, admin_browser):

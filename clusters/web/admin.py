@@ -35,7 +35,7 @@ from clusters.web.services import Resolution, request_delete, resolve_conflict, 
 
 
 @cache
-def _selection_label(language: str) -> str:
+def _selection_label(language: str | None) -> str:
     """Django's row checkbox label in ``language``, translated once: ``gettext`` for every row was a
     third of the checkbox's time."""
     with translation.override(language):

@@ -12,7 +12,7 @@ from governance.budgets import warnings_for
 
 def budget_warnings(request: HttpRequest) -> dict[str, Any]:
     """The warnings as a callable, which a template calls where it shows the banner (the portal's
-    base.html): a page without it, as every admin page, runs none of their two queries."""
+    base.html): a page without it, as every admin page, runs none of its queries."""
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}

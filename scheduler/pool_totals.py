@@ -37,7 +37,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from clusters.models import KubeObject
+from clusters.models import KubeObject, SyncState
 from scheduler.holdings import not_deleted_sql, serving_models
 from scheduler.models import PoolTotal
 

@@ -130,9 +130,28 @@ def running_condition(portal_controlled: set[int]) -> Q:
 def read_columns(model: type[KubeObject]) -> list[str]:
     """The columns :func:`load_holdings` reads of the kind's rows as they are, besides ``pods``
     (read as text) and the :data:`RECOMMENDATION` key of ``status``: everything a Holding is made
-    of, and so what :mod:`scheduler.holdings_cache` watches for changes."""
+    of, and so what :mod:`scheduler.holdings_cache` watches for changes, but the last request
+    (:func:`with_last_requests`)."""
     peak = ["observed_peak_bytes"] if "observed_peak_bytes" in {f.name for f in model._meta.get_fields()} else []
     return [*_READ, *peak]
+
+
+def with_last_requests(holdings: list[Holding]) -> list[Holding]:
+    """``holdings`` with their last request as their rows have it now (one query per kind).
+
+    A model's last request moves with every request the gateway stamps (every few seconds per
+    model in use), so the holdings a process keeps (:mod:`scheduler.holdings_cache`) do not watch
+    it: under traffic they would never be reused. What reads it, a plan's idle suggestions, reads
+    it afresh for the models it considers.
+    """
+    fresh: dict[tuple[str, int], datetime | None] = {}
+    for kind in {holding.kind for holding in holdings}:
+        model = serving_model_for(kind)
+        ids = [holding.id for holding in holdings if holding.kind == kind]
+        rows = model.objects.filter(pk__in=ids).values_list("pk", "last_active_at")
+        fresh.update({(kind, pk): last_active_at for pk, last_active_at in rows})
+    return [replace(holding, last_request_at=fresh.get((holding.kind, holding.id), holding.last_request_at))
+            for holding in holdings]  # fmt: skip
 
 
 def not_deleted_sql(alias: str) -> str:

@@ -15,7 +15,11 @@ triggers sit beside these. A statement moves the generation of the clusters whos
 ``load_holdings`` reads them (:func:`scheduler.holdings.read_columns`, ``pods``, ``status``'s
 recommendation; rows deleted in the cluster left out), differ before and after it: a status
 report that changes only utilization or conditions writes nothing, so the watcher's common
-update costs one comparison of its transition tables. The row of a cluster a statement moves
+update costs one comparison of its transition tables. The last request is not watched: the
+gateway stamps it every few seconds on each model in use, so watching it would move a busy
+cluster's generation several times a second and no plan would reuse anything. Kept holdings
+carry the last request as they were read; a plan's idle suggestions read it afresh
+(:func:`scheduler.holdings.with_last_requests`). The row of a cluster a statement moves
 stays locked until the writer commits: writers of one cluster's models wait for each other there,
 as they already do on the pool totals' rows.
 
@@ -69,7 +73,8 @@ _kept_lock = threading.Lock()
 
 def cluster_holdings(cluster_id: int) -> tuple[Holding, ...]:
     """``load_holdings(cluster_id)``: every serving model of the cluster, from this process's
-    cache while the cluster's generation and managed kinds are those they were read under."""
+    cache while the cluster's generation and managed kinds are those they were read under (the
+    last request as it was read: see the module's docstring)."""
     if connection.vendor != "postgresql":
         return tuple(load_holdings(cluster_id))
     key = _key(cluster_id)
@@ -97,7 +102,10 @@ def _key(cluster_id: int) -> _Key | None:
 
 def _row_sql(model: type[KubeObject]) -> str:
     """A row as ``load_holdings`` reads it, in SQL over alias ``t``."""
-    columns = [model._meta.get_field(name).column for name in [*read_columns(model), "pods"]]
+    # the last request is not watched: the gateway moves it every few seconds per model in use
+    # (what reads it reads it afresh, scheduler.holdings.with_last_requests)
+    watched = [name for name in read_columns(model) if name != "last_active_at"]
+    columns = [model._meta.get_field(name).column for name in [*watched, "pods"]]
     status = model._meta.get_field("status").column
     return ", ".join([*(f"t.{column}" for column in columns), f"t.{status} ->> '{RECOMMENDATION}'"])
 

@@ -28,7 +28,7 @@ from clusters.validation.quantities import format_bytes
 from clusters.validation.schemas import FieldError, ManifestInvalid
 from config.gc_tuning import collector_paused
 from scheduler.baseline import running_placed
-from scheduler.holdings import Holding, ModelKey, dependencies_of
+from scheduler.holdings import Holding, ModelKey, dependencies_of, with_last_requests
 from scheduler.holdings_cache import cluster_holdings
 from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, biggest_first, place
 from scheduler.placement_inputs import UNKNOWN_GPUS, PoolShapes, fixed_items, holding_items, proposal_items
@@ -188,7 +188,8 @@ def _plan(
         if any(miss.item.label in proposed for miss in pool.unplaced):
             mine = [item for item in new if item.pool == pool.name]
             space = partial(shapes.pool, pool.name)
-            result.suggestions[pool.name] = suggest(pool, space, mine, by_pool.get(pool.name, []), now, recommender)
+            running_here = with_last_requests(by_pool.get(pool.name, []))  # kept holdings' may be old
+            result.suggestions[pool.name] = suggest(pool, space, mine, running_here, now, recommender)
     return result
 
 

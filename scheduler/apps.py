@@ -5,12 +5,14 @@ from django.db import connections
 from django.db.models.signals import post_migrate
 
 
-def _install_pool_totals(using: str = "default", **kwargs: Any) -> None:
-    """After every ``migrate`` (and ``flush``): the pool totals' triggers on every serving kind's
-    table, and the totals recounted (:mod:`scheduler.pool_totals`)."""
-    from scheduler.pool_totals import install  # the models are ready only once migrate runs
+def _install_triggers(using: str = "default", **kwargs: Any) -> None:
+    """After every ``migrate`` (and ``flush``): the triggers on every serving kind's table that keep
+    the pool totals, recounted (:mod:`scheduler.pool_totals`), and the holdings' generations, moved
+    (:mod:`scheduler.holdings_cache`)."""
+    from scheduler import holdings_cache, pool_totals  # the models are ready only once migrate runs
 
-    install(connections[using])
+    pool_totals.install(connections[using])
+    holdings_cache.install(connections[using])
 
 
 class SchedulerConfig(AppConfig):
@@ -20,4 +22,4 @@ class SchedulerConfig(AppConfig):
     verbose_name = "Memory planning"
 
     def ready(self) -> None:
-        post_migrate.connect(_install_pool_totals, sender=self, dispatch_uid="scheduler-pool-totals")
+        post_migrate.connect(_install_triggers, sender=self, dispatch_uid="scheduler-triggers")

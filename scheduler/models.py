@@ -221,3 +221,21 @@ class PoolTotal(models.Model):
         """Whether these models hold budget: :func:`scheduler.holdings.running_condition`'s rule,
         given whether the portal controls the kind in the cluster."""
         return self.state == self.State.REPORTED or (self.state == self.State.DESIRED and not portal_controlled)
+
+
+class HoldingsGeneration(models.Model):
+    """Which state of a cluster's serving models a process may have cached holdings of.
+
+    Moved by PostgreSQL triggers on every serving kind's table to a fresh value of a sequence
+    whenever a statement changes what :func:`scheduler.holdings.load_holdings` reads of the
+    cluster's rows (:mod:`scheduler.holdings_cache`, which documents the rules); never written by
+    the application. A value is never reused, even after a rollback.
+    """
+
+    cluster_id = models.BigIntegerField(
+        primary_key=True, help_text="The models' cluster (no foreign key: the row outlives a deleted cluster's models)."
+    )
+    generation = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"cluster {self.cluster_id}: generation {self.generation}"

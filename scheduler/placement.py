@@ -17,7 +17,7 @@ and the numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 NO_POOL = "no such pool"
@@ -212,6 +212,14 @@ class FirstFit:
         self.gpus[position] = max(self.gpus[left], self.gpus[right])
         self.cpu[position] = max(self.cpu[left], self.cpu[right])
 
+    def copy(self, nodes: list[NodeSpace]) -> FirstFit:
+        """This tree over ``nodes``, copies of its nodes in the same state."""
+        copied = FirstFit.__new__(FirstFit)
+        copied.nodes, copied.size = nodes, self.size
+        copied.index = {id(node): index for index, node in enumerate(nodes)}
+        copied.memory, copied.gpus, copied.cpu = self.memory.copy(), self.gpus.copy(), self.cpu.copy()
+        return copied
+
     def first(self, item: Item) -> NodeSpace | None:
         """The first node (in pool order) that matches ``item`` and has room for it.
 
@@ -256,39 +264,72 @@ class FirstFit:
             position //= 2
 
 
+class Placer:
+    """:func:`place`'s state between two lists of items, so a placement can go on from a copy.
+
+    The planner places a cluster's running models once and keeps this state
+    (:mod:`scheduler.baseline`); each plan goes on from a :meth:`copy` with its proposals, the
+    same as placing everything from the start.
+    """
+
+    def __init__(self, pools: list[PoolSpace]) -> None:
+        self.placement = Placement(
+            {pool.name: PoolResult(pool.name, pool.budget_bytes, nodes=pool.nodes) for pool in pools}
+        )
+        self.trees = {pool.name: FirstFit(pool.nodes) for pool in pools}
+        self.budget_left = {pool.name: pool.budget_bytes for pool in pools}
+        self.reasons: dict[str, dict[tuple[Any, ...], Unplaced]] = {pool.name: {} for pool in pools}
+
+    def add(self, items: list[Item]) -> None:
+        """Place ``items`` in their order, each in the first node of its pool with room."""
+        results, placement = self.placement.pools, self.placement
+        for item in items:
+            result = results.get(item.pool)
+            if result is None:
+                placement.unknown_pool.append(Unplaced(item, NO_POOL, f"no pool named {item.pool}"))
+                continue
+            result.requested_bytes += item.memory_bytes
+            left = self.budget_left[item.pool]
+            if left is not None and item.memory_bytes > left:
+                # A pod no node could ever hold is told so first: freeing budget would not help it.
+                miss = _remembered_why_not(self.reasons[item.pool], result.nodes, item)
+                if miss.reason not in (TOO_BIG, NO_SUCH_GPU):
+                    detail = f"memory: needs {_fmt(item.memory_bytes)}, the pool's budget has {_fmt(left)} left"
+                    miss = Unplaced(item, OVER_BUDGET, detail)
+                result.unplaced.append(miss)
+                continue
+            tree = self.trees[item.pool]
+            node = tree.first(item)
+            if node is None:
+                result.unplaced.append(_remembered_why_not(self.reasons[item.pool], result.nodes, item))
+                continue
+            tree.take(node, item)
+            self.reasons[item.pool].clear()  # the pool's free space changed
+            result.placed_bytes += item.memory_bytes
+            if left is not None:
+                self.budget_left[item.pool] = left - item.memory_bytes
+
+    def copy(self) -> Placer:
+        """A placer in the same state that shares nothing this one changes (items and misses, which
+        no placement changes, are shared)."""
+        copied = Placer.__new__(Placer)
+        pools = {}
+        for name, result in self.placement.pools.items():
+            nodes = [replace(node, placed=node.placed.copy()) for node in result.nodes]
+            pools[name] = replace(result, nodes=nodes, unplaced=result.unplaced.copy())
+        copied.placement = Placement(pools, self.placement.unknown_pool.copy())
+        copied.trees = {name: tree.copy(pools[name].nodes) for name, tree in self.trees.items()}
+        copied.budget_left = dict(self.budget_left)
+        copied.reasons = {name: dict(known) for name, known in self.reasons.items()}
+        return copied
+
+
 def place(pools: list[PoolSpace], items: list[Item], fixed: list[Item] = ()) -> Placement:
     """Place ``fixed`` in order, then ``items`` biggest first (nodes are filled in place: pass fresh copies)."""
-    results = {pool.name: PoolResult(pool.name, pool.budget_bytes, nodes=pool.nodes) for pool in pools}
-    trees = {pool.name: FirstFit(pool.nodes) for pool in pools}
-    budget_left = {pool.name: pool.budget_bytes for pool in pools}
-    placement = Placement(results)
-    reasons: dict[str, dict[tuple[Any, ...], Unplaced]] = {pool.name: {} for pool in pools}
-    for item in [*fixed, *biggest_first(items)]:
-        result = results.get(item.pool)
-        if result is None:
-            placement.unknown_pool.append(Unplaced(item, NO_POOL, f"no pool named {item.pool}"))
-            continue
-        result.requested_bytes += item.memory_bytes
-        left = budget_left[item.pool]
-        if left is not None and item.memory_bytes > left:
-            # A pod no node could ever hold is told so first: freeing budget would not help it.
-            miss = _remembered_why_not(reasons[item.pool], result.nodes, item)
-            if miss.reason not in (TOO_BIG, NO_SUCH_GPU):
-                detail = f"memory: needs {_fmt(item.memory_bytes)}, the pool's budget has {_fmt(left)} left"
-                miss = Unplaced(item, OVER_BUDGET, detail)
-            result.unplaced.append(miss)
-            continue
-        tree = trees[item.pool]
-        node = tree.first(item)
-        if node is None:
-            result.unplaced.append(_remembered_why_not(reasons[item.pool], result.nodes, item))
-            continue
-        tree.take(node, item)
-        reasons[item.pool].clear()  # the pool's free space changed
-        result.placed_bytes += item.memory_bytes
-        if left is not None:
-            budget_left[item.pool] = left - item.memory_bytes
-    return placement
+    placer = Placer(pools)
+    placer.add(fixed)
+    placer.add(biggest_first(items))
+    return placer.placement
 
 
 def _remembered_why_not(known: dict[tuple[Any, ...], Unplaced], nodes: list[NodeSpace], item: Item) -> Unplaced:

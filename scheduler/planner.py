@@ -1,22 +1,24 @@
 """What-if planning: proposed models plus their dependencies, placed beside what already runs.
 
-Reads the database once (pools, nodes, serving models' narrow columns), then works on plain
-objects: the dependency closure, :func:`scheduler.placement.place` with the running models kept
+Reads the database once (pools, nodes, serving models' narrow columns, the latter kept between
+plans while the cluster's rows are unchanged: :mod:`scheduler.holdings_cache`), then works on
+plain objects: the dependency closure, :func:`scheduler.placement.place` with the running models kept
 where they are (placed first; re-packed with the proposals only when asked), the proposal's own
 fit, and for each pool where a proposal does not fit the cheapest changes that would make room:
 idle models to scale to zero (oldest idle first, each with the memory it frees), right-sizings to
 apply, or both.
 
-Cost: the first placement is n log n; the search for the fewest idle models re-places only the
+Cost: the first placement is n log n, its running models' part kept between plans
+(:mod:`scheduler.baseline`); the search for the fewest idle models re-places only the
 pool concerned, log k times (a binary search over the oldest-idle prefix), never the whole cluster.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from django.utils import timezone
@@ -25,118 +27,14 @@ from clusters.models import Cluster
 from clusters.validation.quantities import format_bytes
 from clusters.validation.schemas import FieldError, ManifestInvalid
 from config.gc_tuning import collector_paused
-from scheduler.consumption import PodShape
-from scheduler.holdings import Holding, ModelKey, dependencies_of, load_holdings
-from scheduler.models import Node, NodePool
+from scheduler.baseline import running_placed
+from scheduler.holdings import Holding, ModelKey, dependencies_of, with_last_requests
+from scheduler.holdings_cache import cluster_holdings
 from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, biggest_first, place
+from scheduler.placement_inputs import UNKNOWN_GPUS, PoolShapes, fixed_items, holding_items, proposal_items
 from scheduler.proposals import Proposal
 from scheduler.quotas import what_if
 from scheduler.savings import Recommender, recommended_bytes
-
-# GPUs are not checked on nodes synthesized from pool figures that give no GPU count.
-UNKNOWN_GPUS = 1 << 30
-NodeShape = tuple[str, int, int, int, int, str, str]
-"""(name, memory, GPUs, CPU millis, per-GPU memory, accelerator, GPU product): a NodeSpace's arguments."""
-
-
-class PoolShapes:
-    """Every pool's budget and node shapes of one cluster, read once; fresh NodeSpaces on demand.
-
-    Placement fills nodes in place, so each placement asks for new ones: :meth:`spaces` builds
-    every pool (the first placement), :meth:`pool` one pool (the suggestions' re-placements).
-    Pools with Node rows use them (schedulable only). Pools known only by their figures (demo
-    data, staff-made pools) get ``node_count`` nodes of ``largest_node_bytes`` each, capped so
-    they add up to the allocatable memory, GPUs spread evenly; a pool with no node figures at all
-    is one node the size of its budget, so only the budget limits it.
-    """
-
-    def __init__(self, cluster: Cluster) -> None:
-        pools = list(NodePool.objects.filter(cluster=cluster).order_by("name"))
-        nodes: dict[int, list[NodeShape]] = {}
-        fields = [
-            "pool_id",
-            "name",
-            "allocatable_bytes",
-            "gpu_count",
-            "cpu_millis",
-            "gpu_memory_bytes",
-            "accelerator",
-            "gpu_product",
-        ]
-        rows = Node.objects.filter(pool__cluster=cluster, schedulable=True).order_by("pool_id", "name")
-        for pool_id, *shape in rows.values_list(*fields):
-            nodes.setdefault(pool_id, []).append(tuple(shape))
-        self.shapes: dict[str, tuple[int | None, list[NodeShape]]] = {
-            pool.name: (pool.effective_budget_bytes, nodes.get(pool.pk) or _synthesized_nodes(pool)) for pool in pools
-        }
-
-    def pool(self, name: str) -> PoolSpace:
-        budget, shape = self.shapes[name]
-        return PoolSpace(name, budget, [NodeSpace(*node) for node in shape])
-
-    def spaces(self) -> list[PoolSpace]:
-        return [self.pool(name) for name in self.shapes]
-
-
-def _synthesized_nodes(pool: NodePool) -> list[NodeShape]:
-    extra = (0, pool.gpu_memory_bytes, pool.accelerator, pool.gpu_product.split(", ")[0])
-    if pool.node_count and pool.largest_node_bytes:
-        remaining, result = pool.allocatable_bytes, []
-        per_node_gpus = pool.gpu_count // pool.node_count if pool.gpu_count else UNKNOWN_GPUS
-        for index in range(pool.node_count):
-            size = min(pool.largest_node_bytes, max(remaining, 0))
-            result.append((f"{pool.name}-node-{index + 1}", size, per_node_gpus, *extra))
-            remaining -= size
-        return result
-    return [(f"{pool.name} (budget only)", pool.effective_budget_bytes, pool.gpu_count or UNKNOWN_GPUS, *extra)]
-
-
-def pod_items(label: str, pool: str, pods: list[PodShape], running: bool, memory: int, gpus: int) -> list[Item]:
-    """One Item per pod: the running pods of a running model, else every desired pod.
-
-    A model whose kind gave no pod shapes is one pod of its declared memory and GPUs.
-    """
-    if not pods:
-        return [Item(label, pool, memory, gpus)]
-    items = []
-    for pod in pods:
-        items += [
-            Item(
-                label,
-                pool,
-                pod.memory_bytes,
-                pod.gpus,
-                pod.cpu_millis,
-                pod.gpu_memory_bytes,
-                pod.accelerator,
-                pod.gpu_product,
-            )
-        ] * (pod.running if running else pod.count)
-    return items
-
-
-def holding_items(holding: Holding, memory: int | None = None) -> list[Item]:
-    """The running pods of a holding; ``memory`` (a right-sized total) scales each pod's memory."""
-    items = pod_items(holding.label, holding.pool, holding.pods, True, holding.memory_bytes, holding.gpu_count)
-    if memory is None or not holding.memory_bytes:
-        return items
-    return [
-        Item(
-            i.label,
-            i.pool,
-            i.memory_bytes * memory // holding.memory_bytes,
-            i.gpus,
-            i.cpu_millis,
-            min(i.gpu_memory_bytes, i.memory_bytes * memory // holding.memory_bytes),
-            i.accelerator,
-            i.gpu_product,
-        )
-        for i in items
-    ]
-
-
-def proposal_items(proposal: Proposal) -> list[Item]:
-    return pod_items(proposal.label, proposal.pool, proposal.pods, False, proposal.memory_bytes, proposal.gpus)
 
 
 @dataclass
@@ -157,34 +55,50 @@ class Plan:
 
     @property
     def overcommitted(self) -> list[str]:
-        """Running models that do not fit where they are (the pool shrank or is over budget)."""
+        """Running models that do not fit where they are (the pool shrank or is over budget).
+
+        Every pod placed is a proposed model's or a running one's, so the running models that
+        missed are the models that missed less the proposed ones: no set of the 10,000 running
+        models' labels is needed to find them.
+        """
         proposed = {proposal.label for proposal in self.models}
-        misses = self.placement.misses_of({holding.label for holding in self.baseline})
-        return sorted({miss.item.label for miss in misses} - proposed)
+        missed = {miss.item.label for pool in self.placement.pools.values() for miss in pool.unplaced}
+        return sorted({*missed, *(miss.item.label for miss in self.placement.unknown_pool)} - proposed)
 
 
-def dependency_closure(proposals: list[Proposal], holdings: list[Holding]) -> list[Proposal]:
+def dependency_closure(proposals: list[Proposal], holdings: Sequence[Holding]) -> list[Proposal]:
     """The proposals plus every dependency not already running, each model once, dependencies first.
 
     A dependency names a model of the same cluster and namespace: a proposal's name first, then an
     existing model's object name, then its ``modelName`` (the reference does not say which one a
     dependency names). A missing or cyclic dependency is a ManifestInvalid naming it.
+
+    The existing models' names and declared dependencies (a query) are read on the first
+    dependency looked up: most plans propose models without any, and need neither.
     """
     namespaces = {proposal.namespace for proposal in proposals}
-    declared = dependencies_of(proposals[0].cluster_id, namespaces) if proposals else {}
-    by_name: dict[tuple[str, str], Proposal | Holding] = {}
-    for holding in holdings:
-        if holding.namespace in namespaces:
-            by_name.setdefault((holding.namespace, holding.model_name), holding)
-    for holding in holdings:
-        if holding.namespace in namespaces:
-            by_name[(holding.namespace, holding.name)] = holding
-    for proposal in proposals:
-        by_name[(proposal.namespace, proposal.name)] = proposal
+
+    @cache
+    def declared() -> dict[tuple[str, str], list[str]]:
+        return dependencies_of(proposals[0].cluster_id, namespaces)
+
+    @cache
+    def by_name() -> dict[tuple[str, str], Proposal | Holding]:
+        found: dict[tuple[str, str], Proposal | Holding] = {}
+        for holding in holdings:
+            if holding.namespace in namespaces:
+                found.setdefault((holding.namespace, holding.model_name), holding)
+        for holding in holdings:
+            if holding.namespace in namespaces:
+                found[(holding.namespace, holding.name)] = holding
+        for proposal in proposals:
+            found[(proposal.namespace, proposal.name)] = proposal
+        return found
+
     result: dict[ModelKey, Proposal] = {}
 
     def needs(node: Proposal | Holding) -> list[str]:
-        return node.dependencies if isinstance(node, Proposal) else declared.get((node.namespace, node.name), [])
+        return node.dependencies if isinstance(node, Proposal) else declared().get((node.namespace, node.name), [])
 
     def visit(node: Proposal | Holding, trail: tuple[str, ...], root: Proposal) -> None:
         if node.name in trail:
@@ -194,7 +108,7 @@ def dependency_closure(proposals: list[Proposal], holdings: list[Holding]) -> li
         if node.key in result:
             return
         for name in needs(node):
-            target = by_name.get((node.namespace, name))
+            target = by_name().get((node.namespace, name))
             if target is None:
                 chain = " -> ".join((*trail, node.name, name))
                 rule = f"names no model in namespace {node.namespace} ({chain})"
@@ -248,14 +162,21 @@ def _plan(
     cluster: Cluster, proposals: list[Proposal], include_running: bool, now: datetime,
     recommender: Recommender | None, repack: bool,
 ) -> Plan:  # fmt: skip
-    holdings = load_holdings(cluster.pk)
+    holdings = cluster_holdings(cluster.pk)
     models = dependency_closure(proposals, holdings)
     planned = {proposal.key for proposal in models}
-    baseline = [h for h in holdings if h.running and h.key not in planned] if include_running else []
+    planned_names = {key[3] for key in planned}  # a key is built only for a holding of a planned name
+    running = [h for h in holdings if h.running] if include_running else []
+    baseline = [h for h in running if h.name not in planned_names or h.key not in planned]
     shapes = PoolShapes(cluster)
     new = [item for proposal in models for item in proposal_items(proposal)]
-    running = biggest_first([item for holding in baseline for item in holding_items(holding)])
-    placement = place(shapes.spaces(), [*new, *running], ()) if repack else place(shapes.spaces(), new, running)
+    if include_running and not repack and len(baseline) == len(running):
+        placer = running_placed(cluster.pk, holdings, shapes)  # every running model, placed first
+        placer.add(biggest_first(new))
+        placement = placer.placement
+    else:
+        fixed = fixed_items(baseline)
+        placement = place(shapes.spaces(), [*new, *fixed], ()) if repack else place(shapes.spaces(), new, fixed)
     result = Plan(
         cluster, placement, models, baseline, repacked=repack, quota_breaks=what_if(cluster.pk, models, baseline)
     )
@@ -267,7 +188,8 @@ def _plan(
         if any(miss.item.label in proposed for miss in pool.unplaced):
             mine = [item for item in new if item.pool == pool.name]
             space = partial(shapes.pool, pool.name)
-            result.suggestions[pool.name] = suggest(pool, space, mine, by_pool.get(pool.name, []), now, recommender)
+            running_here = with_last_requests(by_pool.get(pool.name, []))  # kept holdings' may be old
+            result.suggestions[pool.name] = suggest(pool, space, mine, running_here, now, recommender)
     return result
 
 

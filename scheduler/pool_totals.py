@@ -38,7 +38,7 @@ from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from clusters.models import KubeObject, SyncState
-from scheduler.holdings import serving_models
+from scheduler.holdings import not_deleted_sql, serving_models
 from scheduler.models import PoolTotal
 
 TABLE = PoolTotal._meta.db_table
@@ -68,17 +68,13 @@ def _projection(model: type[KubeObject], vendor: str, alias: str = "t") -> str:
     )
 
 
-def _counted(alias: str = "t") -> str:
-    return f"{alias}.sync_state <> '{SyncState.DELETED_IN_CLUSTER.value}'"
-
-
 def _grouped_sql(model: type[KubeObject], vendor: str, where: str = "") -> str:
     """The totals of ``model``'s rows (narrowed by ``where``), grouped by cluster, pool and state."""
     table = model._meta.db_table
     return (
         f"SELECT cluster_id, node_pool, state, COUNT(*), SUM(memory_bytes), SUM(gpus), "
         f"SUM(observed_peak_bytes), SUM(advised) "
-        f"FROM (SELECT {_projection(model, vendor)} FROM {table} t WHERE {_counted()}{where}) AS rows "
+        f"FROM (SELECT {_projection(model, vendor)} FROM {table} t WHERE {not_deleted_sql('t')}{where}) AS rows "
         f"GROUP BY cluster_id, node_pool, state"
     )
 
@@ -91,7 +87,7 @@ def _trigger_sql(model: type[KubeObject]) -> list[str]:
 
     def delta(sources: list[tuple[int, str]]) -> str:
         changes = " UNION ALL ".join(
-            f"SELECT {sign} AS sign, {row} FROM {name} t WHERE {_counted()}" for sign, name in sources
+            f"SELECT {sign} AS sign, {row} FROM {name} t WHERE {not_deleted_sql('t')}" for sign, name in sources
         )
         sums = ", ".join(
             f"SUM(sign * {column})" for column in ("1", "memory_bytes", "gpus", "observed_peak_bytes", "advised")

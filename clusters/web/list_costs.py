@@ -78,24 +78,26 @@ def planner_rows(queryset: QuerySet) -> int:
     return int(plan[0]["Plan"]["Plan Rows"])
 
 
-def distinct_values(model: type[Model], column: str, longest: int | None = None) -> list[str]:
-    """Distinct non-empty values of ``column`` over the whole table, one index descent per value.
+def distinct_values(model: type[Model], column: str, longest: int | None = None, blank: bool = False) -> list[str]:
+    """Distinct non-empty values of ``column`` over the whole table, one index descent per value;
+    with ``blank``, ``""`` first where a row has it (one more descent, not another query).
 
     Needs a B-tree whose first column is ``column`` on PostgreSQL (elsewhere a plain ``DISTINCT``).
     A column whose index covers values of at most ``longest`` characters (see
     clusters.postgres_only.distinct_choice_indexes) adds the longer values, found by their own
     partial index.
     """
-    return distinct_values_of([(model, column, longest)])[0]
+    return distinct_values_of([(model, column, longest)], blank)[0]
 
 
-def distinct_values_of(columns: Sequence[tuple[type[Model], str, int | None]]) -> list[list[str]]:
+def distinct_values_of(columns: Sequence[tuple[type[Model], str, int | None]], blank: bool = False) -> list[list[str]]:
     """:func:`distinct_values` of each (model, column, longest) in one round trip: a page offering
     several such choices (the catalog: pools and engines of three kinds) waits for one query, not six."""
     if connection.vendor != "postgresql":
-        return [sorted(set(model._default_manager.order_by().exclude(**{column: ""}).values_list(column, flat=True)))
-                for model, column, _ in columns]  # fmt: skip
-    walks = [f"SELECT {number} AS n, value FROM ({_walk(*column)}) AS walk{number}"
+        rows = [(model._default_manager.order_by(), column) for model, column, _ in columns]
+        return [sorted(set((found if blank else found.exclude(**{column: ""})).values_list(column, flat=True)))
+                for found, column in rows]  # fmt: skip
+    walks = [f"SELECT {number} AS n, value FROM ({_walk(*column, blank)}) AS walk{number}"
              for number, column in enumerate(columns)]  # fmt: skip
     found: list[list[str]] = [[] for _ in columns]
     with connection.cursor() as cursor:
@@ -105,15 +107,15 @@ def distinct_values_of(columns: Sequence[tuple[type[Model], str, int | None]]) -
     return [sorted(values) for values in found]
 
 
-def _walk(model: type[Model], column: str, longest: int | None) -> str:
-    """The loose index scan of ``column``'s distinct non-empty values (and, past ``longest``, the
-    longer ones from their partial index)."""
+def _walk(model: type[Model], column: str, longest: int | None, blank: bool) -> str:
+    """The loose index scan of ``column``'s distinct non-empty values (``""`` too with ``blank``: it
+    sorts before every other value) and, past ``longest``, the longer ones from their partial index."""
     table, name = connection.ops.quote_name(model._meta.db_table), connection.ops.quote_name(column)
     bound = f" AND length({name}) <= {longest}" if longest else ""
     longer = f" UNION SELECT {name} FROM {table} WHERE length({name}) > {longest}" if longest else ""
     return (
         f"WITH RECURSIVE walk(value) AS ("
-        f"SELECT MIN({name}) FROM {table} WHERE {name} > ''{bound} "
+        f"SELECT MIN({name}) FROM {table} WHERE {name} {'>=' if blank else '>'} ''{bound} "
         f"UNION ALL SELECT (SELECT MIN({name}) FROM {table} WHERE {name} > walk.value{bound}) "
         f"FROM walk WHERE walk.value IS NOT NULL"
         f") SELECT value FROM walk WHERE value IS NOT NULL{longer}"

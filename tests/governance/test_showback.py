@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from accounts.models import NamespaceGrant, Team
@@ -158,6 +159,22 @@ def test_budget_warning_at_80_percent_on_the_team_page_the_banner_and_the_metric
     metrics = metrics_client.get("/metrics").content.decode()
     assert 'inference_portal_team_budget_warning{model="",team="team-a"} 1.0' in metrics
     assert 'inference_portal_team_budget_used_ratio{model="",team="team-a"} 0.85' in metrics
+
+
+def test_the_budget_banner_is_read_only_by_pages_that_show_it(client, teams) -> None:
+    """The admin's pages have no banner: they run none of its queries (the context processor's
+    warnings are read when a template shows them)."""
+    Limit.objects.create(team=Team.objects.get(name="team-a"), monthly_tokens=1000)
+    staff = teams["staff"]
+    Team.objects.get(name="team-a").members.add(staff)
+    client.force_login(staff)
+    with CaptureQueriesContext(connection) as admin_page:
+        assert client.get("/admin/").status_code == 200
+    with CaptureQueriesContext(connection) as portal_page:
+        assert client.get("/account/").status_code == 200
+    limits = Limit._meta.db_table
+    assert not [query for query in admin_page.captured_queries if f'FROM "{limits}"' in query["sql"]]
+    assert [query for query in portal_page.captured_queries if f'FROM "{limits}"' in query["sql"]]
 
 
 def test_staff_set_limits_through_the_api_with_clear_400s(teams) -> None:

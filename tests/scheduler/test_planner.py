@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from models_app.models import InferenceModel
 from tests.scheduler.conftest import GI, NOW, make_model, make_pool
 
 
@@ -93,6 +94,21 @@ def test_fragmentation_and_what_would_make_the_plan_fit(client, cluster):
     assert suggestions["rightsizing"] == [
         {"model": "InferenceModel default/busy", "from": "10Gi", "to": "6Gi", "saves_bytes": 4 * GI}
     ]
+
+
+def test_idle_suggestions_read_the_last_request_as_it_is_now(client, cluster):
+    """The holdings a plan reuses (scheduler.holdings_cache) do not watch the last request, which the
+    gateway stamps on every model in use; the suggestions read it afresh."""
+    make_pool(cluster, "gpu", nodes=["40Gi", "40Gi"])
+    make_model(cluster, "idle-old", "25Gi", last_request=NOW - timedelta(hours=3))
+    make_model(cluster, "idle-new", "25Gi", last_request=NOW - timedelta(minutes=30))
+    make_model(cluster, "busy", "10Gi", peak="5Gi", last_request=NOW - timedelta(minutes=1))
+    first = pool_of(post(client, [new_model("wide", "20Gi")]).json(), "gpu")["suggestions"]
+    assert first["scale_to_zero"] == ["InferenceModel default/idle-old"]
+    InferenceModel.objects.filter(name="idle-old").update(last_active_at=NOW - timedelta(minutes=1))  # a request
+    again = pool_of(post(client, [new_model("wide", "20Gi")]).json(), "gpu")["suggestions"]
+    assert again["scale_to_zero"] == ["InferenceModel default/idle-new"]
+    assert [offer["model"] for offer in again["idle"]] == ["InferenceModel default/idle-new"]
 
 
 def test_rightsizing_alone_can_make_it_fit(client, cluster):

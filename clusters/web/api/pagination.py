@@ -254,9 +254,11 @@ def ids_in_cluster_order(queryset: QuerySet, per_cluster: dict[int, int], offset
     """The ids of ``queryset[offset:offset + limit]`` in cluster order, without sorting every row.
 
     Clusters are few: walked in name order by their row counts, the offset lands in one of them,
-    whose rows are read in its (cluster, namespace, name) index from there; the clusters after it
-    that the page still needs are read together. ``ORDER BY`` the cluster's name over the whole
-    table sorted all 100,000 rows to return 50 (200 ms at offset 90,000).
+    whose rows are read in its (cluster, namespace, name) index from there, then the clusters after
+    it that the page still needs, each the same way from its start. ``ORDER BY`` the cluster's name
+    over the whole table sorted all 100,000 rows to return 50 (200 ms at offset 90,000); over the
+    clusters after the landing one together it sorted all their rows for the one or few the page
+    still needed (6 ms for one row at 100,000 models).
     """
     clusters = queryset.model._meta.get_field("cluster").related_model
     landing, following, needed = None, [], limit
@@ -274,12 +276,15 @@ def ids_in_cluster_order(queryset: QuerySet, per_cluster: dict[int, int], offset
             break
     if landing is None:
         return []
-    page = queryset.filter(cluster_id=landing).order_by("namespace", "name")
-    ids = list(page.values_list("pk", flat=True)[offset : offset + limit])
-    if following:
-        rest = queryset.filter(cluster_id__in=following).order_by(*CLUSTER_ORDER)
-        ids += rest.values_list("pk", flat=True)[: limit - len(ids)]
+    ids = list(_in_cluster(queryset, landing)[offset : offset + limit])
+    for cluster_id in following:
+        ids += _in_cluster(queryset, cluster_id)[: limit - len(ids)]
     return ids
+
+
+def _in_cluster(queryset: QuerySet, cluster_id: int) -> QuerySet:
+    """The ids of one cluster's rows in their (namespace, name) order, which its index holds."""
+    return queryset.filter(cluster_id=cluster_id).order_by("namespace", "name").values_list("pk", flat=True)
 
 
 class StableOrderingFilter(StrictOrderingFilter):

@@ -1,0 +1,46 @@
+"""A cluster's running models placed where they run, kept per process for the next plan.
+
+Why: a plan keeps the running models where they are, placing them first, in their own
+biggest-first order, before any proposal (the ``fixed`` items of
+:func:`scheduler.placement.place`). That part of the placement depends on the running models and
+the pools' nodes only, never on the proposal, and at 10,000 running models it was most of a
+plan's placement: their pods built, sorted and placed, every request.
+
+It is kept with what it was placed from: the holdings tuple (:mod:`scheduler.holdings_cache`
+hands out the very same tuple while the cluster's rows are unchanged, and a new one as soon as
+they change) and the pools' shapes (read by every plan, compared here). Each plan goes on from a
+copy (:meth:`scheduler.placement.Placer.copy`), which places the proposal exactly as placing
+everything anew would. Plans that do not place every running model first (a re-pack, an edit of
+a running model, ``include_running`` off) do not come here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from scheduler.holdings import Holding
+from scheduler.holdings_cache import KEPT_CLUSTERS
+from scheduler.placement import Placer
+from scheduler.placement_inputs import PoolShapes, fixed_items
+
+_kept: OrderedDict[int, tuple[Sequence[Holding], PoolShapes, Placer]] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def running_placed(cluster_id: int, holdings: Sequence[Holding], shapes: PoolShapes) -> Placer:
+    """A placer holding every running model of ``holdings`` placed in ``shapes``' pools, biggest
+    first: the caller's own copy, to place its proposal with."""
+    with _kept_lock:
+        kept = _kept.get(cluster_id)
+    if kept is not None and kept[0] is holdings and kept[1].shapes == shapes.shapes:
+        return kept[2].copy()
+    placer = Placer(shapes.spaces())
+    placer.add(fixed_items(holding for holding in holdings if holding.running))
+    with _kept_lock:
+        _kept[cluster_id] = (holdings, shapes, placer)
+        _kept.move_to_end(cluster_id)
+        while len(_kept) > KEPT_CLUSTERS:
+            _kept.popitem(last=False)
+    return placer.copy()

@@ -1,0 +1,172 @@
+"""A cluster's holdings kept per process between plans, reused only while PostgreSQL says that
+nothing they are made of changed.
+
+**Why.** Every what-if plan starts from every serving model of its cluster
+(:func:`scheduler.holdings.load_holdings`): at 12,000 models a cluster, reading them through the
+ORM into Holdings was ~150 ms of each plan's CPU, half of it, for rows that change far less
+often than people plan.
+
+**The generation.** ``scheduler_holdingsgeneration`` holds a value per cluster, moved to a fresh
+value of a sequence by statement-level AFTER triggers with transition tables on every serving
+kind's table (INSERT, UPDATE, DELETE, and TRUNCATE, which moves every cluster's): every write
+path counts, whoever writes (the portal's saves, the watcher, the bulk resync's COPY and
+``UPDATE ... FROM``, a cluster's cascade delete), as for :mod:`scheduler.pool_totals`, whose
+triggers sit beside these. A statement moves the generation of the clusters whose rows, as
+``load_holdings`` reads them (:func:`scheduler.holdings.read_columns`, ``pods``, ``status``'s
+recommendation; rows deleted in the cluster left out), differ before and after it: a status
+report that changes only utilization or conditions writes nothing, so the watcher's common
+update costs one comparison of its transition tables. The last request is not watched: the
+gateway stamps it every few seconds on each model in use, so watching it would move a busy
+cluster's generation several times a second and no plan would reuse anything. Kept holdings
+carry the last request as they were read; a plan's idle suggestions read it afresh
+(:func:`scheduler.holdings.with_last_requests`). The row of a cluster a statement moves
+stays locked until the writer commits: writers of one cluster's models wait for each other there,
+as they already do on the pool totals' rows.
+
+A value comes from a sequence, so none is ever seen twice, even after a rollback: holdings kept
+under a value are those of exactly one state of the rows. A cluster without a row (no write
+since :func:`install`, which gives every cluster one, or the table emptied) is never cached.
+
+**Use.** A plan reads its cluster's generation and managed kinds (one query: the managed kinds
+decide whether a model with no reported replicas runs) and reuses the holdings kept under the
+same pair. After a load the pair is read again, and the holdings are kept only when it did not
+move meanwhile, so they are never a mix of two states. Holdings are rows, not anything
+computed from now: idleness is worked out from ``last_request_at`` and ``cooldown`` by each plan.
+They are shared between requests and threads, so they are frozen, in a tuple. At most
+:data:`KEPT_CLUSTERS` clusters are kept per process, the least recently planned dropped first.
+
+Elsewhere than PostgreSQL (SQLite, the embedded ``make run`` demo) there is no generation: each
+plan reads the rows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import NamedTuple
+
+from django.db import connection, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import OuterRef, Subquery
+
+from clusters.models import Cluster, KubeObject
+from scheduler.holdings import RECOMMENDATION, Holding, load_holdings, not_deleted_sql, read_columns, serving_models
+from scheduler.models import HoldingsGeneration
+
+TABLE = HoldingsGeneration._meta.db_table
+SEQUENCE = "scheduler_holdings_generation_seq"  # created by migration 0007
+KEPT_CLUSTERS = 8
+"""Clusters whose holdings a process keeps: 12,000 models take about 8 MB, their placement
+(:mod:`scheduler.baseline`, kept as long) 2.5 MB more."""
+
+
+class _Key(NamedTuple):
+    """What cached holdings depend on besides the code: the rows' generation, the managed kinds."""
+
+    generation: int | None
+    managed_kinds: tuple[str, ...]
+
+
+_kept: OrderedDict[int, tuple[_Key, tuple[Holding, ...]]] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def cluster_holdings(cluster_id: int) -> tuple[Holding, ...]:
+    """``load_holdings(cluster_id)``: every serving model of the cluster, from this process's
+    cache while the cluster's generation and managed kinds are those they were read under (the
+    last request as it was read: see the module's docstring)."""
+    if connection.vendor != "postgresql":
+        return tuple(load_holdings(cluster_id))
+    key = _key(cluster_id)
+    with _kept_lock:
+        kept = _kept.get(cluster_id)
+        if kept is not None and kept[0] == key:
+            _kept.move_to_end(cluster_id)
+            return kept[1]
+    holdings = tuple(load_holdings(cluster_id))
+    if key is not None and key.generation is not None and _key(cluster_id) == key:
+        with _kept_lock:
+            _kept[cluster_id] = (key, holdings)
+            _kept.move_to_end(cluster_id)
+            while len(_kept) > KEPT_CLUSTERS:
+                _kept.popitem(last=False)
+    return holdings
+
+
+def _key(cluster_id: int) -> _Key | None:
+    """The cluster's generation (None: it has no row) and managed kinds; None: no such cluster."""
+    generation = HoldingsGeneration.objects.filter(cluster_id=OuterRef("pk")).values("generation")
+    row = Cluster.objects.filter(pk=cluster_id).values_list(Subquery(generation), "managed_kinds").first()
+    return None if row is None else _Key(row[0], tuple(sorted(row[1] or [])))
+
+
+def _row_sql(model: type[KubeObject]) -> str:
+    """A row as ``load_holdings`` reads it, in SQL over alias ``t``."""
+    # the last request is not watched: the gateway moves it every few seconds per model in use
+    # (what reads it reads it afresh, scheduler.holdings.with_last_requests)
+    watched = [name for name in read_columns(model) if name != "last_active_at"]
+    columns = [model._meta.get_field(name).column for name in [*watched, "pods"]]
+    status = model._meta.get_field("status").column
+    return ", ".join([*(f"t.{column}" for column in columns), f"t.{status} ->> '{RECOMMENDATION}'"])
+
+
+def _trigger_sql(model: type[KubeObject]) -> list[str]:
+    """The function and triggers that move the generation of the clusters ``model``'s writes change."""
+    table = model._meta.db_table
+    function = f"{table}_holdings_generation"
+    cluster = model._meta.get_field("cluster").column
+
+    def rows(transition: str) -> str:
+        return f"SELECT {_row_sql(model)} FROM {transition} t WHERE {not_deleted_sql('t')}"
+
+    def move(changed: str) -> str:
+        """Every cluster of the ``changed`` rows gets a fresh value, in cluster order (so two writers
+        lock the rows in the same order)."""
+        return (
+            f"INSERT INTO {TABLE} (cluster_id, generation) SELECT {cluster}, nextval('{SEQUENCE}') "
+            f"FROM (SELECT DISTINCT {cluster} FROM ({changed}) AS changed ORDER BY {cluster}) AS clusters "
+            f"ON CONFLICT (cluster_id) DO UPDATE SET generation = EXCLUDED.generation;"
+        )
+
+    new, old = rows("new_rows"), rows("old_rows")
+    body = (
+        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF TG_OP = 'INSERT' THEN {move(new)} "
+        f"ELSIF TG_OP = 'UPDATE' THEN {move(f'({new} EXCEPT ALL {old}) UNION ALL ({old} EXCEPT ALL {new})')} "
+        f"ELSIF TG_OP = 'DELETE' THEN {move(old)} "
+        f"ELSE UPDATE {TABLE} SET generation = nextval('{SEQUENCE}'); END IF; RETURN NULL; END $$"
+    )
+    triggers = {
+        "insert": "AFTER INSERT ON {t} REFERENCING NEW TABLE AS new_rows",
+        "update": "AFTER UPDATE ON {t} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
+        "delete": "AFTER DELETE ON {t} REFERENCING OLD TABLE AS old_rows",
+        "truncate": "AFTER TRUNCATE ON {t}",
+    }
+    statements = [body]
+    for event, clause in triggers.items():
+        name = f"{table}_holdings_generation_{event}"
+        statements += [
+            f"DROP TRIGGER IF EXISTS {name} ON {table}",
+            f"CREATE TRIGGER {name} {clause.format(t=table)} FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
+        ]
+    return statements
+
+
+def install(using: BaseDatabaseWrapper = connection) -> None:
+    """(Re)install every serving kind's triggers and move every cluster's generation (PostgreSQL).
+
+    Runs after each ``migrate``; idempotent. Moving every generation gives each cluster its row,
+    and drops what processes kept from before (a migration may have changed rows unwatched).
+    Nothing is installed where the table is not (migrated back before it).
+    """
+    if using.vendor != "postgresql" or TABLE not in using.introspection.table_names():
+        return
+    with transaction.atomic(using=using.alias), using.cursor() as cursor:
+        for model in serving_models():
+            for statement in _trigger_sql(model):
+                cursor.execute(statement)
+        cursor.execute(
+            f"INSERT INTO {TABLE} (cluster_id, generation) SELECT id, nextval('{SEQUENCE}') "
+            f"FROM {Cluster._meta.db_table} ORDER BY id "
+            f"ON CONFLICT (cluster_id) DO UPDATE SET generation = EXCLUDED.generation"
+        )

@@ -161,3 +161,27 @@ def room_for_updates(table: str, fillfactor: int) -> PostgreSQLOnly:
         sql=f"ALTER TABLE {table} SET (fillfactor = {fillfactor})",
         reverse_sql=f"ALTER TABLE {table} RESET (fillfactor)",
     )
+
+
+# A statement-level AFTER trigger per write, with the statement's rows as transition tables.
+STATEMENT_TRIGGERS = {
+    "insert": "AFTER INSERT ON {t} REFERENCING NEW TABLE AS new_rows",
+    "update": "AFTER UPDATE ON {t} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    "delete": "AFTER DELETE ON {t} REFERENCING OLD TABLE AS old_rows",
+    "truncate": "AFTER TRUNCATE ON {t}",
+}
+
+
+def statement_triggers(table: str, name: str, function: str) -> list[str]:
+    """The statements that (re)create ``{table}_{name}_{event}`` for every event of
+    :data:`STATEMENT_TRIGGERS`, each running ``function()`` once per statement: what keeps a
+    table derived from ``table`` (pool totals, holdings generations) current on every write path,
+    the bulk ones included, whoever writes. ``function`` reads ``new_rows`` / ``old_rows``."""
+    statements = []
+    for event, clause in STATEMENT_TRIGGERS.items():
+        trigger = f"{table}_{name}_{event}"
+        statements += [
+            f"DROP TRIGGER IF EXISTS {trigger} ON {table}",
+            f"CREATE TRIGGER {trigger} {clause.format(t=table)} FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
+        ]
+    return statements

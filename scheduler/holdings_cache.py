@@ -50,6 +50,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import OuterRef, Subquery
 
 from clusters.models import Cluster, KubeObject
+from clusters.postgres_only import statement_triggers
 from scheduler.holdings import RECOMMENDATION, Holding, load_holdings, not_deleted_sql, read_columns, serving_models
 from scheduler.models import HoldingsGeneration
 
@@ -136,20 +137,7 @@ def _trigger_sql(model: type[KubeObject]) -> list[str]:
         f"ELSIF TG_OP = 'DELETE' THEN {move(old)} "
         f"ELSE UPDATE {TABLE} SET generation = nextval('{SEQUENCE}'); END IF; RETURN NULL; END $$"
     )
-    triggers = {
-        "insert": "AFTER INSERT ON {t} REFERENCING NEW TABLE AS new_rows",
-        "update": "AFTER UPDATE ON {t} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
-        "delete": "AFTER DELETE ON {t} REFERENCING OLD TABLE AS old_rows",
-        "truncate": "AFTER TRUNCATE ON {t}",
-    }
-    statements = [body]
-    for event, clause in triggers.items():
-        name = f"{table}_holdings_generation_{event}"
-        statements += [
-            f"DROP TRIGGER IF EXISTS {name} ON {table}",
-            f"CREATE TRIGGER {name} {clause.format(t=table)} FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
-        ]
-    return statements
+    return [body, *statement_triggers(table, "holdings_generation", function)]
 
 
 def install(using: BaseDatabaseWrapper = connection) -> None:

@@ -38,6 +38,7 @@ from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from clusters.models import KubeObject, SyncState
+from clusters.postgres_only import statement_triggers
 from scheduler.holdings import not_deleted_sql, serving_models
 from scheduler.models import PoolTotal
 
@@ -111,20 +112,7 @@ def _trigger_sql(model: type[KubeObject]) -> list[str]:
         f"ELSIF TG_OP = 'DELETE' THEN {delta([(-1, 'old_rows')])} "
         f"ELSE DELETE FROM {TABLE} WHERE kind = '{kind}'; END IF; RETURN NULL; END $$"
     )
-    triggers = {
-        "insert": "AFTER INSERT ON {t} REFERENCING NEW TABLE AS new_rows",
-        "update": "AFTER UPDATE ON {t} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
-        "delete": "AFTER DELETE ON {t} REFERENCING OLD TABLE AS old_rows",
-        "truncate": "AFTER TRUNCATE ON {t}",
-    }
-    statements = [body]
-    for event, clause in triggers.items():
-        name = f"{table}_pool_totals_{event}"
-        statements += [
-            f"DROP TRIGGER IF EXISTS {name} ON {table}",
-            f"CREATE TRIGGER {name} {clause.format(t=table)} FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
-        ]
-    return statements
+    return [body, *statement_triggers(table, "pool_totals", function)]
 
 
 def install(using: BaseDatabaseWrapper = connection) -> None:

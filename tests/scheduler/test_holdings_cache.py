@@ -22,7 +22,7 @@ from scheduler.holdings import load_holdings, serving_models, with_last_requests
 from scheduler.holdings_cache import cluster_holdings
 from scheduler.models import HoldingsGeneration
 from tests.scheduler.conftest import make_model
-from tests.scheduler.test_pool_totals import kubeai, service
+from tests.scheduler.test_pool_totals import bulk_rows, kubeai, service
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -93,14 +93,7 @@ def test_queryset_writes_and_deleted_in_cluster(cluster):
 
 
 def test_bulk_ingest_paths_cascades_and_truncate(cluster, other):
-    rows = []
-    for index in range(30):
-        row = InferenceModel(cluster=cluster, namespace=f"team-{index % 3}", name=f"bulk-{index}",
-                             sync_state=SyncState.SYNCED, status={"replicas": index % 2},
-                             spec={"modelName": "m", "memory": f"{index % 7 + 1}Gi", "backendUrl": "http://m:8000",
-                                   "nodeSelector": {"inference-pool": f"pool-{index % 4}"}})  # fmt: skip
-        row.project()
-        rows.append(row)
+    rows = bulk_rows(cluster, 30)
     assert_current(cluster)
     with transaction.atomic():
         copy_new(InferenceModel, rows, len(rows))

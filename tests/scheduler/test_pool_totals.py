@@ -150,15 +150,22 @@ def test_queryset_writes_and_deleted_in_cluster(cluster):
         assert_current()
 
 
-def test_bulk_ingest_paths(cluster, other):
+def bulk_rows(cluster: Cluster, count: int) -> list[InferenceModel]:
+    """Unsaved, projected InferenceModels over 3 namespaces, 4 pools, 7 sizes, half of them running:
+    what the bulk resync's COPY writes."""
     rows = []
-    for index in range(50):
+    for index in range(count):
         row = InferenceModel(cluster=cluster, namespace=f"team-{index % 3}", name=f"bulk-{index}",
                              sync_state=SyncState.SYNCED, status={"replicas": index % 2},
                              spec={"modelName": "m", "memory": f"{index % 7 + 1}Gi", "backendUrl": "http://m:8000",
                                    "nodeSelector": {"inference-pool": f"pool-{index % 4}"}})  # fmt: skip
         row.project()
         rows.append(row)
+    return rows
+
+
+def test_bulk_ingest_paths(cluster, other):
+    rows = bulk_rows(cluster, 50)
     with transaction.atomic():
         copy_new(InferenceModel, rows, len(rows))
     assert_current()

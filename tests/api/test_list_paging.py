@@ -7,6 +7,7 @@ import json
 
 import pytest
 from django.db import connection
+from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
@@ -14,6 +15,7 @@ from accounts.access import restrict
 from bench.dataset import build
 from clusters.models import Cluster
 from clusters.web import list_costs
+from clusters.web.filtersets import ClusterFilterSet
 from models_app.models import InferenceModel
 
 
@@ -169,3 +171,18 @@ def test_the_filter_backend_filters_whenever_a_filter_is_named():
     assert count("sync_state=Error") == count("sync_state=Error&name=") == 2
     for refused in ("sync_state=", "sync_state=Error&sync_state="):  # validated as before
         assert client.get(f"/api/inferencemodels/?{refused}").status_code == 400, refused
+
+
+@pytest.mark.django_db
+def test_a_boolean_filter_refuses_what_is_not_a_boolean():
+    """Django's NullBooleanField reads any unknown value as "no value": ?ready=maybe answered every row."""
+    client = _staff_client(clusters=1, per_cluster=4)
+    InferenceModel.objects.filter(pk=InferenceModel.objects.order_by("pk").values("pk")[:1]).update(ready=True)
+    InferenceModel.objects.exclude(pk=InferenceModel.objects.order_by("pk").values("pk")[:1]).update(ready=False)
+    assert client.get("/api/inferencemodels/?ready=true").json()["count"] == 1
+    assert client.get("/api/inferencemodels/?ready=false").json()["count"] == 3
+    assert client.get("/api/inferencemodels/?ready=").json()["count"] == 4
+    assert client.get("/api/inferencemodels/?ready=1").json()["count"] == 1  # the select knew no "1"
+    response = client.get("/api/inferencemodels/?ready=maybe")
+    assert response.status_code == 400 and response.json() == {"ready": ["must be true or false"]}
+    assert not ClusterFilterSet(QueryDict("healthy=yes"), queryset=Cluster.objects.all()).is_valid()  # generated

@@ -124,9 +124,15 @@ def test_status_follows_the_deployment_as_its_controller_reports(managed, pool) 
         timeout=30,
         message="ProgressDeadlineExceeded",
     )
-    kube.sync()
+    # A pass reports it once it reads the Deployment with that condition: on a busy machine the
+    # first pass after the wait can still read the Deployment as it was (a fresh-clone CI run saw
+    # "Deployed"), so pass again until it does.
+    wait_for(
+        lambda: kube.sync() is not None and condition(cr(kube, "llama-2-7b"), "Ready")["reason"] == "Failed",
+        timeout=60,
+        message="Ready: Failed after ProgressDeadlineExceeded",
+    )
     failed = condition(cr(kube, "llama-2-7b"), "Ready")
-    assert failed["reason"] == "Failed"
     assert failed["message"].startswith('ReplicaSet "llama-2-7b-') and "has timed out progressing" in failed["message"]
 
 

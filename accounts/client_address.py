@@ -5,6 +5,11 @@ request on is one of ``TRUSTED_PROXIES`` (addresses or networks, e.g. the ingres
 the first hop that is not trusted is the client. A client talking to the portal directly, or
 through an untrusted hop, cannot choose its address by writing the header itself.
 
+Behind the web process's own nginx (config/web_server.py, ``WEB_LOCAL_PROXY``) every request comes
+from loopback; the address that connected to nginx is the one nginx writes in ``X-Real-IP``
+(replacing any a client sent), and the walk starts from there. Loopback itself is not trusted for
+``X-Forwarded-For``: a client on the pod's own loopback cannot name another address either.
+
 django-ipware (what django-axes offers) was not used: its trusted-proxy list is matched against
 the header's own entries, not against the peer that actually connected, so a client that writes
 ``X-Forwarded-For: <any>, <a trusted proxy>`` is believed.
@@ -19,6 +24,7 @@ from django.conf import settings
 from django.http import HttpRequest
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+LOOPBACK = ("127.0.0.1", "::1")  # where the web process's nginx connects from
 
 
 @lru_cache(maxsize=8)
@@ -38,6 +44,8 @@ def client_ip(request: HttpRequest) -> str:
     """The nearest address that is not a trusted proxy (``REMOTE_ADDR`` when no proxy is trusted)."""
     meta = getattr(request, "META", {})
     address = meta.get("REMOTE_ADDR", "") or ""
+    if settings.WEB_LOCAL_PROXY and address in LOOPBACK:
+        address = meta.get("HTTP_X_REAL_IP", "") or address
     networks = _networks(tuple(settings.TRUSTED_PROXIES))
     hops = [hop.strip() for hop in meta.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
     while hops and _trusted(address, networks):

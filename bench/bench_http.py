@@ -30,8 +30,8 @@ shared machine (``http.load_1m_before`` / ``_after`` record the machine's load).
 ``http.healthz_under_slowloris_ok`` is 1 when /healthz answered every probe while 40 slow-header
 connections were held open (bench/slow_clients.py), else 0. ``http.server_<model>_catalog_first_*``
 compare server models on the same machine, one after the other on the catalog's first page
-(gunicorn_gthread: 3 workers x 8 threads; gunicorn_asgi: 3 ASGI workers, the former deploy;
-granian: the deploy's, config/web_server.py).
+(nginx_gunicorn: the deploy's, config/web_server.py, nginx in front of 5 sync workers; granian: the former
+deploy, 3 workers x 8 threads; gunicorn_gthread: 3 workers x 8 threads; bench/http_server.py ALTERNATIVES).
 """
 
 from __future__ import annotations
@@ -194,8 +194,8 @@ def run() -> dict[str, float]:
     figures["http.audit_entries"] = float(add_audit_entries())
     cookies = signed_in_cookies(User.objects.create_superuser("bench-http-admin", email="", password=None))
     env = database_env()
-    compared = {"gunicorn_gthread": ALTERNATIVES["gunicorn_gthread"], "gunicorn_asgi": ALTERNATIVES["gunicorn_asgi"],
-                "granian": None}  # fmt: skip  # None: the deploy's own command
+    compared = {"gunicorn_gthread": ALTERNATIVES["gunicorn_gthread"], "granian": ALTERNATIVES["granian"],
+                "nginx_gunicorn": None}  # fmt: skip  # None: the deploy's own command
     stem = "catalog_first"
     for model, command in compared.items():  # the server models side by side on one page, before the full run
         with production_server(env, command) as server:

@@ -37,21 +37,29 @@ def deploy_web_command() -> list[str]:
     raise LookupError("platform/deploy/web.yaml has no Deployment")
 
 
-# Server models the deploy's is compared with (bench/bench_http.py, tests/deploy/test_slow_clients.py)
-GUNICORN = ["gunicorn", "-c", "python:bench.gunicorn_compared", "--worker-class"]
+# Server models the deploy's is compared with (bench/bench_http.py, tests/deploy/test_slow_clients.py), each
+# reached directly, without the deploy's nginx: gunicorn with the deploy's settings (config/gunicorn.py) but
+# another worker class, and the former deploy, granian (3 workers x 8 threads, its header read deadline).
+GUNICORN = ["gunicorn", "-c", "python:config.gunicorn", "--workers", "3", "--worker-class"]
 ALTERNATIVES: dict[str, list[str]] = {
     "gunicorn_sync": [*GUNICORN, "sync", "config.wsgi:application"],
     "gunicorn_gthread": [*GUNICORN, "gthread", "--threads", "8", "config.wsgi:application"],
-    "gunicorn_asgi": [*GUNICORN, "asgi", "config.asgi:application"],
-}
+    "granian": ["granian", "--interface", "wsgi", "--http", "1", "--workers", "3", "--blocking-threads", "8",
+                "--http1-header-read-timeout", "10000", "config.wsgi:application"],
+}  # fmt: skip
 
 
 def _with_bind(command: list[str], bind: str) -> list[str]:
+    """``command`` listening on ``bind`` (``host:port``), its program from this Python's environment."""
     words = list(command)
-    if "--bind" in words:
-        index = words.index("--bind")
-        del words[index : index + 2]
-    words += ["--bind", bind]
+    if words[0] == "granian":
+        host, _, port = bind.rpartition(":")
+        words += ["--host", host, "--port", port]
+    else:
+        if "--bind" in words:
+            index = words.index("--bind")
+            del words[index : index + 2]
+        words += ["--bind", bind]
     return [str(Path(sys.executable).with_name(words[0])), *words[1:]]
 
 

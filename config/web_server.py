@@ -1,59 +1,174 @@
 """The web process's server: ``python -m config.web_server [--bind HOST:PORT]``, shared by the image,
 the kustomize base and the Helm chart, and started as is by the HTTP benchmarks
-(bench/http_server.py) and tests/deploy/test_slow_clients.py.
+(bench/http_server.py) and tests/deploy/.
 
-granian (a Rust HTTP server) runs the WSGI application (``config.wsgi``) on a pool of threads per
-worker. The HTTP/1 connection, its headers and its body are read in Rust, asynchronously: a
-Python thread is taken only once a request is complete, so clients that send their headers slowly
-("slowloris") hold no thread, and a header read is cut off after ``HEADER_READ_TIMEOUT_MS``.
-gunicorn's sync and threaded workers hold a process or a thread per connection until its headers
-are in (12 slow connections stopped /healthz under 3 sync workers, 40 under 3 x 8 threads);
-gunicorn's ASGI worker resists them but runs one Django view at a time per worker, hopping threads
-for each sync middleware. On 2 cores with 16 clients granian served 1.2-2x the requests per
-second of either (docs/serving.md gives the runs).
+nginx listens on the bind address, in front of gunicorn's sync workers (config/gunicorn.py) on a
+loopback socket this process opens and hands to gunicorn. Why the pair (docs/serving.md gives the
+runs):
+
+- **Requests queue once, in order.** A sync worker takes a connection from the shared socket only
+  when it is idle, so every worker is busy while any request waits, and none waits behind a
+  worker's backlog. Servers that hold keep-alive connections per worker (granian, gunicorn's
+  threaded and ASGI workers) keep a connection with the worker that took it: 16 clients on 3
+  workers were split 2/6/8, and the clients of the fullest worker waited 3 times as long as those
+  of the emptiest (a p99 twice the median).
+- **Slow clients hold no worker.** nginx reads a request's header (10 s deadline) and its whole
+  body, and takes the whole answer, in one event loop; a worker sees a complete request and is
+  free once its answer is written to nginx. Sync workers on their own were stopped by 12
+  slow-header connections.
+- gunicorn's master replaces a worker that is silent for its ``timeout`` (a request stuck in a view).
+
+The two live and die together: either ending ends the other, and this process exits non-zero, so
+the container restarts. SIGTERM or SIGINT stops both gracefully (nginx finishes the requests it
+holds, gunicorn's workers theirs within ``graceful_timeout``). Both children end with this process
+even when it is killed outright (config.child_processes).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
-from granian import Granian
-from granian.constants import HTTPModes, Interfaces
-from granian.http import HTTP1Settings
+from clusters.validation.limits import MAX_REQUEST_BODY_BYTES
+from config.child_processes import die_with_parent
+from config.gunicorn import graceful_timeout, timeout
 
 APPLICATION = "config.wsgi:application"
-# 2 cores per pod (the chart's default limit) + 1, so one worker's threads waiting on the database leave both busy
-WORKERS = int(os.environ.get("WEB_CONCURRENCY", "3"))
-# threads per worker running views: while one waits on PostgreSQL another renders
-THREADS = int(os.environ.get("WEB_THREADS", "8"))
-HEADER_READ_TIMEOUT_MS = 10_000  # a client that has not sent its whole header by then is dropped
-WORKER_KILL_TIMEOUT_S = 30  # on shutdown, in-flight requests get this long (gunicorn's graceful_timeout)
+NGINX_CONFIG = Path(__file__).with_name("nginx.conf.in")
+BACKLOG = 2048  # requests queued for a free worker, beyond which connects wait in nginx
+WORKER_KILL_TIMEOUT_S = graceful_timeout  # what a request in flight gets on shutdown
+STOP_SECONDS = graceful_timeout + 5  # then whatever is left is killed
+STOPPING = (signal.SIGINT, signal.SIGTERM)
+WATCHED = {*STOPPING, signal.SIGCHLD}
+
+logger = logging.getLogger("config.web_server")
 
 
-def server(bind: str) -> Granian:
-    """The configured server listening on ``bind`` (``host:port``)."""
-    host, _, port = bind.rpartition(":")
-    return Granian(
-        APPLICATION,
-        address=host or "0.0.0.0",
-        port=int(port),
-        interface=Interfaces.WSGI,
-        http=HTTPModes.http1,  # behind a load balancer or ingress that speaks HTTP/1.1 to pods
-        workers=WORKERS,
-        blocking_threads=THREADS,
-        http1_settings=HTTP1Settings(header_read_timeout=HEADER_READ_TIMEOUT_MS, keep_alive=True),
-        websockets=False,
-        log_access=True,
-        respawn_failed_workers=True,
-        workers_kill_timeout=WORKER_KILL_TIMEOUT_S,
-    )
+def nginx_binary() -> str:
+    """nginx's path; a clear error where it is not installed (the image installs Debian's nginx-light)."""
+    found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
+    if found is None:
+        raise SystemExit("config.web_server: nginx is not installed (Debian: apt-get install nginx-light)")
+    return found
+
+
+def upstream_socket() -> socket.socket:
+    """A listening loopback socket on a free port, for gunicorn's workers to accept from."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(BACKLOG)
+    listener.set_inheritable(True)
+    return listener
+
+
+def nginx_config(listen: str, upstream: str, folder: Path, access_log: str) -> str:
+    """config/nginx.conf.in with its fields filled."""
+    fields = {
+        "LISTEN": listen,
+        "UPSTREAM": upstream,
+        "TEMP": str(folder),
+        "ACCESS_LOG": access_log,
+        "MAX_BODY_BYTES": str(MAX_REQUEST_BODY_BYTES),
+        "MAX_BODY_SAID": f"{MAX_REQUEST_BODY_BYTES / 2**20:g} MiB",
+        "READ_TIMEOUT_S": str(timeout + 30),
+    }
+    text = NGINX_CONFIG.read_text()
+    for name, value in fields.items():
+        text = text.replace(f"@{name}@", value)
+    return text
+
+
+class WebServer:
+    """nginx and gunicorn, started, watched and stopped together."""
+
+    def __init__(self, bind: str) -> None:
+        host, _, port = bind.rpartition(":")
+        self.listen = f"{host or '0.0.0.0'}:{port}"
+        self.children: dict[str, subprocess.Popen] = {}
+        self.mask: set[signal.Signals] = set()
+
+    def _spawn(self, name: str, args: list[str], **options) -> None:
+        def in_child() -> None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+            die_with_parent()
+
+        self.children[name] = subprocess.Popen(args, preexec_fn=in_child, **options)
+
+    def run(self) -> int:
+        """Serve until SIGINT or SIGTERM (then 0) or until a child ends (then 1)."""
+        folder = Path(tempfile.mkdtemp(prefix="web-server-"))
+        folder.chmod(0o755)  # nginx's workers, when its master runs as root, run as nobody and write here
+        self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+        listener = upstream_socket()
+        try:
+            self._spawn(
+                "gunicorn",
+                [sys.executable, "-m", "gunicorn", "-c", "python:config.gunicorn",
+                 "--bind", f"fd://{listener.fileno()}", APPLICATION],
+                pass_fds=(listener.fileno(),),
+                env={**os.environ, "WEB_LOCAL_PROXY": "true"},  # the client's address: accounts/client_address.py
+            )  # fmt: skip
+            upstream = f"127.0.0.1:{listener.getsockname()[1]}"
+            config = folder / "nginx.conf"
+            config.write_text(nginx_config(self.listen, upstream, folder, "/dev/stdout portal"))
+            # connections nginx makes before gunicorn's workers are up wait in the socket's backlog
+            self._spawn("nginx", [nginx_binary(), "-p", str(folder), "-c", str(config), "-e", "stderr",
+                                  "-g", "daemon off;"])  # fmt: skip
+            listener.close()
+            received = self._watch()
+            return self._stop(received)
+        finally:
+            for process in self.children.values():  # left only when this process itself failed
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _ended(self) -> list[str]:
+        return [name for name, process in self.children.items() if process.poll() is not None]
+
+    def _watch(self) -> signal.Signals | None:
+        """Wait for a stop signal (returned) or a child's end (None)."""
+        while True:
+            info = signal.sigwaitinfo(WATCHED)
+            if info.si_signo in STOPPING:
+                return signal.Signals(info.si_signo)
+            for name in self._ended():
+                logger.error("%s exited with %s: stopping the web server", name, self.children[name].returncode)
+                return None
+
+    def _stop(self, received: signal.Signals | None) -> int:
+        """Stop both gracefully (nginx: SIGQUIT; gunicorn: SIGTERM), killing what is left after
+        ``STOP_SECONDS``; 0 when a signal asked for it, 1 when a child had ended on its own."""
+        for name, process in self.children.items():
+            if process.poll() is None:
+                process.send_signal(signal.SIGQUIT if name == "nginx" else signal.SIGTERM)
+        deadline = time.monotonic() + STOP_SECONDS
+        while len(self._ended()) < len(self.children) and time.monotonic() < deadline:
+            signal.sigtimedwait(WATCHED, max(0.0, deadline - time.monotonic()))
+        for name, process in self.children.items():
+            if process.poll() is None:
+                logger.warning("%s did not stop within %d s: killed", name, STOP_SECONDS)
+                process.kill()
+                process.wait()
+        return 0 if received is not None else 1
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bind", default="0.0.0.0:8000", help="host:port to listen on (default 0.0.0.0:8000)")
-    server(parser.parse_args(argv).bind).serve()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    sys.exit(WebServer(parser.parse_args(argv).bind).run())
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ choices, each for a reason:
 from __future__ import annotations
 
 import base64
-import ctypes
 import shutil
 import signal
 import subprocess
@@ -47,6 +46,7 @@ import requests
 import trustme
 import yaml
 
+from config.child_processes import die_with_parent
 from devstack.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -96,20 +96,6 @@ NODE_POOLS: dict[str, dict[str, Any]] = {
 
 class ControlPlaneUnavailable(Exception):
     """The binaries cannot be had here (no Go toolchain): the reason says how to get it."""
-
-
-_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a preexec_fn must not load libraries
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """``preexec_fn`` of every process started here: the kernel ends it (SIGTERM) when the thread
-    that started it ends, even by SIGKILL, so no etcd or kube-apiserver outlives a killed test run
-    or demo. Linux only (``prctl(PR_SET_PDEATHSIG)``); elsewhere a no-op."""
-    prctl = getattr(_LIBC, "prctl", None)
-    if prctl is not None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
 
 
 def build_binaries() -> Path:

@@ -23,7 +23,6 @@ counts included (``inference_gateway.metrics``).
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import shutil
@@ -37,6 +36,8 @@ from pathlib import Path
 from django.conf import settings
 from prometheus_client import multiprocess
 
+from config.child_processes import die_with_parent
+
 logger = logging.getLogger(__name__)
 
 QUICK_EXIT_SECONDS = 5.0
@@ -44,7 +45,6 @@ RESTART_DELAY_SECONDS = 1.0
 STOP_SECONDS = 30.0
 STOPPING = (signal.SIGINT, signal.SIGTERM)
 WATCHED = {*STOPPING, signal.SIGCHLD}
-PR_SET_PDEATHSIG = 1
 
 
 def cores() -> int:
@@ -62,7 +62,7 @@ def _in_worker(mask: set[signal.Signals]) -> None:
     """Run in each worker between fork and exec: the supervisor's signal mask undone, and the
     worker ends when the supervisor does, however it ends."""
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    die_with_parent()
 
 
 class Supervisor:

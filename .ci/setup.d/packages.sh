@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, the real parts the tests start when any is missing:
 # PostgreSQL and Redis servers (apt-get install postgresql redis-server), Prometheus (and
-# promtool), Chromium. One `apt-get update` at most. Idempotent: does nothing when all are there.
+# promtool), Chromium, nginx (the web process's front, config/web_server.py). One `apt-get update`
+# at most. Idempotent: does nothing when all are there.
 set -euo pipefail
 missing=()
 compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 { command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+[[ -x /usr/sbin/nginx ]] || command -v nginx >/dev/null 2>&1 || missing+=(nginx-light)
 if (( ${#missing[@]} )); then
   echo "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -95,6 +95,9 @@ AXES_WHITELIST_CALLABLE = "accounts.devices.is_known_device"
 # Proxies (addresses or networks, comma-separated, e.g. the ingress controller's pod range) whose
 # X-Forwarded-For entry is believed; empty: the connecting address is the client's.
 TRUSTED_PROXIES = [str(ipaddress.ip_network(entry, strict=False)) for entry in env_list("TRUSTED_PROXIES", [])]
+# Set by config/web_server.py for its workers: every request reaches them from the nginx in front of
+# them, on loopback, which names the address that connected to it in X-Real-IP.
+WEB_LOCAL_PROXY = env_bool("WEB_LOCAL_PROXY", False)
 KNOWN_DEVICE_DAYS = env_int("KNOWN_DEVICE_DAYS", 180)
 KNOWN_DEVICE_LIMIT = 20  # per person; the least recently used beyond it are forgotten
 

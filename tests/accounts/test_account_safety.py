@@ -109,6 +109,24 @@ def test_x_forwarded_for_counts_only_from_trusted_proxies(settings):
     assert client_ip(request_from("10.1.2.3", "198.51.100.7")) == "10.1.2.3"
 
 
+def test_behind_the_web_process_nginx_the_address_it_saw_is_the_start(settings):
+    """config/web_server.py: requests come from its nginx on loopback, which names the peer in X-Real-IP."""
+    settings.WEB_LOCAL_PROXY, settings.TRUSTED_PROXIES = True, []
+
+    def via_nginx(peer: str, forwarded: str | None = None):
+        return RequestFactory().get("/", REMOTE_ADDR="127.0.0.1", HTTP_X_REAL_IP=peer,
+                                    **({"HTTP_X_FORWARDED_FOR": forwarded} if forwarded else {}))  # fmt: skip
+
+    assert client_ip(via_nginx("203.0.113.5")) == "203.0.113.5"
+    assert client_ip(via_nginx("203.0.113.5", "1.2.3.4")) == "203.0.113.5"  # its own header: not believed
+    assert client_ip(via_nginx("127.0.0.1", "1.2.3.4")) == "127.0.0.1"  # loopback is no trusted proxy
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    assert client_ip(via_nginx("10.1.2.3", "1.2.3.4, 198.51.100.7")) == "198.51.100.7"  # then the ingress
+    assert client_ip(request_from("10.1.2.3", "198.51.100.7")) == "198.51.100.7"  # reached directly: as before
+    settings.WEB_LOCAL_PROXY = False
+    assert client_ip(via_nginx("203.0.113.5")) == "127.0.0.1"  # no nginx in front: the header is a client's
+
+
 def test_spraying_through_the_ingress_is_counted_per_real_client(world, settings):
     settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
 

@@ -1,5 +1,5 @@
-"""The image and compose file: nothing private goes into the image, the web server (granian) is pinned, the image's
-build step works with production settings, compose probes the web process as Kubernetes does, and
+"""The image and compose file: nothing private goes into the image, the web server (nginx, gunicorn) is installed and
+pinned, the image's build step works with production settings, compose probes the web process as Kubernetes does, and
 Prometheus sends the /metrics token."""
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def test_dockerignore_keeps_the_virtualenv_git_and_local_database_out() -> None:
 
 
 def test_the_web_server_is_pinned_and_the_image_installs_only_the_requirements() -> None:
-    assert re.search(r"^granian==\d+\.\d+\.\d+$", (ROOT / "requirements.txt").read_text(), re.M)
+    assert re.search(r"^gunicorn==\d+\.\d+\.\d+$", (ROOT / "requirements.txt").read_text(), re.M)
+    assert "apt-get install -y --no-install-recommends nginx-light" in (DOCKER / "Dockerfile").read_text()
     installs = [line for line in (DOCKER / "Dockerfile").read_text().splitlines() if "pip install" in line]
     assert installs and all(line.split("pip install", 1)[1].split() == ["--no-cache-dir", "-r", "requirements.txt"]
                             for line in installs)  # fmt: skip

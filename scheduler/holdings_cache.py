@@ -114,7 +114,6 @@ def _row_sql(model: type[KubeObject]) -> str:
 def _trigger_sql(model: type[KubeObject]) -> list[str]:
     """The function and triggers that move the generation of the clusters ``model``'s writes change."""
     table = model._meta.db_table
-    function = f"{table}_holdings_generation"
     cluster = model._meta.get_field("cluster").column
 
     def rows(transition: str) -> str:
@@ -130,14 +129,14 @@ def _trigger_sql(model: type[KubeObject]) -> list[str]:
         )
 
     new, old = rows("new_rows"), rows("old_rows")
-    body = (
-        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        f"IF TG_OP = 'INSERT' THEN {move(new)} "
-        f"ELSIF TG_OP = 'UPDATE' THEN {move(f'({new} EXCEPT ALL {old}) UNION ALL ({old} EXCEPT ALL {new})')} "
-        f"ELSIF TG_OP = 'DELETE' THEN {move(old)} "
-        f"ELSE UPDATE {TABLE} SET generation = nextval('{SEQUENCE}'); END IF; RETURN NULL; END $$"
+    return statement_triggers(
+        table,
+        "holdings_generation",
+        insert=move(new),
+        update=move(f"({new} EXCEPT ALL {old}) UNION ALL ({old} EXCEPT ALL {new})"),
+        delete=move(old),
+        truncate=f"UPDATE {TABLE} SET generation = nextval('{SEQUENCE}');",
     )
-    return [body, *statement_triggers(table, "holdings_generation", function)]
 
 
 def install(using: BaseDatabaseWrapper = connection) -> None:

@@ -83,7 +83,6 @@ def _grouped_sql(model: type[KubeObject], vendor: str, where: str = "") -> str:
 def _trigger_sql(model: type[KubeObject]) -> list[str]:
     """The function and triggers that keep ``model``'s totals current (PostgreSQL)."""
     table, kind = model._meta.db_table, model.kube.kind
-    function = f"{table}_pool_totals"
     row = _projection(model, "postgresql")
 
     def delta(sources: list[tuple[int, str]]) -> str:
@@ -105,14 +104,14 @@ def _trigger_sql(model: type[KubeObject]) -> list[str]:
             + f"; DELETE FROM {TABLE} WHERE kind = '{kind}' AND model_count = 0;"
         )
 
-    body = (
-        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        f"IF TG_OP = 'INSERT' THEN {delta([(1, 'new_rows')])} "
-        f"ELSIF TG_OP = 'UPDATE' THEN {delta([(1, 'new_rows'), (-1, 'old_rows')])} "
-        f"ELSIF TG_OP = 'DELETE' THEN {delta([(-1, 'old_rows')])} "
-        f"ELSE DELETE FROM {TABLE} WHERE kind = '{kind}'; END IF; RETURN NULL; END $$"
+    return statement_triggers(
+        table,
+        "pool_totals",
+        insert=delta([(1, "new_rows")]),
+        update=delta([(1, "new_rows"), (-1, "old_rows")]),
+        delete=delta([(-1, "old_rows")]),
+        truncate=f"DELETE FROM {TABLE} WHERE kind = '{kind}';",
     )
-    return [body, *statement_triggers(table, "pool_totals", function)]
 
 
 def install(using: BaseDatabaseWrapper = connection) -> None:

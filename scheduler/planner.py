@@ -62,8 +62,7 @@ class Plan:
         models' labels is needed to find them.
         """
         proposed = {proposal.label for proposal in self.models}
-        missed = {miss.item.label for pool in self.placement.pools.values() for miss in pool.unplaced}
-        return sorted({*missed, *(miss.item.label for miss in self.placement.unknown_pool)} - proposed)
+        return sorted({miss.item.label for miss in self.placement.misses} - proposed)
 
 
 def dependency_closure(proposals: list[Proposal], holdings: Sequence[Holding]) -> list[Proposal]:
@@ -316,8 +315,7 @@ def plan_to_dict(result: Plan) -> dict[str, Any]:
             for p in result.models
         ],
         "proposal": [
-            {"model": p.label, "fits": p.label not in misses, "nodes": sorted(nodes_of[p.label])}
-            for p in result.models
+            {"model": p.label, "fits": p.label not in misses, "nodes": sorted(nodes_of[p.label])} for p in result.models
         ],
         "running_models": len(result.baseline),
         "overcommitted": result.overcommitted,

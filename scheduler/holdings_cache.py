@@ -33,7 +33,8 @@ same pair. After a load the pair is read again, and the holdings are kept only w
 move meanwhile, so they are never a mix of two states. Holdings are rows, not anything
 computed from now: idleness is worked out from ``last_request_at`` and ``cooldown`` by each plan.
 They are shared between requests and threads, so they are frozen, in a tuple. At most
-:data:`KEPT_CLUSTERS` clusters are kept per process, the least recently planned dropped first.
+:data:`scheduler.per_cluster.KEPT_CLUSTERS` clusters are kept per process, the least recently
+planned dropped first.
 
 Elsewhere than PostgreSQL (SQLite, the embedded ``make run`` demo) there is no generation: each
 plan reads the rows.
@@ -41,8 +42,6 @@ plan reads the rows.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import NamedTuple
 
 from django.db import connection, transaction
@@ -53,12 +52,10 @@ from clusters.models import Cluster, KubeObject
 from clusters.postgres_only import statement_triggers
 from scheduler.holdings import RECOMMENDATION, Holding, load_holdings, not_deleted_sql, read_columns, serving_models
 from scheduler.models import HoldingsGeneration
+from scheduler.per_cluster import PerCluster
 
 TABLE = HoldingsGeneration._meta.db_table
 SEQUENCE = "scheduler_holdings_generation_seq"  # created by migration 0007
-KEPT_CLUSTERS = 8
-"""Clusters whose holdings a process keeps: 12,000 models take about 8 MB, their placement
-(:mod:`scheduler.baseline`, kept as long) 2.5 MB more."""
 
 
 class _Key(NamedTuple):
@@ -68,8 +65,7 @@ class _Key(NamedTuple):
     managed_kinds: tuple[str, ...]
 
 
-_kept: OrderedDict[int, tuple[_Key, tuple[Holding, ...]]] = OrderedDict()
-_kept_lock = threading.Lock()
+_kept: PerCluster[tuple[_Key, tuple[Holding, ...]]] = PerCluster()
 
 
 def cluster_holdings(cluster_id: int) -> tuple[Holding, ...]:
@@ -79,18 +75,12 @@ def cluster_holdings(cluster_id: int) -> tuple[Holding, ...]:
     if connection.vendor != "postgresql":
         return tuple(load_holdings(cluster_id))
     key = _key(cluster_id)
-    with _kept_lock:
-        kept = _kept.get(cluster_id)
-        if kept is not None and kept[0] == key:
-            _kept.move_to_end(cluster_id)
-            return kept[1]
+    kept = _kept.get(cluster_id)
+    if kept is not None and kept[0] == key:
+        return kept[1]
     holdings = tuple(load_holdings(cluster_id))
     if key is not None and key.generation is not None and _key(cluster_id) == key:
-        with _kept_lock:
-            _kept[cluster_id] = (key, holdings)
-            _kept.move_to_end(cluster_id)
-            while len(_kept) > KEPT_CLUSTERS:
-                _kept.popitem(last=False)
+        _kept.put(cluster_id, (key, holdings))
     return holdings
 
 

@@ -132,8 +132,12 @@ def read_columns(model: type[KubeObject]) -> list[str]:
     (read as text) and the :data:`RECOMMENDATION` key of ``status``: everything a Holding is made
     of, and so what :mod:`scheduler.holdings_cache` watches for changes, but the last request
     (:func:`with_last_requests`)."""
-    peak = ["observed_peak_bytes"] if "observed_peak_bytes" in {f.name for f in model._meta.get_fields()} else []
-    return [*_READ, *peak]
+    return [*_READ, *(["observed_peak_bytes"] if has_peak(model) else [])]
+
+
+def has_peak(model: type[KubeObject]) -> bool:
+    """Whether the kind keeps the peak memory observed of its models (``observed_peak_bytes``)."""
+    return any(field.name == "observed_peak_bytes" for field in model._meta.get_fields())
 
 
 def with_last_requests(holdings: list[Holding]) -> list[Holding]:

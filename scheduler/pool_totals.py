@@ -39,7 +39,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from clusters.models import KubeObject, SyncState
 from clusters.postgres_only import statement_triggers
-from scheduler.holdings import not_deleted_sql, serving_models
+from scheduler.holdings import RECOMMENDATION, has_peak, not_deleted_sql, serving_models
 from scheduler.models import PoolTotal
 
 TABLE = PoolTotal._meta.db_table
@@ -47,18 +47,14 @@ REPORTED, DESIRED, STOPPED = PoolTotal.State.REPORTED, PoolTotal.State.DESIRED, 
 _SUMS = ("model_count", "memory_bytes", "gpus", "observed_peak_bytes", "advised")
 
 
-def _has_peak(model: type[KubeObject]) -> bool:
-    return any(field.name == "observed_peak_bytes" for field in model._meta.get_fields())
-
-
 def _projection(model: type[KubeObject], vendor: str, alias: str = "t") -> str:
     """One row's (cluster, pool, state, memory, GPUs, peak, advised) as SQL over ``alias``."""
     advised = (
-        f"({alias}.status ? 'recommendation')::int"
+        f"({alias}.status ? '{RECOMMENDATION}')::int"
         if vendor == "postgresql"
-        else f"(json_extract({alias}.status, '$.recommendation') IS NOT NULL)"
+        else f"(json_extract({alias}.status, '$.{RECOMMENDATION}') IS NOT NULL)"
     )
-    peak = f"COALESCE({alias}.observed_peak_bytes, 0)" if _has_peak(model) else "0"
+    peak = f"COALESCE({alias}.observed_peak_bytes, 0)" if has_peak(model) else "0"
     return (
         f"{alias}.cluster_id AS cluster_id, {alias}.node_pool AS node_pool, "
         f"CASE WHEN {alias}.running_replicas > 0 THEN '{REPORTED.value}' "

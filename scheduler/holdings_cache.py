@@ -92,7 +92,7 @@ def _key(cluster_id: int) -> _Key | None:
 
 
 def _row_sql(model: type[KubeObject]) -> str:
-    """A row as ``load_holdings`` reads it, in SQL over alias ``t``."""
+    """A row as ``load_holdings`` reads it but its last request, in SQL over alias ``t``."""
     # the last request is not watched: the gateway moves it every few seconds per model in use
     # (what reads it reads it afresh, scheduler.holdings.with_last_requests)
     watched = [name for name in read_columns(model) if name != "last_active_at"]

@@ -175,7 +175,7 @@ def rows_by_sync_state(
         branches += [
             f"SELECT {number}, sync_state, COUNT(*) FROM {table} WHERE sync_state < %s GROUP BY sync_state",
             f"SELECT {number}, sync_state, COUNT(*) FROM {table} WHERE sync_state > %s GROUP BY sync_state",
-            f"SELECT {number}, NULL, COALESCE(SUM(model_count), 0) FROM {TABLE} WHERE kind = %s",
+            f"SELECT {number}, NULL, COALESCE(SUM(model_count), 0)::bigint FROM {TABLE} WHERE kind = %s",
         ]
         params += [synced, synced, model.kube.kind]
     counted: list[dict[str | None, int]] = [{} for _ in kept]

@@ -73,6 +73,7 @@ def assert_current() -> None:
     with CaptureQueriesContext(connection) as queries:  # the dashboard's counts by sync state, every kind at once
         kept_by_state = rows_by_sync_state(serving_models())
     assert len(queries) == 1
+    assert {type(rows) for by_state in kept_by_state.values() for rows in by_state.values()} <= {int}  # not numeric
     for model in serving_models():
         counted = Counter(model.objects.values_list("sync_state", flat=True))
         assert kept_by_state[model] == dict(counted), model.kube.kind

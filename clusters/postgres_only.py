@@ -172,14 +172,21 @@ STATEMENT_TRIGGERS = {
 }
 
 
-def statement_triggers(table: str, name: str, function: str) -> list[str]:
-    """The statements that (re)create ``{table}_{name}_{event}`` for every event of
-    :data:`STATEMENT_TRIGGERS`, each running ``function()`` once per statement: what keeps a
-    table derived from ``table`` (pool totals, holdings generations) current on every write path,
-    the bulk ones included, whoever writes. ``function`` reads ``new_rows`` / ``old_rows``."""
-    statements = []
+def statement_triggers(table: str, name: str, insert: str, update: str, delete: str, truncate: str) -> list[str]:
+    """The statements that (re)create the function ``{table}_{name}()`` and the triggers
+    ``{table}_{name}_{event}`` for every event of :data:`STATEMENT_TRIGGERS`, each running it once
+    per statement: what keeps a table derived from ``table`` (pool totals, holdings generations)
+    current on every write path, the bulk ones included, whoever writes. ``insert``, ``update``,
+    ``delete`` and ``truncate`` are the function's SQL for each event, each ending with ``;``; they
+    read ``new_rows`` / ``old_rows``."""
+    function = f"{table}_{name}"
+    statements = [
+        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF TG_OP = 'INSERT' THEN {insert} ELSIF TG_OP = 'UPDATE' THEN {update} "
+        f"ELSIF TG_OP = 'DELETE' THEN {delete} ELSE {truncate} END IF; RETURN NULL; END $$"
+    ]
     for event, clause in STATEMENT_TRIGGERS.items():
-        trigger = f"{table}_{name}_{event}"
+        trigger = f"{function}_{event}"
         statements += [
             f"DROP TRIGGER IF EXISTS {trigger} ON {table}",
             f"CREATE TRIGGER {trigger} {clause.format(t=table)} FOR EACH STATEMENT EXECUTE FUNCTION {function}()",

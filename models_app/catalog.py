@@ -164,15 +164,15 @@ class CatalogRows:
 
     def _kept_count(self) -> int | None:
         """The rows of every kind from the totals PostgreSQL keeps (scheduler's
-        ``rows_by_sync_state``), exact, when no part is narrowed (no filter, a user who sees every
-        namespace); None otherwise. Else above ``COUNT_BOUND`` rows the count was an estimate."""
-        total = 0
-        for part in self.parts.values():
-            by_state = None if part.query.where else rows_by_sync_state(part.model)
-            if by_state is None:
-                return None
-            total += sum(by_state.values())
-        return total
+        ``rows_by_sync_state``, one statement for every kind), exact, when no part is narrowed (no
+        filter, a user who sees every namespace); None otherwise. Else above ``COUNT_BOUND`` rows
+        the count was an estimate."""
+        if any(part.query.where for part in self.parts.values()):
+            return None
+        kept = rows_by_sync_state([part.model for part in self.parts.values()])
+        if len(kept) < len(self.parts):
+            return None
+        return sum(sum(by_state.values()) for by_state in kept.values())
 
     def page(self, cursor: Cursor | None, size: int) -> CatalogPage:
         """The ``size`` rows from ``cursor`` (the first page when None) and the cursors around them."""

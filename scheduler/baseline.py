@@ -16,31 +16,23 @@ a running model, ``include_running`` off) do not come here.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from scheduler.holdings import Holding
-from scheduler.holdings_cache import KEPT_CLUSTERS
+from scheduler.per_cluster import PerCluster
 from scheduler.placement import Placer
 from scheduler.placement_inputs import PoolShapes, fixed_items
 
-_kept: OrderedDict[int, tuple[Sequence[Holding], PoolShapes, Placer]] = OrderedDict()
-_kept_lock = threading.Lock()
+_kept: PerCluster[tuple[Sequence[Holding], PoolShapes, Placer]] = PerCluster()
 
 
 def running_placed(cluster_id: int, holdings: Sequence[Holding], shapes: PoolShapes) -> Placer:
     """A placer holding every running model of ``holdings`` placed in ``shapes``' pools, biggest
     first: the caller's own copy, to place its proposal with."""
-    with _kept_lock:
-        kept = _kept.get(cluster_id)
+    kept = _kept.get(cluster_id)
     if kept is not None and kept[0] is holdings and kept[1].shapes == shapes.shapes:
         return kept[2].copy()
     placer = Placer(shapes.spaces())
     placer.add(fixed_items(holding for holding in holdings if holding.running))
-    with _kept_lock:
-        _kept[cluster_id] = (holdings, shapes, placer)
-        _kept.move_to_end(cluster_id)
-        while len(_kept) > KEPT_CLUSTERS:
-            _kept.popitem(last=False)
+    _kept.put(cluster_id, (holdings, shapes, placer))
     return placer.copy()

@@ -23,7 +23,7 @@ from itertools import chain
 from typing import Any
 
 from django.db import connections
-from django.db.models import Expression, F, Q, QuerySet, TextField
+from django.db.models import CharField, Expression, F, Q, QuerySet, TextField, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Length
@@ -132,24 +132,31 @@ def read_columns(model: type[KubeObject]) -> list[str]:
     (read as text) and the :data:`RECOMMENDATION` key of ``status``: everything a Holding is made
     of, and so what :mod:`scheduler.holdings_cache` watches for changes, but the last request
     (:func:`with_last_requests`)."""
-    peak = ["observed_peak_bytes"] if "observed_peak_bytes" in {f.name for f in model._meta.get_fields()} else []
-    return [*_READ, *peak]
+    return [*_READ, *(["observed_peak_bytes"] if has_peak(model) else [])]
+
+
+def has_peak(model: type[KubeObject]) -> bool:
+    """Whether the kind keeps the peak memory observed of its models (``observed_peak_bytes``)."""
+    return any(field.name == "observed_peak_bytes" for field in model._meta.get_fields())
 
 
 def with_last_requests(holdings: list[Holding]) -> list[Holding]:
-    """``holdings`` with their last request as their rows have it now (one query per kind).
+    """``holdings`` with their last request as their rows have it now (one query, every kind in it).
 
     A model's last request moves with every request the gateway stamps (every few seconds per
     model in use), so the holdings a process keeps (:mod:`scheduler.holdings_cache`) do not watch
     it: under traffic they would never be reused. What reads it, a plan's idle suggestions, reads
     it afresh for the models it considers.
     """
-    fresh: dict[tuple[str, int], datetime | None] = {}
-    for kind in {holding.kind for holding in holdings}:
-        model = serving_model_for(kind)
-        ids = [holding.id for holding in holdings if holding.kind == kind]
-        rows = model.objects.filter(pk__in=ids).values_list("pk", "last_active_at")
-        fresh.update({(kind, pk): last_active_at for pk, last_active_at in rows})
+    reads = [
+        serving_model_for(kind).objects.order_by()
+        .filter(pk__in=[holding.id for holding in holdings if holding.kind == kind])
+        .annotate(of_kind=Value(kind, output_field=CharField()))
+        .values_list("of_kind", "pk", "last_active_at")
+        for kind in sorted({holding.kind for holding in holdings})
+    ]  # fmt: skip
+    rows = reads[0].union(*reads[1:], all=True) if reads else []
+    fresh: dict[tuple[str, int], datetime | None] = {(kind, pk): last for kind, pk, last in rows}
     return [replace(holding, last_request_at=fresh.get((holding.kind, holding.id), holding.last_request_at))
             for holding in holdings]  # fmt: skip
 

@@ -33,7 +33,8 @@ same pair. After a load the pair is read again, and the holdings are kept only w
 move meanwhile, so they are never a mix of two states. Holdings are rows, not anything
 computed from now: idleness is worked out from ``last_request_at`` and ``cooldown`` by each plan.
 They are shared between requests and threads, so they are frozen, in a tuple. At most
-:data:`KEPT_CLUSTERS` clusters are kept per process, the least recently planned dropped first.
+:data:`scheduler.per_cluster.KEPT_CLUSTERS` clusters are kept per process, the least recently
+planned dropped first.
 
 Elsewhere than PostgreSQL (SQLite, the embedded ``make run`` demo) there is no generation: each
 plan reads the rows.
@@ -41,8 +42,6 @@ plan reads the rows.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import NamedTuple
 
 from django.db import connection, transaction
@@ -53,12 +52,10 @@ from clusters.models import Cluster, KubeObject
 from clusters.postgres_only import statement_triggers
 from scheduler.holdings import RECOMMENDATION, Holding, load_holdings, not_deleted_sql, read_columns, serving_models
 from scheduler.models import HoldingsGeneration
+from scheduler.per_cluster import PerCluster
 
 TABLE = HoldingsGeneration._meta.db_table
 SEQUENCE = "scheduler_holdings_generation_seq"  # created by migration 0007
-KEPT_CLUSTERS = 8
-"""Clusters whose holdings a process keeps: 12,000 models take about 8 MB, their placement
-(:mod:`scheduler.baseline`, kept as long) 2.5 MB more."""
 
 
 class _Key(NamedTuple):
@@ -68,8 +65,7 @@ class _Key(NamedTuple):
     managed_kinds: tuple[str, ...]
 
 
-_kept: OrderedDict[int, tuple[_Key, tuple[Holding, ...]]] = OrderedDict()
-_kept_lock = threading.Lock()
+_kept: PerCluster[tuple[_Key, tuple[Holding, ...]]] = PerCluster()
 
 
 def cluster_holdings(cluster_id: int) -> tuple[Holding, ...]:
@@ -79,18 +75,12 @@ def cluster_holdings(cluster_id: int) -> tuple[Holding, ...]:
     if connection.vendor != "postgresql":
         return tuple(load_holdings(cluster_id))
     key = _key(cluster_id)
-    with _kept_lock:
-        kept = _kept.get(cluster_id)
-        if kept is not None and kept[0] == key:
-            _kept.move_to_end(cluster_id)
-            return kept[1]
+    kept = _kept.get(cluster_id)
+    if kept is not None and kept[0] == key:
+        return kept[1]
     holdings = tuple(load_holdings(cluster_id))
     if key is not None and key.generation is not None and _key(cluster_id) == key:
-        with _kept_lock:
-            _kept[cluster_id] = (key, holdings)
-            _kept.move_to_end(cluster_id)
-            while len(_kept) > KEPT_CLUSTERS:
-                _kept.popitem(last=False)
+        _kept.put(cluster_id, (key, holdings))
     return holdings
 
 
@@ -102,7 +92,7 @@ def _key(cluster_id: int) -> _Key | None:
 
 
 def _row_sql(model: type[KubeObject]) -> str:
-    """A row as ``load_holdings`` reads it, in SQL over alias ``t``."""
+    """A row as ``load_holdings`` reads it but its last request, in SQL over alias ``t``."""
     # the last request is not watched: the gateway moves it every few seconds per model in use
     # (what reads it reads it afresh, scheduler.holdings.with_last_requests)
     watched = [name for name in read_columns(model) if name != "last_active_at"]
@@ -114,7 +104,6 @@ def _row_sql(model: type[KubeObject]) -> str:
 def _trigger_sql(model: type[KubeObject]) -> list[str]:
     """The function and triggers that move the generation of the clusters ``model``'s writes change."""
     table = model._meta.db_table
-    function = f"{table}_holdings_generation"
     cluster = model._meta.get_field("cluster").column
 
     def rows(transition: str) -> str:
@@ -130,14 +119,14 @@ def _trigger_sql(model: type[KubeObject]) -> list[str]:
         )
 
     new, old = rows("new_rows"), rows("old_rows")
-    body = (
-        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        f"IF TG_OP = 'INSERT' THEN {move(new)} "
-        f"ELSIF TG_OP = 'UPDATE' THEN {move(f'({new} EXCEPT ALL {old}) UNION ALL ({old} EXCEPT ALL {new})')} "
-        f"ELSIF TG_OP = 'DELETE' THEN {move(old)} "
-        f"ELSE UPDATE {TABLE} SET generation = nextval('{SEQUENCE}'); END IF; RETURN NULL; END $$"
+    return statement_triggers(
+        table,
+        "holdings_generation",
+        insert=move(new),
+        update=move(f"({new} EXCEPT ALL {old}) UNION ALL ({old} EXCEPT ALL {new})"),
+        delete=move(old),
+        truncate=f"UPDATE {TABLE} SET generation = nextval('{SEQUENCE}');",
     )
-    return [body, *statement_triggers(table, "holdings_generation", function)]
 
 
 def install(using: BaseDatabaseWrapper = connection) -> None:

@@ -228,8 +228,8 @@ class HoldingsGeneration(models.Model):
 
     Moved by PostgreSQL triggers on every serving kind's table to a fresh value of a sequence
     whenever a statement changes what :func:`scheduler.holdings.load_holdings` reads of the
-    cluster's rows (:mod:`scheduler.holdings_cache`, which documents the rules); never written by
-    the application. A value is never reused, even after a rollback.
+    cluster's rows but the last request (:mod:`scheduler.holdings_cache`, which documents the
+    rules); never written by the application. A value is never reused, even after a rollback.
     """
 
     cluster_id = models.BigIntegerField(

@@ -162,10 +162,14 @@ class Placement:
     def fits(self) -> bool:
         return not self.unknown_pool and all(pool.fits for pool in self.pools.values())
 
+    @property
+    def misses(self) -> list[Unplaced]:
+        """Every pod that found no node, of every model placed."""
+        return [*(miss for pool in self.pools.values() for miss in pool.unplaced), *self.unknown_pool]
+
     def misses_of(self, labels: set[str]) -> list[Unplaced]:
         """The pods of the models named by ``labels`` that found no node."""
-        misses = [miss for pool in self.pools.values() for miss in pool.unplaced]
-        return [miss for miss in [*misses, *self.unknown_pool] if miss.item.label in labels]
+        return [miss for miss in self.misses if miss.item.label in labels]
 
 
 def _fmt(amount: int) -> str:

@@ -62,8 +62,7 @@ class Plan:
         models' labels is needed to find them.
         """
         proposed = {proposal.label for proposal in self.models}
-        missed = {miss.item.label for pool in self.placement.pools.values() for miss in pool.unplaced}
-        return sorted({*missed, *(miss.item.label for miss in self.placement.unknown_pool)} - proposed)
+        return sorted({miss.item.label for miss in self.placement.misses} - proposed)
 
 
 def dependency_closure(proposals: list[Proposal], holdings: Sequence[Holding]) -> list[Proposal]:
@@ -181,15 +180,16 @@ def _plan(
         cluster, placement, models, baseline, repacked=repack, quota_breaks=what_if(cluster.pk, models, baseline)
     )
     proposed = {proposal.label for proposal in models}
+    short = [pool for pool in placement.pools.values() if any(miss.item.label in proposed for miss in pool.unplaced)]
+    names = {pool.name for pool in short}
     by_pool: dict[str, list[Holding]] = {}
-    for holding in baseline:
+    # the last requests of every pool's running models at once: kept holdings' may be old
+    for holding in with_last_requests([holding for holding in baseline if holding.pool in names]):
         by_pool.setdefault(holding.pool, []).append(holding)
-    for pool in placement.pools.values():
-        if any(miss.item.label in proposed for miss in pool.unplaced):
-            mine = [item for item in new if item.pool == pool.name]
-            space = partial(shapes.pool, pool.name)
-            running_here = with_last_requests(by_pool.get(pool.name, []))  # kept holdings' may be old
-            result.suggestions[pool.name] = suggest(pool, space, mine, running_here, now, recommender)
+    for pool in short:
+        mine = [item for item in new if item.pool == pool.name]
+        space = partial(shapes.pool, pool.name)
+        result.suggestions[pool.name] = suggest(pool, space, mine, by_pool.get(pool.name, []), now, recommender)
     return result
 
 
@@ -316,8 +316,7 @@ def plan_to_dict(result: Plan) -> dict[str, Any]:
             for p in result.models
         ],
         "proposal": [
-            {"model": p.label, "fits": p.label not in misses, "nodes": sorted(nodes_of[p.label])}
-            for p in result.models
+            {"model": p.label, "fits": p.label not in misses, "nodes": sorted(nodes_of[p.label])} for p in result.models
         ],
         "running_models": len(result.baseline),
         "overcommitted": result.overcommitted,

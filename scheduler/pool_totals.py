@@ -31,7 +31,7 @@ projection below (:func:`_projection`), so they cannot disagree.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import connection, transaction
@@ -39,7 +39,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from clusters.models import KubeObject, SyncState
 from clusters.postgres_only import statement_triggers
-from scheduler.holdings import not_deleted_sql, serving_models
+from scheduler.holdings import RECOMMENDATION, has_peak, not_deleted_sql, serving_models
 from scheduler.models import PoolTotal
 
 TABLE = PoolTotal._meta.db_table
@@ -47,18 +47,14 @@ REPORTED, DESIRED, STOPPED = PoolTotal.State.REPORTED, PoolTotal.State.DESIRED, 
 _SUMS = ("model_count", "memory_bytes", "gpus", "observed_peak_bytes", "advised")
 
 
-def _has_peak(model: type[KubeObject]) -> bool:
-    return any(field.name == "observed_peak_bytes" for field in model._meta.get_fields())
-
-
 def _projection(model: type[KubeObject], vendor: str, alias: str = "t") -> str:
     """One row's (cluster, pool, state, memory, GPUs, peak, advised) as SQL over ``alias``."""
     advised = (
-        f"({alias}.status ? 'recommendation')::int"
+        f"({alias}.status ? '{RECOMMENDATION}')::int"
         if vendor == "postgresql"
-        else f"(json_extract({alias}.status, '$.recommendation') IS NOT NULL)"
+        else f"(json_extract({alias}.status, '$.{RECOMMENDATION}') IS NOT NULL)"
     )
-    peak = f"COALESCE({alias}.observed_peak_bytes, 0)" if _has_peak(model) else "0"
+    peak = f"COALESCE({alias}.observed_peak_bytes, 0)" if has_peak(model) else "0"
     return (
         f"{alias}.cluster_id AS cluster_id, {alias}.node_pool AS node_pool, "
         f"CASE WHEN {alias}.running_replicas > 0 THEN '{REPORTED.value}' "
@@ -83,7 +79,6 @@ def _grouped_sql(model: type[KubeObject], vendor: str, where: str = "") -> str:
 def _trigger_sql(model: type[KubeObject]) -> list[str]:
     """The function and triggers that keep ``model``'s totals current (PostgreSQL)."""
     table, kind = model._meta.db_table, model.kube.kind
-    function = f"{table}_pool_totals"
     row = _projection(model, "postgresql")
 
     def delta(sources: list[tuple[int, str]]) -> str:
@@ -105,14 +100,14 @@ def _trigger_sql(model: type[KubeObject]) -> list[str]:
             + f"; DELETE FROM {TABLE} WHERE kind = '{kind}' AND model_count = 0;"
         )
 
-    body = (
-        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        f"IF TG_OP = 'INSERT' THEN {delta([(1, 'new_rows')])} "
-        f"ELSIF TG_OP = 'UPDATE' THEN {delta([(1, 'new_rows'), (-1, 'old_rows')])} "
-        f"ELSIF TG_OP = 'DELETE' THEN {delta([(-1, 'old_rows')])} "
-        f"ELSE DELETE FROM {TABLE} WHERE kind = '{kind}'; END IF; RETURN NULL; END $$"
+    return statement_triggers(
+        table,
+        "pool_totals",
+        insert=delta([(1, "new_rows")]),
+        update=delta([(1, "new_rows"), (-1, "old_rows")]),
+        delete=delta([(-1, "old_rows")]),
+        truncate=f"DELETE FROM {TABLE} WHERE kind = '{kind}';",
     )
-    return [body, *statement_triggers(table, "pool_totals", function)]
 
 
 def install(using: BaseDatabaseWrapper = connection) -> None:
@@ -157,9 +152,12 @@ def _in_clusters(cluster_ids: Iterable[int] | None, vendor: str) -> tuple[str, l
     return f" AND t.cluster_id IN ({', '.join(['%s'] * len(ids))})", ids
 
 
-def rows_by_sync_state(model: type[KubeObject], using: BaseDatabaseWrapper = connection) -> dict[str, int] | None:
-    """Every row of serving kind ``model`` counted by sync state, without a pass over its synced rows;
-    None where no totals are kept (not PostgreSQL, not a serving kind): count the rows there.
+def rows_by_sync_state(
+    models: Sequence[type[KubeObject]], using: BaseDatabaseWrapper = connection
+) -> dict[type[KubeObject], dict[str, int]]:
+    """Every row of each serving kind of ``models`` counted by sync state, without a pass over its
+    synced rows, in one statement; a kind without kept totals (not PostgreSQL, not a serving kind)
+    is left out: count its rows there.
 
     Nearly every row is synced, and a ``GROUP BY sync_state`` reads them all (11 ms of the
     dashboard's SQL at 100,000 models, on every load). The other states are few: they are counted
@@ -167,21 +165,30 @@ def rows_by_sync_state(model: type[KubeObject], using: BaseDatabaseWrapper = con
     the kept totals' models (every row not deleted in the cluster) less those. One statement, so
     one snapshot: the totals and the ranges agree whatever is written meanwhile.
     """
-    if using.vendor != "postgresql" or model not in serving_models():
-        return None
-    table = using.ops.quote_name(model._meta.db_table)
+    kept = [model for model in models if model in serving_models()] if using.vendor == "postgresql" else []
+    if not kept:
+        return {}
     synced, deleted = SyncState.SYNCED.value, SyncState.DELETED_IN_CLUSTER.value
+    branches, params = [], []
+    for number, model in enumerate(kept):
+        table = using.ops.quote_name(model._meta.db_table)
+        branches += [
+            f"SELECT {number}, sync_state, COUNT(*) FROM {table} WHERE sync_state < %s GROUP BY sync_state",
+            f"SELECT {number}, sync_state, COUNT(*) FROM {table} WHERE sync_state > %s GROUP BY sync_state",
+            f"SELECT {number}, NULL, COALESCE(SUM(model_count), 0)::bigint FROM {TABLE} WHERE kind = %s",
+        ]
+        params += [synced, synced, model.kube.kind]
+    counted: list[dict[str | None, int]] = [{} for _ in kept]
     with using.cursor() as cursor:
-        cursor.execute(
-            f"SELECT sync_state, COUNT(*) FROM {table} WHERE sync_state < %s GROUP BY 1 "
-            f"UNION ALL SELECT sync_state, COUNT(*) FROM {table} WHERE sync_state > %s GROUP BY 1 "
-            f"UNION ALL SELECT NULL, COALESCE(SUM(model_count), 0) FROM {TABLE} WHERE kind = %s",
-            [synced, synced, model.kube.kind],
-        )
-        counted = dict(cursor.fetchall())
-    kept = counted.pop(None)
-    counted[synced] = kept - sum(rows for state, rows in counted.items() if state != deleted)
-    return {state: rows for state, rows in counted.items() if rows}
+        cursor.execute(" UNION ALL ".join(branches), params)
+        for number, state, rows in cursor.fetchall():
+            counted[number][state] = rows
+    result: dict[type[KubeObject], dict[str, int]] = {}
+    for model, by_state in zip(kept, counted, strict=True):
+        total = by_state.pop(None)
+        by_state[synced] = total - sum(rows for state, rows in by_state.items() if state != deleted)
+        result[model] = {state: rows for state, rows in by_state.items() if rows}
+    return result
 
 
 def pool_totals(cluster_ids: Iterable[int] | None = None, using: BaseDatabaseWrapper = connection) -> list[PoolTotal]:

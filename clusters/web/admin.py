@@ -196,7 +196,9 @@ class ClusterFilter(admin.RelatedFieldListFilter):
     """The cluster filter's choices read as names: Django's read every column of every cluster,
     decrypting each one's credentials, to list their names on every changelist page."""
 
-    def field_choices(self, field, request, model_admin) -> list[tuple[Any, str]]:
+    def field_choices(
+        self, field: models.ForeignKey, request: Any, model_admin: admin.ModelAdmin
+    ) -> list[tuple[Any, str]]:
         clusters = field.related_model._default_manager.complex_filter(field.get_limit_choices_to()).only("name")
         ordering = self.field_admin_ordering(field, request, model_admin)
         return [(cluster.pk, str(cluster)) for cluster in (clusters.order_by(*ordering) if ordering else clusters)]

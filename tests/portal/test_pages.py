@@ -5,12 +5,18 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections import Counter
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from accounts.access import VIEW, restrict
+from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, SyncState
 from clusters.sync.audit import Actor
 from clusters.sync.inbound import upsert_from_cluster
+from config.dashboard import visible_rows_by_sync_state
 from models_app.models import InferenceModel, KubeAIModel
 from runs_app.models import InferenceRun
 from tests.accounts.conftest import sample_in, store
@@ -32,6 +38,22 @@ def test_dashboard_counts_only_the_teams_objects(world):
     staff_row = text(world.browser("staff").get("/")).split(">InferenceModel</a>")[1].split("</tr>")[0]
     assert '<a href="/models/?kind=InferenceModel">2</a>' in staff_row
     assert world.browser(None).get("/").status_code == 302
+
+
+def test_dashboard_counts_every_kind_by_state_in_two_statements_at_most(world):
+    """The kept totals (every serving kind at once) where the user sees every row, one ``UNION ALL``
+    of ``GROUP BY``s for the rest, each kind's counts those of its visible rows."""
+    models = all_models()
+    InferenceModel.objects.filter(namespace="vision").update(sync_state=SyncState.ERROR)
+    for who in ("member", "other", "viewer", "staff"):
+        user = getattr(world, who)
+        with CaptureQueriesContext(connection) as queries:
+            counted = visible_rows_by_sync_state(user, models)
+        counts = [query for query in queries if "sync_state" in query["sql"]]  # not restrict's read of the grants
+        assert len(counts) <= 2, who
+        expected = [Counter(restrict(model.objects.all(), user, VIEW).values_list("sync_state", flat=True))
+                    for model in models]  # fmt: skip
+        assert counted == [dict(states) for states in expected], who
 
 
 def test_catalog_filters_sorts_and_paginates(world):
@@ -191,8 +213,9 @@ def test_submit_a_run_and_follow_its_status(world):
                         "parameters": {"table": "input_2026", "limit": "orphan"}}  # fmt: skip
     assert "no cluster connected" in text(browser.get(f"/runs/{run.pk}/"))  # a snapshot: nothing would move
     # An API server behind the cluster (this test plays its part below): the page follows the run.
-    Cluster.objects.filter(pk=world.cluster.pk).update(auth_method=Cluster.AuthMethod.TOKEN,
-                                                       server_url="https://east.example:6443")
+    Cluster.objects.filter(pk=world.cluster.pk).update(
+        auth_method=Cluster.AuthMethod.TOKEN, server_url="https://east.example:6443"
+    )
     live = text(browser.get(f"/runs/{run.pk}/"))
     assert 'hx-trigger="every 2s"' in live and "The contract has not been produced yet" in live
     manifest = run.to_manifest()

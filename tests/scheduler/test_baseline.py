@@ -65,7 +65,7 @@ def test_plans_from_the_kept_placement_equal_plans_placed_anew(cluster):
         """The plan from what is kept, equal to the plan placed anew; and whether the kept placement served it."""
         kept = baseline._kept.get(cluster.pk)
         answer = plan_to_dict(plan(Cluster.objects.get(pk=cluster.pk), list(proposals), now=NOW))
-        reused = kept is not None and baseline._kept[cluster.pk] is kept
+        reused = kept is not None and baseline._kept.get(cluster.pk) is kept
         # the same plan again from the same kept placement: the first left nothing in it
         assert plan_to_dict(plan(Cluster.objects.get(pk=cluster.pk), list(proposals), now=NOW)) == answer
         baseline._kept.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from django.db import transaction
+from django.db.models import F
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -18,6 +19,7 @@ from clusters.sync.audit import Actor
 from clusters.validation.schemas import ManifestInvalid
 from clusters.web.api.permissions import ChangeModelPermission, ModelPermissionsIncludingView
 from clusters.web.api.serializers import (
+    CLUSTER_NAME,
     AuditEntrySerializer,
     ClusterSerializer,
     ObjectEventsSerializer,
@@ -45,14 +47,18 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
         queryset = restrict(
             super().get_queryset(), self.request.user, ACTION_BY_METHOD.get(self.request.method, "change")
         )
-        if self.action == "list":
-            # The merge base is never shown in lists; skipping its two JSON columns saves their decoding.
-            queryset = queryset.defer("last_synced_spec", "last_synced_metadata")
         if self.action in ("update", "partial_update"):
             # An update (a merge patch above all) is computed from the row it reads: lock that row
             # until the edit is saved, so concurrent edits apply one after the other, none lost.
             queryset = queryset.select_for_update(of=("self",))
         return queryset
+
+    def page_rows_queryset(self, queryset):
+        """A list page's rows (clusters.web.api.pagination): each with its cluster's name, the one
+        column of it a list shows, joined, rather than a Cluster built for every row (its JSON
+        columns decoded, its credentials decrypted, 26 us each), 50 times a page for the same few
+        clusters. The serializer reads the name from the row; the ids and counts join nothing."""
+        return queryset.select_related(None).annotate(**{CLUSTER_NAME: F("cluster__name")})
 
     def update(self, request, *args, **kwargs):
         """PUT or PATCH in one transaction holding the row's lock (see ``get_queryset``)."""

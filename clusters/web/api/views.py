@@ -7,10 +7,11 @@ from dataclasses import asdict
 from django.db import transaction
 from django.db.models import F
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status, viewsets
+from rest_framework import renderers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from accounts.public import ACTION_BY_METHOD, ADD, can_act_in, restrict, unreadable_references
 from clusters.kube.live import live_objects
@@ -18,6 +19,7 @@ from clusters.models import AuditEntry, Cluster
 from clusters.sync.audit import Actor
 from clusters.validation.schemas import ManifestInvalid
 from clusters.web.api.permissions import ChangeModelPermission, ModelPermissionsIncludingView
+from clusters.web.api.renderers import JSONRenderer
 from clusters.web.api.serializers import (
     CLUSTER_NAME,
     AuditEntrySerializer,
@@ -37,6 +39,11 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
     """CRUD for one mirrored kind; subclasses only name queryset, serializer and filterset."""
 
     base_ordering_fields = ["name", "namespace", "cluster__name", "sync_state", "updated_at", "created_at"]
+    # DRF's JSON renderer's bytes, written by orjson (clusters.web.api.renderers says why only here).
+    renderer_classes = [
+        JSONRenderer if renderer is renderers.JSONRenderer else renderer
+        for renderer in api_settings.DEFAULT_RENDERER_CLASSES
+    ]
 
     @property
     def ordering_fields(self) -> list[str]:

@@ -4,7 +4,7 @@ Django has psycopg hand a ``jsonb`` value over as its text and decodes it in
 ``JSONField.from_db_value`` with the standard library's ``json.loads``: a page of 50 mirrored
 objects decodes 400 such values (spec, status, labels... of each row), most of the Python time
 its rows cost after building the model instances. orjson parses the same text about three times
-faster and, for what PostgreSQL prints, gives the same values (tests/test_json_columns.py compares
+faster and, for what PostgreSQL prints, gives the same values (tests/clusters/test_json_columns.py compares
 them), save two cases left to ``json.loads``:
 
 - integers of 19 digits or more: orjson reads one beyond 64 bits as a float, silently; any

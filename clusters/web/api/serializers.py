@@ -111,8 +111,8 @@ class ObjectEventsSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="Why the cluster could not be read; empty when it was.")
 
 
-# The attribute a list's rows carry their cluster's name in (KubeObjectViewSet.get_queryset), where
-# they are read without their Cluster.
+# The attribute a list page's rows carry their cluster's name in, read without their Cluster
+# (KubeObjectViewSet.page_rows_queryset).
 CLUSTER_NAME = "cluster_name"
 
 # What a read adds to the manifest, dropped from a write, so an object read can be written back as

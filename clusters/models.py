@@ -13,6 +13,7 @@ from django.db import models
 from encrypted_fields.fields import EncryptedTextField
 
 from clusters.controller_registry import controllable_kinds
+from clusters.json_columns import JSONField
 from clusters.kinds import KindInfo
 from clusters.url_rules import redact_url, validate_http_url
 from clusters.validation.manifests import ManifestInvalid, validate_manifest
@@ -67,9 +68,9 @@ class Cluster(models.Model):
     )
     ca_cert = models.TextField(blank=True, help_text="PEM-encoded CA bundle of the API server.")
     insecure_skip_tls_verify = models.BooleanField(default=False)
-    namespaces = models.JSONField(default=list, blank=True, help_text="Namespaces to sync; empty means all namespaces.")
+    namespaces = JSONField(default=list, blank=True, help_text="Namespaces to sync; empty means all namespaces.")
     request_timeout_seconds = models.PositiveIntegerField(default=10)
-    managed_kinds = models.JSONField(
+    managed_kinds = JSONField(
         default=list,
         blank=True,
         help_text="Kinds the portal acts as the controller for in this cluster (e.g. InferenceModel, InferenceRun); "
@@ -98,7 +99,7 @@ class Cluster(models.Model):
     )
     healthy = models.BooleanField(null=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
-    missing_kinds = models.JSONField(
+    missing_kinds = JSONField(
         default=list,
         blank=True,
         editable=False,
@@ -202,15 +203,15 @@ class KubeObject(models.Model):
     resource_version = models.CharField(max_length=64, blank=True, editable=False)
     generation = models.BigIntegerField(null=True, blank=True, editable=False)
     observed_generation = models.BigIntegerField(null=True, blank=True, editable=False)
-    labels = models.JSONField(default=dict, blank=True)
-    annotations = models.JSONField(default=dict, blank=True)
-    spec = models.JSONField(default=dict, blank=True)
-    status = models.JSONField(default=dict, blank=True, editable=False)
-    last_synced_spec = models.JSONField(null=True, blank=True, editable=False)
-    last_synced_metadata = models.JSONField(
+    labels = JSONField(default=dict, blank=True)
+    annotations = JSONField(default=dict, blank=True)
+    spec = JSONField(default=dict, blank=True)
+    status = JSONField(default=dict, blank=True, editable=False)
+    last_synced_spec = JSONField(null=True, blank=True, editable=False)
+    last_synced_metadata = JSONField(
         null=True, blank=True, editable=False, help_text="Labels and annotations at the last agreement."
     )
-    conflict = models.JSONField(
+    conflict = JSONField(
         null=True,
         blank=True,
         editable=False,
@@ -385,7 +386,7 @@ class AuditEntry(models.Model):
     source = models.CharField(max_length=10, choices=Source.choices)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     actor_label = models.CharField(max_length=255, help_text="User, 'user (token)', or 'cluster: <field manager>'.")
-    changes = models.JSONField(default=list, blank=True, help_text="[{path, old, new}]")
+    changes = JSONField(default=list, blank=True, help_text="[{path, old, new}]")
     message = models.TextField(blank=True)
     at = models.DateTimeField(auto_now_add=True)
 

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.dateparse import parse_datetime
 
+from clusters.json_columns import JSONField
 from clusters.kinds import KindInfo, register
 from clusters.models import KubeObject
 from clusters.serving import PodResources
@@ -67,7 +68,7 @@ class ServingModel(KubeObject):
     running_replicas = models.PositiveBigIntegerField(
         null=True, blank=True, editable=False, help_text="Replicas the cluster reports; empty when it reported none."
     )
-    pods = models.JSONField(default=list, blank=True, editable=False, help_text="PodShapes: what each pod needs.")
+    pods = JSONField(default=list, blank=True, editable=False, help_text="PodShapes: what each pod needs.")
     last_active_at = models.DateTimeField(
         null=True, blank=True, editable=False, help_text="Last request, else creation: where the cooldown starts."
     )

@@ -24,7 +24,7 @@ CLUSTERS_LAYERS = (
     "kube",
     "models",
     "validation",
-    grimp.Layer("kinds", "controller_registry", "url_rules", "serving", "postgres_only"),
+    grimp.Layer("kinds", "controller_registry", "url_rules", "serving", "postgres_only", "json_columns"),
 )
 
 

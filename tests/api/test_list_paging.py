@@ -186,3 +186,27 @@ def test_a_boolean_filter_refuses_what_is_not_a_boolean():
     response = client.get("/api/inferencemodels/?ready=maybe")
     assert response.status_code == 400 and response.json() == {"ready": ["must be true or false"]}
     assert not ClusterFilterSet(QueryDict("healthy=yes"), queryset=Cluster.objects.all()).is_valid()  # generated
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query", ["&ordering=name", "&ordering=name&offset=7", "", "&offset=12"])
+def test_a_page_joins_its_rows_cluster_name_only_and_finds_them_without_a_join(query):
+    """The rows are read with their cluster's name (one column, joined): no Cluster is built per row,
+    with its credentials decrypted; the queries that count the list and find the page's ids read
+    the list's own table (an index) alone. A cursor page reads the same way."""
+    client = _staff_client(clusters=2, per_cluster=10)
+    Cluster.objects.update(bearer_token="s3cr3t-token")
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(f"/api/inferencemodels/?limit=7{query}").json()
+        following = client.get(page["next"]).json()
+    table = InferenceModel._meta.db_table
+    reads = [query["sql"] for query in queries.captured_queries if f'FROM "{table}"' in query["sql"]]
+    rows = [sql for sql in reads if f'"{table}"."spec"' in sql]
+    assert len(rows) == 2 and all('"clusters_cluster"."name" AS "cluster_name"' in sql for sql in rows)
+    assert not any("bearer_token" in sql for sql in rows)
+    assert not any("clusters_cluster" in sql for sql in reads if sql not in rows)
+    names = dict(Cluster.objects.values_list("pk", "name"))
+    expected = {row.pk: names[row.cluster_id] for row in InferenceModel.objects.all()}
+    assert [(row["id"], row["cluster"]) for row in page["results"] + following["results"]] == [
+        (row["id"], expected[row["id"]]) for row in page["results"] + following["results"]
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from django.core.exceptions import FieldDoesNotExist
@@ -21,6 +22,9 @@ from rest_framework.utils.urls import remove_query_param, replace_query_param
 from clusters.web.api.ordering import StrictOrderingFilter
 from clusters.web.list_costs import Count as ListCount
 from clusters.web.list_costs import bounded_count
+
+# What a list page's rows are read from, given the list's queryset (a view's ``page_rows_queryset``).
+Shown = Callable[[QuerySet], QuerySet]
 
 
 class LimitOffsetPagination(pagination.LimitOffsetPagination):
@@ -42,6 +46,9 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
     row, where stepping over whole rows read 90,000 of them with their JSON columns. The mirrored
     kinds' default order (cluster name, namespace, name) has no such index, as the cluster's name
     is in another table: :func:`ids_in_cluster_order` steps over whole clusters by their counts.
+
+    A view may read the page's rows with more than the list's ids and counts need (a join for
+    what it shows): its ``page_rows_queryset(queryset)`` gives the queryset the rows are read from.
     """
 
     max_limit = 1000
@@ -59,6 +66,7 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
         if self.limit is None:
             return None
         self.keyset = Keyset.of(queryset)
+        shown = getattr(view, "page_rows_queryset", None)
         token = request.query_params.get(self.cursor_query_param)
         position = self._position(token) if token is not None else None
         counted, per_cluster = count_rows(queryset)
@@ -67,12 +75,12 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
         if self.count > self.limit and self.template is not None:
             self.display_page_controls = True
         if position is not None:
-            self.page, more = self.keyset.page(queryset, position, self.limit)
+            self.page, more = self.keyset.page(queryset, position, self.limit, shown)
             self.more_after, self.more_before = (True, more) if position.before else (more, True)
         elif self.count == 0 or self.offset > self.count:
             self.page = []
         else:
-            self.page = page_rows(queryset, self.offset, self.limit, per_cluster)
+            self.page = page_rows(queryset, self.offset, self.limit, per_cluster, shown)
             self.more_after, self.more_before = self.offset + self.limit < self.count, self.offset > 0
         return self.page
 
@@ -185,9 +193,12 @@ class Keyset:
             raise wrong
         return Position(position["before"], values)
 
-    def page(self, queryset: QuerySet, position: Position, limit: int) -> tuple[list[Any], bool]:
+    def page(
+        self, queryset: QuerySet, position: Position, limit: int, shown: Shown | None = None
+    ) -> tuple[list[Any], bool]:
         """Up to ``limit`` rows past ``position`` in the list's order, and whether more follow them
-        (before them, read backwards). Ids first from the terms' index, then those rows."""
+        (before them, read backwards). Ids first from the terms' index, then those rows (read from
+        ``shown(queryset)`` where given, :func:`rows_by_id`)."""
         backwards = position.before
         names = [term.lstrip("-") for term in self.terms]
         columns = Tuple(*(F(name) for name in names))
@@ -197,8 +208,7 @@ class Keyset:
         more, ids = len(ids) > limit, ids[:limit]
         if backwards:
             ids.reverse()
-        rows = {row.pk: row for row in queryset.order_by().filter(pk__in=ids)}
-        return [rows[pk] for pk in ids if pk in rows], more
+        return rows_by_id(queryset, ids, shown), more
 
 
 def _exact(value: Any) -> str:
@@ -217,15 +227,29 @@ def count_rows(queryset: QuerySet) -> tuple[ListCount, dict[int, int] | None]:
     return bounded_count(queryset), None
 
 
-def page_rows(queryset: QuerySet, offset: int, limit: int, per_cluster: dict[int, int] | None = None) -> list[Any]:
+def page_rows(
+    queryset: QuerySet,
+    offset: int,
+    limit: int,
+    per_cluster: dict[int, int] | None = None,
+    shown: Shown | None = None,
+) -> list[Any]:
     """``queryset[offset:offset + limit]`` as a deferred join: the page's ids (from an index where
-    one holds the order), then those rows. ``per_cluster`` (:func:`rows_per_cluster`) when the
-    rows are in cluster order, which is walked cluster by cluster (:func:`ids_in_cluster_order`)."""
+    one holds the order), then those rows (:func:`rows_by_id`). ``per_cluster``
+    (:func:`rows_per_cluster`) when the rows are in cluster order, which is walked cluster by
+    cluster (:func:`ids_in_cluster_order`)."""
     if per_cluster is None:
         ids = list(queryset.values_list("pk", flat=True)[offset : offset + limit])
     else:
         ids = ids_in_cluster_order(queryset, per_cluster, offset, limit)
-    rows = {row.pk: row for row in queryset.order_by().filter(pk__in=ids)}
+    return rows_by_id(queryset, ids, shown)
+
+
+def rows_by_id(queryset: QuerySet, ids: list[int], shown: Shown | None = None) -> list[Any]:
+    """The rows of ``ids``, in that order, from ``shown(queryset)`` where given: what only the shown
+    rows need (a join, an annotation) stays out of the queries that found their ids and counted
+    the list, which read an index alone."""
+    rows = {row.pk: row for row in (queryset if shown is None else shown(queryset)).order_by().filter(pk__in=ids)}
     return [rows[pk] for pk in ids if pk in rows]
 
 

@@ -111,6 +111,10 @@ class ObjectEventsSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="Why the cluster could not be read; empty when it was.")
 
 
+# The attribute a list page's rows carry their cluster's name in, read without their Cluster
+# (KubeObjectViewSet.page_rows_queryset).
+CLUSTER_NAME = "cluster_name"
+
 # What a read adds to the manifest, dropped from a write, so an object read can be written back as
 # it is (status belongs to the cluster).
 OUTPUT_ONLY = ("id", "sync", "lastError", "summary", "status")
@@ -168,7 +172,7 @@ class KubeObjectSerializer(serializers.Serializer):
         manifest.setdefault("status", {})
         return {
             "id": obj.pk,
-            "cluster": obj.cluster.name,
+            "cluster": getattr(obj, CLUSTER_NAME) if hasattr(obj, CLUSTER_NAME) else obj.cluster.name,
             **manifest,
             "lastError": self.get_lastError(obj),
             "sync": self.get_sync(obj),

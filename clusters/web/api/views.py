@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from django.db import transaction
+from django.db.models import F
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status, viewsets
+from rest_framework import renderers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from accounts.public import ACTION_BY_METHOD, ADD, can_act_in, restrict, unreadable_references
 from clusters.kube.live import live_objects
@@ -17,7 +19,9 @@ from clusters.models import AuditEntry, Cluster
 from clusters.sync.audit import Actor
 from clusters.validation.schemas import ManifestInvalid
 from clusters.web.api.permissions import ChangeModelPermission, ModelPermissionsIncludingView
+from clusters.web.api.renderers import JSONRenderer
 from clusters.web.api.serializers import (
+    CLUSTER_NAME,
     AuditEntrySerializer,
     ClusterSerializer,
     ObjectEventsSerializer,
@@ -35,6 +39,11 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
     """CRUD for one mirrored kind; subclasses only name queryset, serializer and filterset."""
 
     base_ordering_fields = ["name", "namespace", "cluster__name", "sync_state", "updated_at", "created_at"]
+    # DRF's JSON renderer's bytes, written by orjson (clusters.web.api.renderers says why only here).
+    renderer_classes = [
+        JSONRenderer if renderer is renderers.JSONRenderer else renderer
+        for renderer in api_settings.DEFAULT_RENDERER_CLASSES
+    ]
 
     @property
     def ordering_fields(self) -> list[str]:
@@ -45,14 +54,18 @@ class KubeObjectViewSet(viewsets.ModelViewSet):
         queryset = restrict(
             super().get_queryset(), self.request.user, ACTION_BY_METHOD.get(self.request.method, "change")
         )
-        if self.action == "list":
-            # The merge base is never shown in lists; skipping its two JSON columns saves their decoding.
-            queryset = queryset.defer("last_synced_spec", "last_synced_metadata")
         if self.action in ("update", "partial_update"):
             # An update (a merge patch above all) is computed from the row it reads: lock that row
             # until the edit is saved, so concurrent edits apply one after the other, none lost.
             queryset = queryset.select_for_update(of=("self",))
         return queryset
+
+    def page_rows_queryset(self, queryset):
+        """A list page's rows (clusters.web.api.pagination): each with its cluster's name, the one
+        column of it a list shows, joined, rather than a Cluster built for every row (its JSON
+        columns decoded, its credentials decrypted, 26 us each), 50 times a page for the same few
+        clusters. The serializer reads the name from the row; the ids and counts join nothing."""
+        return queryset.select_related(None).annotate(**{CLUSTER_NAME: F("cluster__name")})
 
     def update(self, request, *args, **kwargs):
         """PUT or PATCH in one transaction holding the row's lock (see ``get_queryset``)."""

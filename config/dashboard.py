@@ -26,6 +26,7 @@ from scheduler.rightsizing.report import build_report, row_for
 from scheduler.usage import pool_usage
 
 RECENT = 8
+CLUSTER_COLUMNS = ("name", "auth_method", "healthy", "last_full_resync_at", "last_error")  # home.html's clusters table
 # Where each kind is listed, with the filter that narrows that list to the kind: the serving kinds
 # share the catalog; configs and runs have their own pages.
 LIST_PAGES = {
@@ -37,11 +38,18 @@ LIST_PAGES = {
 }
 
 
-def list_url(kind: str, **filters: str) -> str:
-    """The list page of ``kind`` filtered by ``filters`` (e.g. ``sync_state``, ``cluster``)."""
+def list_paths() -> dict[str, str]:
+    """Each list page's path, reversed once a request (the dashboard links every kind in every sync
+    state: a ``reverse()`` for each of the 35 links was 1.5 ms of its CPU)."""
+    return {name: reverse(name) for name, _ in LIST_PAGES.values()}
+
+
+def list_url(kind: str, paths: dict[str, str], **filters: str) -> str:
+    """The list page of ``kind`` (its path from :func:`list_paths`) filtered by ``filters`` (e.g.
+    ``sync_state``, ``cluster``)."""
     name, base = LIST_PAGES[kind]
     query = urlencode({**base, **filters})
-    return f"{reverse(name)}?{query}" if query else reverse(name)
+    return f"{paths[name]}?{query}" if query else paths[name]
 
 
 def visible_rows_by_sync_state(user: Any, models: list[type[KubeObject]]) -> list[dict[str, int]]:
@@ -68,19 +76,21 @@ class HomeView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         user = self.request.user
         context = super().get_context_data(**kwargs)
-        context["clusters"] = visible_clusters(user)
+        # the table's columns only: a whole row decrypts the cluster's credentials and decodes its JSON
+        context["clusters"] = visible_clusters(user).only(*CLUSTER_COLUMNS)
         states = [state for state, _ in SyncState.choices]
         kinds = []
         models = all_models()
+        paths = list_paths()
         for model, by_state in zip(models, visible_rows_by_sync_state(user, models), strict=True):
             kind = model.kube.kind
-            cells = [(state, by_state.get(state, 0), list_url(kind, sync_state=state)) for state in states]
+            cells = [(state, by_state.get(state, 0), list_url(kind, paths, sync_state=state)) for state in states]
             kinds.append(
                 {
                     "kind": kind,
                     "api_version": model.kube.api_version,
                     "total": sum(by_state.values()),
-                    "url": list_url(kind),
+                    "url": list_url(kind, paths),
                     "cells": cells,
                 }
             )

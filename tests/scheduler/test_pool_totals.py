@@ -24,7 +24,7 @@ from clusters.sync.bulk import copy_new, staged_update
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 from scheduler.holdings import serving_models
 from scheduler.models import PoolTotal
-from scheduler.pool_totals import pool_totals, recount, rows_by_sync_state
+from scheduler.pool_totals import _SUMS, pool_totals, recount, rows_by_sync_state
 from tests.scheduler.conftest import make_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -207,3 +207,9 @@ def test_a_recount_finds_what_was_kept(cluster, other):
     PoolTotal.objects.all().delete()
     recount()
     assert kept() == before == fresh()
+
+
+def test_totals_are_built_in_the_models_field_order() -> None:
+    """pool_totals builds PoolTotal positionally (id, the key, then the sums in _SUMS order)."""
+    names = [field.attname for field in PoolTotal._meta.concrete_fields]
+    assert names == ["id", "kind", "cluster_id", "node_pool", "state", *_SUMS]

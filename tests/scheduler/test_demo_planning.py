@@ -13,11 +13,11 @@ from django.core.management import call_command
 from django.test import Client
 
 from clusters.models import Cluster
-from scheduler.accounting import pool_accounts
+from scheduler.accounting import PoolAccount, pool_accounts
 from scheduler.forms import PLAN_EXAMPLE
 from scheduler.planner import plan, plan_to_dict
 from scheduler.proposals import proposal_from_request
-from scheduler.templatetags.usage import usage_bar
+from scheduler.templatetags.usage import pool_totals_rows, usage_bar
 
 GI = 1024**3
 
@@ -63,3 +63,15 @@ def test_an_over_committed_pool_is_capped_at_the_bar_and_says_by_how_much():
     assert "633 %: over by 512.0 GiB" in html  # the old demo default pool
     assert re.search(r'width: 50%', usage_bar(48 * GI, 96 * GI))
     assert usage_bar(5, None) == "no budget"
+
+
+def test_the_dashboards_pool_rows_say_each_pools_figures_escaped():
+    over = PoolAccount(1, "prod", "gpu-<a100>", 96 * GI)
+    over.allocated_bytes, over.reserved_bytes, over.gpus_used = 600 * GI, 8 * GI, 3
+    unbudgeted = PoolAccount(2, "edge", "cpu", None)
+    rows = str(pool_totals_rows([over, unbudgeted])).split("\n")
+    assert rows[0] == (
+        f"<tr><td>prod/gpu-&lt;a100&gt;</td><td>{usage_bar(608 * GI, 96 * GI)}</td><td>608.0 GiB</td>"
+        "<td>96.0 GiB</td><td>-512.0 GiB</td><td>3</td></tr>"
+    )
+    assert rows[1] == "<tr><td>edge/cpu</td><td>no budget</td><td>0.0 GiB</td><td>—</td><td>—</td><td>0</td></tr>"

@@ -147,18 +147,32 @@ def with_last_requests(holdings: list[Holding]) -> list[Holding]:
     model in use), so the holdings a process keeps (:mod:`scheduler.holdings_cache`) do not watch
     it: under traffic they would never be reused. What reads it, a plan's idle suggestions, reads
     it afresh for the models it considers.
+
+    The rows are read by their clusters and pools, not by a list of their ids: 8,666 ids of one
+    cluster made a statement of as many parameters, 140 ms to build, send and plan. A holding
+    whose last request has not moved is returned as it is (a copy of each was 70 ms more).
     """
+    wanted: dict[str, tuple[set[int], set[str]]] = {}
+    for holding in holdings:
+        clusters, pools = wanted.setdefault(holding.kind, (set(), set()))
+        clusters.add(holding.cluster_id)
+        pools.add(holding.pool)
     reads = [
         serving_model_for(kind).objects.order_by()
-        .filter(pk__in=[holding.id for holding in holdings if holding.kind == kind])
+        .filter(cluster_id__in=sorted(clusters), node_pool__in=sorted(pools))
         .annotate(of_kind=Value(kind, output_field=CharField()))
         .values_list("of_kind", "pk", "last_active_at")
-        for kind in sorted({holding.kind for holding in holdings})
+        for kind, (clusters, pools) in sorted(wanted.items())
     ]  # fmt: skip
     rows = reads[0].union(*reads[1:], all=True) if reads else []
     fresh: dict[tuple[str, int], datetime | None] = {(kind, pk): last for kind, pk, last in rows}
-    return [replace(holding, last_request_at=fresh.get((holding.kind, holding.id), holding.last_request_at))
+    return [_with_last_request(holding, fresh.get((holding.kind, holding.id), holding.last_request_at))
             for holding in holdings]  # fmt: skip
+
+
+def _with_last_request(holding: Holding, last: datetime | None) -> Holding:
+    """``holding`` itself where its last request has not moved (holdings are frozen: shared as they are)."""
+    return holding if last == holding.last_request_at else replace(holding, last_request_at=last)
 
 
 def not_deleted_sql(alias: str) -> str:

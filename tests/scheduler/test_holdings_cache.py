@@ -39,8 +39,12 @@ def assert_current(cluster: Cluster) -> None:
     cached = cluster_holdings(cluster.pk)
     fresh = load_holdings(cluster.pk)
     with CaptureQueriesContext(connection) as queries:
-        assert with_last_requests(list(cached)) == fresh
+        current = with_last_requests(list(cached))
+    assert current == fresh
     assert len(queries) == (1 if cached else 0)
+    # a holding whose last request has not moved is shared as it is, not copied
+    pairs = zip(current, cached, strict=True)
+    assert all((new is old) == (new.last_request_at == old.last_request_at) for new, old in pairs)
     assert [replace(h, last_request_at=None) for h in cached] == [replace(h, last_request_at=None) for h in fresh]
     assert cluster_holdings(cluster.pk) is cached
 

@@ -4,10 +4,10 @@ every page.
 Django's admin builds the list of apps and models a user may reach on every page (``each_context``
 -> ``get_app_list``: a permission check per model and a ``reverse()`` per link, 2.6 ms for the 24
 registered models) and renders it into the sidebar (``admin/app_list.html``, 3.8 ms): about a sixth
-of a changelist page's CPU. Both are pure functions of a few inputs, and those
-inputs are what the memos here are keyed on, so nothing is invalidated and nothing goes stale: a
-permission or group change shows on the next page because the permission checks are still made on
-every request and their answers are part of the key.
+of a changelist page's CPU. Both are pure functions of a few inputs, and those inputs are what the
+memos here are keyed on, so nothing is invalidated and nothing goes stale: a permission or group
+change shows on the next page because the permission checks are still made on every request and
+their answers are part of the key.
 """
 
 from __future__ import annotations
@@ -113,11 +113,15 @@ class AppListNode(template.Node):
         found = context.template.engine.get_template(self.template_name)
         key = (found, get_language(), context.autoescape, _frozen(app_list),
                tuple(bool(link) and link in path for link in links))  # fmt: skip
-        html = _sidebars.get(key)
+        try:
+            html = _sidebars.get(key)
+        except TypeError:  # a value no key can hold (a site that adds its own to the list): not kept
+            key = html = None
         if html is None:
             with context.push(app_list=app_list, show_changelinks=False):
                 html = found.render(context)
-            _sidebars.put(key, html)
+            if key is not None:
+                _sidebars.put(key, html)
         return html
 
 

@@ -116,3 +116,20 @@ def test_what_the_site_returns_may_be_changed_by_its_caller(rf):
     second = admin.site.get_app_list(request)
     assert second[0]["models"] and second[0]["name"] != "changed"
     assert second == AdminSite.get_app_list(admin.site, request)
+
+
+def test_a_list_with_values_no_key_can_hold_is_rendered_each_time(client, monkeypatch):
+    """A site that adds its own values to the list (here a set) still gets Django's sidebar."""
+    client.force_login(User.objects.create_superuser("nav-odd", email="", password=None))
+    remembered = admin_site.PortalAdminSite.get_app_list
+
+    def with_sets(site, request, app_label=None):
+        app_list = remembered(site, request, app_label)
+        for app in app_list:
+            app["tags"] = {app["app_label"]}
+        return app_list
+
+    monkeypatch.setattr(admin_site.PortalAdminSite, "get_app_list", with_sets)
+    ours = [_sidebar(client), _sidebar(client)]
+    _djangos_own(monkeypatch)
+    assert ours == [_sidebar(client)] * 2

@@ -30,7 +30,7 @@ DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.admin_site.PortalAdminConfig",  # django.contrib.admin, its sidebar memoized
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -136,6 +136,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "governance.context_processors.budget_warnings",
             ],
+            "libraries": {"admin_nav": "config.admin_site"},
         },
     },
 ]

@@ -1,7 +1,8 @@
 """The admin's changelists at any depth: the pool filter's choices follow the rows as they change
 (read from the index, nothing cached to go stale), pages in cluster order show every row once with
 the filter kept, a count beyond the bound says it is an estimate, and the rows written by
-clusters.web.admin_rows are the HTML Django's admin writes, for staff and team-restricted staff."""
+clusters.web.admin_rows and the filters' choices written by clusters/templatetags/admin_filters.py are
+the HTML Django's admin writes, for staff and team-restricted staff."""
 
 from __future__ import annotations
 
@@ -9,23 +10,34 @@ import datetime
 import html
 import json
 import re
+from pathlib import Path
 
+import django.contrib.admin
 import pytest
+from django import forms
 from django.contrib import admin
 from django.contrib.admin import ModelAdmin
 from django.contrib.admin.templatetags import admin_list
+from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth.models import User
 from django.db import connection, transaction
+from django.template import Context, engines
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext_lazy
 
 from clusters.models import Cluster, SyncState
+from clusters.templatetags import admin_filters
+from clusters.templatetags import admin_rows as admin_rows_tags
 from clusters.web import admin_rows, list_costs
+from clusters.web.admin import NarrowChangeList
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 from tests.accounts.conftest import sample_in, store
 
 pytestmark = pytest.mark.django_db
 
+ROOT = Path(__file__).resolve().parents[2]
 CHANGELIST = "/admin/models_app/inferencemodel/"
 ROW = re.compile(r'<th class="field-name"><a href="/admin/models_app/inferencemodel/(\d+)/change/')
 
@@ -164,6 +176,7 @@ def test_the_rows_are_the_html_djangos_admin_writes(
             ours = _page(browser, model, params)
             with monkeypatch.context() as django_only:
                 django_only.setattr(model_admin, "change_list_template", None)
+                django_only.setattr(NarrowChangeList, "get_filters", ChangeList.get_filters)  # filter.html
                 theirs = _page(browser, model, params)
             assert ours == theirs, (model, params)
     listed = _page(browser, InferenceModel, {"node_pool__exact": "gpu-paged"})
@@ -181,6 +194,59 @@ def test_the_mirrored_kinds_rows_are_not_rendered_cell_by_cell(varied_rows, admi
     for model, shown in [(InferenceModel, {"node_pool": "gpu-paged"}), (KubeAIModel, {}), (ModelService, {})]:
         page = _page(admin_browser, model, {f"{key}__exact": value for key, value in shown.items()})
         assert page.count('class="action-select"') == model.objects.filter(**shown).count() > 0
+
+
+FILTER_TEMPLATES = Path(django.contrib.admin.__file__).parent / "templates" / "admin", ROOT / "templates" / "admin"
+
+
+def test_the_filter_template_is_djangos_with_its_choices_written_in_one_step():
+    """Ours is Django's ``filter.html`` but for the tag that stands for its loop; a choice the tag
+    writes itself and one it leaves to the loop's body come out as Django's loop writes them."""
+    djangos = (FILTER_TEMPLATES[0] / "filter.html").read_text()
+    ours = (FILTER_TEMPLATES[1] / "kube_object_filter.html").read_text()
+    loop = "{% for choice in choices %}" + admin_filters.CHOICE + "{% endfor %}"
+    assert ours.replace("admin_filters %}", "%}").replace("{% filter_choices choices %}", loop) == djangos
+    choices = [
+        {"selected": True, "query_string": "?a=<b>&c=ü d", "display": "x & 'y'"},
+        {"selected": 0, "query_string": mark_safe("?q=&amp;"), "display": 1234567},
+        {"selected": None, "query_string": "?", "display": None},
+        {"selected": False, "query_string": "?t", "display": timezone.now()},
+        {"selected": "", "query_string": "?lazy", "display": gettext_lazy("All")},
+        {"selected": True, "query_string": "?called", "display": lambda: "<called>"},  # left to the loop
+        {"query_string": "?missing"},  # left to the loop
+    ]
+    engine = engines["django"].engine
+    context = {"title": "a & b", "choices": choices, "spec": None}
+    assert engine.get_template("admin/kube_object_filter.html").render(Context(context)) == engine.get_template(
+        "admin/filter.html"
+    ).render(Context(context))
+
+
+def test_the_results_template_is_djangos_with_its_rows_written_in_one_step():
+    """Ours is Django's ``change_list_results.html`` but for the tag that stands for its loop over the
+    rows; a row with a form (an editable list's, left to the loop's body) comes out as Django's."""
+    djangos = (FILTER_TEMPLATES[0] / "change_list_results.html").read_text()
+    ours = (FILTER_TEMPLATES[1] / "kube_object_change_list_results.html").read_text()
+    loop = "{% for result in results %}" + admin_rows_tags.ROW + "{% endfor %}"
+    assert ours.replace(" admin_rows %}", " %}").replace("{% result_table_rows results %}", loop) == djangos
+
+    class Edited(forms.Form):
+        def clean(self):
+            raise forms.ValidationError("<refused> & why")
+
+    edited = Edited(data={})
+    edited.is_valid()
+    results = [
+        admin_list.ResultList(None, [mark_safe("<td>a</td>"), "<td>escaped & all</td>"]),
+        admin_list.ResultList(edited, [mark_safe("<td>b</td>")]),
+        admin_list.ResultList(Edited(), [mark_safe("<td>c</td>")]),  # unbound: no errors
+        admin_list.ResultList(None, []),
+    ]
+    engine = engines["django"].engine
+    context = {"results": results, "result_headers": [], "result_hidden_fields": []}
+    written = engine.get_template("admin/kube_object_change_list_results.html").render(Context(context))
+    assert written == engine.get_template("admin/change_list_results.html").render(Context(context))
+    assert "&lt;refused&gt; &amp; why" in written
 
 
 def test_a_timestamp_is_formatted_once_a_minute_only_where_the_format_shows_no_seconds(monkeypatch):

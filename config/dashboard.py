@@ -27,6 +27,7 @@ from scheduler.usage import pool_usage
 
 RECENT = 8
 CLUSTER_COLUMNS = ("name", "auth_method", "healthy", "last_full_resync_at", "last_error")  # home.html's clusters table
+RUN_COLUMNS = ("namespace", "name", "config_name", "phase", "created_at")  # its recent runs: no JSON, no cluster
 # Where each kind is listed, with the filter that narrows that list to the kind: the serving kinds
 # share the catalog; configs and runs have their own pages.
 LIST_PAGES = {
@@ -103,6 +104,6 @@ class HomeView(LoginRequiredMixin, TemplateView):
         # The top savings in SQL: the report's own rows (one definition of a saving), biggest first.
         largest = build_report(restrict(Observation.objects.all(), user), ordering="-freed_bytes")
         context["savings"] = [row_for(o) for o in largest.filter(freed_bytes__gt=0)[:RECENT]]
-        runs = restrict(InferenceRun.objects.select_related("cluster"), user, VIEW).order_by("-created_at")
+        runs = restrict(InferenceRun.objects.only(*RUN_COLUMNS), user, VIEW).order_by("-created_at")
         context["runs"] = runs[:RECENT]
         return context

@@ -12,7 +12,6 @@ their answers are part of the key.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 from urllib.parse import quote
@@ -28,25 +27,11 @@ from django.utils.functional import Promise
 from django.utils.safestring import SafeString
 from django.utils.translation import get_language
 
+from config.lru import LeastRecentlyUsed
+
 register = template.Library()  # {% load admin_nav %} (settings.TEMPLATES' libraries)
 
 _KEPT = 256  # entries per memo: a handful of permission sets x languages in practice
-
-
-class _Memo:
-    """A bounded map from a key to what was computed for it, oldest dropped first. Entries are
-    never stale (a key holds every input), so the bound only caps memory."""
-
-    def __init__(self) -> None:
-        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
-
-    def get(self, key: Hashable) -> Any:
-        return self._entries.get(key)
-
-    def put(self, key: Hashable, value: Any) -> None:
-        self._entries[key] = value
-        while len(self._entries) > _KEPT:
-            self._entries.popitem(last=False)
 
 
 class PortalAdminSite(AdminSite):
@@ -55,7 +40,7 @@ class PortalAdminSite(AdminSite):
 
     def __init__(self, name: str = "admin") -> None:
         super().__init__(name)
-        self._app_lists = _Memo()
+        self._app_lists: LeastRecentlyUsed[Hashable, list[dict[str, Any]]] = LeastRecentlyUsed(_KEPT)
 
     def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
         """``AdminSite.get_app_list``, from the memo where the same checks gave the same answers. The
@@ -92,7 +77,7 @@ class PortalAdminConfig(AdminConfig):
     default_site = "config.admin_site.PortalAdminSite"
 
 
-_sidebars = _Memo()
+_sidebars: LeastRecentlyUsed[Hashable, SafeString] = LeastRecentlyUsed(_KEPT)
 
 
 class AppListNode(template.Node):

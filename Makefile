@@ -46,9 +46,10 @@ test: install test-deps
 ## bench: benchmarks, printed as a table and written to bench/results.json
 bench: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 bench: install test-deps
-	@# the gateway figures' native backend and load generator (tools/go-build.sh, cached by hash)
+	@# the gateway figures' native backend, load generator and reference proxy (tools/go-build.sh, cached by hash)
 	bash tools/fast-backend/build.sh >/dev/null
 	bash tools/http-load/build.sh >/dev/null
+	bash tools/reference-proxy/build.sh >/dev/null
 	$(BIN)/python -m bench
 
 ## control-plane: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok

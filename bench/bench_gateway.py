@@ -31,6 +31,13 @@ Figures (all against the fast backend; what each leaves out is said with it):
   into the run.
 - ``gateway.stream_first_chunk_overhead_p50_ms_fast_backend``: the same paced load asking for SSE
   streams; time to the first chunk, gateway minus direct, at the median.
+- ``gateway.reference_proxy_rps_ratio_fast_backend`` and
+  ``gateway.reference_proxy_overhead_p50_ms_fast_backend`` / ``_p99_ms_fast_backend``: the same
+  saturated and paced loads (paced at half *its* saturated rate) through tools/reference-proxy
+  instead of the gateway: fasthttp relaying each request to the backend and doing nothing else (no
+  caller, route, limit, ledger or metrics). It is the ceiling any proxy reaches on this machine,
+  measured in the same run, so the gateway's figures read against what is possible here, not only
+  against the targets. Leaves out what the gateway's figures leave out.
 - ``gateway.workers`` (the gateway processes, one per core by default) and
   ``gateway.machine_load_1m`` (the 1-minute load average at the end: the machine may be shared).
 """
@@ -158,8 +165,12 @@ def run() -> dict[str, float]:
     load = _go_tool("http-load")
     path = "/v1/chat/completions"
     urls = (f"{backend_url}{path}", f"{gateway_url}{path}")
+    reference_port = free_port()
+    reference_url = f"http://127.0.0.1:{reference_port}"
     processes = [
         _start([_go_tool("fast-backend"), "--port", str(backend_port)], f"{backend_url}/healthz"),
+        _start([_go_tool("reference-proxy"), "-listen", f"127.0.0.1:{reference_port}", "-upstream",
+                f"127.0.0.1:{backend_port}"], f"{reference_url}/healthz"),
         _start(
             [sys.executable, "manage.py", "gateway", "--port", str(gateway_port), "--workers", str(GATEWAY_WORKERS)],
             f"{gateway_url}/healthz",
@@ -172,6 +183,9 @@ def run() -> dict[str, float]:
         rate = PACED_FRACTION * full_gateway["rps"]
         paced_direct, paced_gateway = _compare(load, urls, key, rate)
         stream_direct, stream_gateway = _compare(load, urls, key, rate, stream=True)
+        reference_urls = (urls[0], f"{reference_url}{path}")
+        full_direct_r, full_reference = _compare(load, reference_urls, key)
+        paced_direct_r, paced_reference = _compare(load, reference_urls, key, PACED_FRACTION * full_reference["rps"])
         machine_load = os.getloadavg()[0]
     finally:
         for process in processes:
@@ -185,6 +199,9 @@ def run() -> dict[str, float]:
         "gateway.overhead_p50_ms_fast_backend": _overhead(paced_direct, paced_gateway, 0.5),
         "gateway.overhead_p99_ms_fast_backend": _overhead(paced_direct, paced_gateway, 0.99),
         "gateway.stream_first_chunk_overhead_p50_ms_fast_backend": _overhead(stream_direct, stream_gateway, 0.5),
+        "gateway.reference_proxy_rps_ratio_fast_backend": full_reference["rps"] / full_direct_r["rps"],
+        "gateway.reference_proxy_overhead_p50_ms_fast_backend": _overhead(paced_direct_r, paced_reference, 0.5),
+        "gateway.reference_proxy_overhead_p99_ms_fast_backend": _overhead(paced_direct_r, paced_reference, 0.99),
         "gateway.workers": GATEWAY_WORKERS,
         "gateway.machine_load_1m": machine_load,
     }

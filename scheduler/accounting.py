@@ -42,7 +42,6 @@ class PoolAccount:
     observed_bytes: int = 0
     rightsizing_savings_bytes: int = 0
     holders: list[Holding] = field(default_factory=list)
-    stopped: list[Holding] = field(default_factory=list)
     gpus_used: int = 0
     other_team_holders: int = 0
     holders_total: int = 0
@@ -89,11 +88,13 @@ def pool_accounts(
     Allocated is the declared memory of running models (replicas their cluster reports, else the
     desired ones) plus the GPUs they use, over every model, so a pool's totals are whole whoever
     looks: they come from the totals PostgreSQL keeps as rows change (:mod:`scheduler.pool_totals`),
-    not from a sum over the models. Holders (biggest first), stopped models, observed peaks and
-    right-sizing savings are read only for the rows ``restrict`` leaves (a team member's; None:
-    every row, read from the kept totals too), counting the others in ``other_team_holders``.
-    ``per_pool`` lists only the biggest that many holders (and stopped models) per pool,
-    ``holders_total`` saying how many there are; the figures stay whole.
+    not from a sum over the models. Holders (biggest first), observed peaks and right-sizing
+    savings are read only for the rows ``restrict`` leaves (a team member's; None: every row, read
+    from the kept totals too), counting the others in ``other_team_holders``. ``per_pool`` lists
+    only the biggest that many holders per pool, ``holders_total`` saying how many there are; the
+    figures stay whole. A pool where only stopped models are is listed, holding nothing: no
+    stopped model is read (no page lists them; their biggest per pool were half of the holders'
+    reads, in PostgreSQL's time and ours).
     """
     pools = NodePool.objects.select_related("cluster")
     if cluster_id is not None:
@@ -119,9 +120,14 @@ def pool_accounts(
         return accounts[pool_key]
 
     totals, figures, pools_of_kind = _pool_figures(cluster_id, restrict, recommender)
-    for holding in load_holdings(cluster_id, restrict=restrict, per_pool=per_pool, pools_of_kind=pools_of_kind):
-        account_entry = entry((holding.cluster_id, holding.pool))
-        (account_entry.holders if holding.running else account_entry.stopped).append(holding)
+    for _, stopped_in in pools_of_kind.values():
+        for pool_key in stopped_in:
+            entry(pool_key)
+    running_in = {kind: (running, set()) for kind, (running, _) in pools_of_kind.items()}
+    for holding in load_holdings(
+        cluster_id, running_only=True, restrict=restrict, per_pool=per_pool, pools_of_kind=running_in
+    ):
+        entry((holding.cluster_id, holding.pool)).holders.append(holding)
     for pool_key, (_, gpus, count) in totals.items():
         account_entry = entry(pool_key)
         account_entry.gpus_used = gpus
@@ -130,7 +136,6 @@ def pool_accounts(
     reserved_running = _running_reserved(cluster_id, reservations)
     for pool_key, account_entry in accounts.items():
         account_entry.holders.sort(key=lambda h: (-h.memory_bytes, h.label))
-        account_entry.stopped.sort(key=lambda h: (-h.memory_bytes, h.label))
         _, account_entry.observed_bytes, account_entry.rightsizing_savings_bytes = figures.get(pool_key, (0, 0, 0))
         declared = {holder.key: holder.memory_bytes for holder in reserved_running.get(pool_key, [])}
         account_entry.reserved_bytes = reserved_beyond(reservations.get(pool_key, {}), declared)

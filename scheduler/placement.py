@@ -18,6 +18,8 @@ and the numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 NO_POOL = "no such pool"
@@ -139,7 +141,7 @@ class PoolResult:
 
     @property
     def fragmented(self) -> bool:
-        return any(miss.reason == FRAGMENTED for miss in self.unplaced)
+        return FRAGMENTED in map(_reason, self.unplaced)  # a pool may miss thousands of pods
 
     @property
     def budget_free_bytes(self) -> int | None:
@@ -165,11 +167,16 @@ class Placement:
     @property
     def misses(self) -> list[Unplaced]:
         """Every pod that found no node, of every model placed."""
-        return [*(miss for pool in self.pools.values() for miss in pool.unplaced), *self.unknown_pool]
+        return [*chain.from_iterable(pool.unplaced for pool in self.pools.values()), *self.unknown_pool]
 
-    def misses_of(self, labels: set[str]) -> list[Unplaced]:
-        """The pods of the models named by ``labels`` that found no node."""
-        return [miss for miss in self.misses if miss.item.label in labels]
+    def missed(self) -> set[str]:
+        """The labels of the models with a pod that found no node (read as C loops: thousands miss
+        a crowded cluster)."""
+        return set(map(_label, self.misses))
+
+
+_reason = attrgetter("reason")
+_label = attrgetter("item.label")
 
 
 def _fmt(amount: int) -> str:

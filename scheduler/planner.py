@@ -16,6 +16,7 @@ pool concerned, log k times (a binary search over the oldest-idle prefix), never
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -55,7 +56,7 @@ class Plan:
     @cached_property
     def missed(self) -> set[str]:
         """The models (labels) with a pod that found no node, proposed or running."""
-        return {miss.item.label for miss in self.placement.misses}
+        return self.placement.missed()
 
     @property
     def fits(self) -> bool:
@@ -225,7 +226,9 @@ def plan_version(
     digest = hashlib.blake2b(digest_size=16)
     digest.update(repr((holdings, shapes.shapes, models, include_running, repack, quota_breaks)).encode())
     for pool, idle in sorted(idle_by_pool.items()):
-        digest.update(repr((pool, [(holding.label, since.timestamp()) for holding, since in idle])).encode())
+        digest.update(f"\n{pool}\n".encode())
+        digest.update("\n".join([holding.label for holding, _ in idle]).encode())
+        digest.update(array("d", [since.timestamp() for _, since in idle]).tobytes())  # a repr of each was 2 ms
     return digest.hexdigest()
 
 

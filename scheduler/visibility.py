@@ -33,7 +33,6 @@ def team_accounts(accounts: list[PoolAccount], visible: Visible, clusters: set[i
         shown = [holder for holder in entry.holders if visible(holder.cluster_id, holder.namespace)]
         entry.other_team_holders += len(entry.holders) - len(shown)
         entry.holders = shown
-        entry.stopped = [holder for holder in entry.stopped if visible(holder.cluster_id, holder.namespace)]
     return accounts
 
 

@@ -45,6 +45,8 @@ plan reads the rows, and their version is a digest of what was read.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 from django.db import connection, transaction
@@ -56,6 +58,8 @@ from clusters.postgres_only import statement_triggers
 from scheduler.holdings import RECOMMENDATION, Holding, load_holdings, not_deleted_sql, read_columns, serving_models
 from scheduler.models import HoldingsGeneration
 from scheduler.per_cluster import PerCluster
+from scheduler.placement import Item
+from scheduler.placement_inputs import fixed_items
 
 TABLE = HoldingsGeneration._meta.db_table
 SEQUENCE = "scheduler_holdings_generation_seq"  # created by migration 0007
@@ -72,13 +76,41 @@ class _Key(NamedTuple):
         return f"generation {self.generation}, managed {' '.join(self.managed_kinds)}"
 
 
-class ClusterHoldings(NamedTuple):
+@dataclass(frozen=True)
+class ClusterHoldings:
     """A cluster's holdings and their version: equal versions, equal holdings but for their last
     requests (which no generation watches). The version is the generation and managed kinds they
-    were read under, else (no generation, or it moved during the read) a digest of the holdings."""
+    were read under, else (no generation, or it moved during the read) a digest of the holdings.
+
+    The running ones, all and by pool, and their pods, are worked out once for every plan that
+    reuses them (each plan picked them out of the 12,000 again, and built a pool's pods anew for
+    its suggestions)."""
 
     holdings: tuple[Holding, ...]
     version: str
+
+    @cached_property
+    def running(self) -> tuple[Holding, ...]:
+        return tuple(holding for holding in self.holdings if holding.running)
+
+    @cached_property
+    def running_names(self) -> frozenset[str]:
+        return frozenset(holding.name for holding in self.running)
+
+    @cached_property
+    def running_by_pool(self) -> dict[str, tuple[Holding, ...]]:
+        by_pool: dict[str, list[Holding]] = {}
+        for holding in self.running:
+            by_pool.setdefault(holding.pool, []).append(holding)
+        return {pool: tuple(holdings) for pool, holdings in by_pool.items()}
+
+    @cached_property
+    def running_pods(self) -> dict[str, list[Item]]:
+        """Each pool's running pods at their declared sizes, biggest first (:func:`fixed_items`)."""
+        by_pool: dict[str, list[Item]] = {}
+        for item in fixed_items(self.running):
+            by_pool.setdefault(item.pool, []).append(item)
+        return by_pool
 
 
 _kept: PerCluster[tuple[_Key, ClusterHoldings]] = PerCluster()

@@ -174,9 +174,15 @@ def _plan(
     holdings = read.holdings
     models = dependency_closure(proposals, holdings)
     planned = {proposal.key for proposal in models}
-    planned_names = {key[3] for key in planned}  # a key is built only for a holding of a planned name
-    running = [h for h in holdings if h.running] if include_running else []
-    baseline = [h for h in running if h.name not in planned_names or h.key not in planned]
+    # a key is built only for a running model named as a planned one (most plans name none)
+    clash = {key[3] for key in planned} & read.running_names if include_running else set()
+
+    def kept(running: Sequence[Holding]) -> list[Holding]:
+        """The running models that keep running beside the plan: all but those it plans anew."""
+        return [h for h in running if h.name not in clash or h.key not in planned] if clash else list(running)
+
+    running = read.running if include_running else ()
+    baseline = kept(running)
     shapes = PoolShapes(cluster)
     new = [item for proposal in models for item in proposal_items(proposal)]
     if include_running and not repack and len(baseline) == len(running):
@@ -189,20 +195,24 @@ def _plan(
     result = Plan(
         cluster, placement, models, baseline, repacked=repack, quota_breaks=what_if(cluster.pk, models, baseline)
     )
-    proposed = {proposal.label for proposal in models}
-    short = [pool for pool in placement.pools.values() if any(miss.item.label in proposed for miss in pool.unplaced)]
-    names = {pool.name for pool in short}
+    # a proposed model misses in its own pool only: no walk of the thousands of running models' misses
+    proposed = {proposal.label for proposal in models}  # a running model planned anew keeps no pod
+    names = {proposal.pool for proposal in models if proposal.label in result.missed}
+    short = [pool for pool in placement.pools.values() if pool.name in names]
     by_pool: dict[str, list[Holding]] = {}
     # the last requests of every pool's running models at once: kept holdings' may be old
-    for holding in with_last_requests([holding for holding in baseline if holding.pool in names]):
+    running_by_pool, running_pods = (read.running_by_pool, read.running_pods) if include_running else ({}, {})
+    here = [holding for pool in short for holding in kept(running_by_pool.get(pool.name, ()))]
+    for holding in with_last_requests(here):
         by_pool.setdefault(holding.pool, []).append(holding)
     idle_by_pool: dict[str, list[tuple[Holding, datetime]]] = {}
     for pool in short:
         mine = [item for item in new if item.pool == pool.name]
         space = partial(shapes.pool, pool.name)
         running_here = by_pool.get(pool.name, [])
+        pods = [item for item in running_pods.get(pool.name, ()) if item.label not in proposed]
         idle = idle_by_pool[pool.name] = idle_order(running_here, now)
-        result.suggestions[pool.name] = suggest(pool, space, mine, running_here, idle, recommender)
+        result.suggestions[pool.name] = suggest(pool, space, mine, running_here, pods, idle, recommender)
     result.version = plan_version(read.version, shapes, models, include_running, repack, result.quota_breaks,
                                   idle_by_pool)  # fmt: skip
     return result
@@ -244,10 +254,14 @@ def suggest(
     space: Callable[[], PoolSpace],
     proposed: list[Item],
     running: list[Holding],
+    pods: list[Item],
     idle_since: list[tuple[Holding, datetime]],
     recommender: Recommender | None,
 ) -> dict[str, Any]:
     """The cheapest changes that make the proposed pods fit in ``pool``, or what is known when none does.
+
+    ``running`` are the models running in the pool beside the proposal, ``pods`` their pods at
+    their declared sizes, biggest first.
 
     Scaling idle models to zero needs no redeploy, so it comes first: the fewest oldest-idle ones
     (``idle_since``, :func:`idle_order`; a binary search over the prefix, each step one
@@ -265,9 +279,14 @@ def suggest(
     idle_offer = Entries(idle_since, _idle_entry)
 
     def fits(dropped: int, sizes: dict[ModelKey, int]) -> bool:
-        gone = {h.key for h in idle[:dropped]}
-        kept = [item for h in running if h.key not in gone for item in holding_items(h, sizes.get(h.key))]
-        return place([space()], proposed, biggest_first(kept)).pools[pool.name].fits
+        gone = {h.label for h in idle[:dropped]}
+        if sizes:
+            kept = biggest_first(
+                [item for h in running if h.label not in gone for item in holding_items(h, sizes.get(h.key))]
+            )
+        else:  # a sorted list filtered stays sorted
+            kept = [item for item in pods if item.label not in gone]
+        return place([space()], proposed, kept).pools[pool.name].fits
 
     def fewest_idle(sizes: dict[ModelKey, int]) -> int | None:
         """The smallest prefix of ``idle`` whose scale-to-zero makes room, by bisection."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 
 from django.db.models import Count, Q, QuerySet, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
@@ -112,11 +113,15 @@ def pool_accounts(
     for row in rows:
         key = (row.kind, row.pool.cluster_id, row.namespace, row.name)
         reservations.setdefault((row.pool.cluster_id, row.pool.name), {})[key] = row.memory_bytes
-    names = dict(Cluster.objects.values_list("id", "name"))
+
+    @cache
+    def names() -> dict[int, str]:
+        """The clusters' names, read for a pool only models name (most pools have a NodePool row)."""
+        return dict(Cluster.objects.values_list("id", "name"))
 
     def entry(pool_key: tuple[int, str]) -> PoolAccount:
         if pool_key not in accounts:
-            accounts[pool_key] = PoolAccount(pool_key[0], names.get(pool_key[0], "?"), pool_key[1], None)
+            accounts[pool_key] = PoolAccount(pool_key[0], names().get(pool_key[0], "?"), pool_key[1], None)
         return accounts[pool_key]
 
     totals, figures, pools_of_kind = _pool_figures(cluster_id, restrict, recommender)
@@ -203,6 +208,8 @@ def _pool_figures(
                 advised_pools[total.kind].add(pool_key)
     for model in serving_models():
         kind = model.kube.kind
+        if restrict is None and not advised_pools[kind]:
+            continue  # every figure is the kept totals', and no saving to price
         running = running_condition({pk for pk, managed in controlled if managed == kind})
         has_peak = "observed_peak_bytes" in {f.name for f in model._meta.get_fields()}
         advised = Q(status__has_key="recommendation")

@@ -284,11 +284,13 @@ def _lateral_per_pool(
     statements: list[str] = []
     params: list[Any] = []
     for indexed in (True, False):
+        groups = [(state, [pair for pair in pairs if (len(pair[1]) <= LONGEST_INDEXED_TEXT) == indexed])
+                  for state, pairs in states]  # fmt: skip
+        groups = [(state, group) for state, group in groups if group]
+        if not groups:
+            continue  # (the query is not even built: compiling one is a millisecond)
         per_pool = in_pool(ordered, RawSQL("pair.cluster_id", ()), RawSQL("pair.pool", ()), indexed)
-        for state, pairs in states:
-            group = [(cluster_id, pool) for cluster_id, pool in pairs if (len(pool) <= LONGEST_INDEXED_TEXT) == indexed]
-            if not group:
-                continue
+        for state, group in groups:
             sql, state_params = per_pool.filter(state)[:count].query.sql_with_params()
             statements.append(
                 "SELECT chosen.* FROM unnest(%s::bigint[], %s::text[]) AS pair(cluster_id, pool)"

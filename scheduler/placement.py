@@ -159,6 +159,9 @@ class PoolResult:
 class Placement:
     pools: dict[str, PoolResult]
     unknown_pool: list[Unplaced] = field(default_factory=list)
+    missed: set[str] = field(default_factory=set)
+    """The labels of the models with a pod that found no node, kept as misses are added (a walk
+    of the thousands of misses of a crowded cluster, per plan, was a millisecond and a half)."""
 
     @property
     def fits(self) -> bool:
@@ -169,14 +172,8 @@ class Placement:
         """Every pod that found no node, of every model placed."""
         return [*chain.from_iterable(pool.unplaced for pool in self.pools.values()), *self.unknown_pool]
 
-    def missed(self) -> set[str]:
-        """The labels of the models with a pod that found no node (read as C loops: thousands miss
-        a crowded cluster)."""
-        return set(map(_label, self.misses))
-
 
 _reason = attrgetter("reason")
-_label = attrgetter("item.label")
 
 
 def _fmt(amount: int) -> str:
@@ -298,6 +295,7 @@ class Placer:
             result = results.get(item.pool)
             if result is None:
                 placement.unknown_pool.append(Unplaced(item, NO_POOL, f"no pool named {item.pool}"))
+                placement.missed.add(item.label)
                 continue
             result.requested_bytes += item.memory_bytes
             left = self.budget_left[item.pool]
@@ -308,11 +306,13 @@ class Placer:
                     detail = f"memory: needs {_fmt(item.memory_bytes)}, the pool's budget has {_fmt(left)} left"
                     miss = Unplaced(item, OVER_BUDGET, detail)
                 result.unplaced.append(miss)
+                placement.missed.add(item.label)
                 continue
             tree = self.trees[item.pool]
             node = tree.first(item)
             if node is None:
                 result.unplaced.append(_remembered_why_not(self.reasons[item.pool], result.nodes, item))
+                placement.missed.add(item.label)
                 continue
             tree.take(node, item)
             self.reasons[item.pool].clear()  # the pool's free space changed
@@ -328,7 +328,7 @@ class Placer:
         for name, result in self.placement.pools.items():
             nodes = [replace(node, placed=node.placed.copy()) for node in result.nodes]
             pools[name] = replace(result, nodes=nodes, unplaced=result.unplaced.copy())
-        copied.placement = Placement(pools, self.placement.unknown_pool.copy())
+        copied.placement = Placement(pools, self.placement.unknown_pool.copy(), self.placement.missed.copy())
         copied.trees = {name: tree.copy(pools[name].nodes) for name, tree in self.trees.items()}
         copied.budget_left = dict(self.budget_left)
         copied.reasons = {name: dict(known) for name, known in self.reasons.items()}

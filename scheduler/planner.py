@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import cache, cached_property, partial
+from functools import cache, partial
 from typing import Any
 
 from django.utils import timezone
@@ -34,7 +34,7 @@ from scheduler.holdings import Holding, ModelKey, dependencies_of, with_last_req
 from scheduler.holdings_cache import cluster_holdings
 from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, Unplaced, biggest_first, place
 from scheduler.placement_inputs import UNKNOWN_GPUS, PoolShapes, fixed_items, holding_items, proposal_items
-from scheduler.plan_pages import Answer, Entries
+from scheduler.plan_pages import Answer, Entries, Sorted
 from scheduler.proposals import Proposal
 from scheduler.quotas import what_if
 from scheduler.savings import Recommender, recommended_bytes
@@ -53,10 +53,10 @@ class Plan:
     version: str = ""
     """A digest of what the plan was computed from (:func:`plan_version`): equal versions, equal plans."""
 
-    @cached_property
+    @property
     def missed(self) -> set[str]:
         """The models (labels) with a pod that found no node, proposed or running."""
-        return self.placement.missed()
+        return self.placement.missed
 
     @property
     def fits(self) -> bool:
@@ -64,14 +64,14 @@ class Plan:
         return self.missed.isdisjoint(proposal.label for proposal in self.models)
 
     @property
-    def overcommitted(self) -> list[str]:
-        """Running models that do not fit where they are (the pool shrank or is over budget).
+    def overcommitted(self) -> Sorted:
+        """Running models that do not fit where they are (the pool shrank or is over budget), by label.
 
         Every pod placed is a proposed model's or a running one's, so the running models that
         missed are the models that missed less the proposed ones: no set of the 10,000 running
         models' labels is needed to find them.
         """
-        return sorted(self.missed.difference(proposal.label for proposal in self.models))
+        return Sorted(self.missed.difference(proposal.label for proposal in self.models))
 
 
 def dependency_closure(proposals: list[Proposal], holdings: Sequence[Holding]) -> list[Proposal]:

@@ -18,7 +18,7 @@ from django.test import Client
 from clusters.models import Cluster
 from models_app.models import InferenceModel
 from scheduler.models import Node, NodePool
-from scheduler.plan_pages import Answer, long_lists
+from scheduler.plan_pages import Answer, Sorted, long_lists
 from scheduler.planner import plan, plan_to_dict
 from scheduler.proposals import proposal_from_request
 from tests.scheduler.conftest import GI, NOW, make_model, make_pool, whole
@@ -175,3 +175,18 @@ def test_the_page_shows_the_first_entries_and_how_many_more(make_user, crowded):
     full = full_plan(crowded)
     longest = max((owner[key] for _, owner, key in long_lists(full)), key=len)
     assert f"and {len(longest) - 20} more" in page
+
+
+def test_a_sorted_list_answers_every_slice_as_a_sort_would():
+    labels = {f"Kind ns/m{(index * 7919) % 1000:04d}" for index in range(1000)}
+    whole = sorted(labels)
+    for index in (0, 3, 20, 999, 1000, 5000, slice(0, 20), slice(None, 3), slice(20, 40), slice(0, 0),
+                  slice(990, 2000), slice(-5, None), slice(0, 1000), slice(0, 5000), -1):  # fmt: skip
+        ranked = Sorted(labels)
+        if isinstance(index, int) and index >= len(whole):
+            with pytest.raises(IndexError):
+                ranked[index]
+        else:
+            assert ranked[index] == whole[index], index
+    ranked = Sorted(labels)
+    assert ranked[:5] == whole[:5] and ranked[5:10] == whole[5:10] and ranked[:5] == whole[:5]

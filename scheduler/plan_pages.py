@@ -84,22 +84,16 @@ class Sorted(Sequence[str]):
         self._items = items
         self._sorted: list[str] | None = None
 
-    def __len__(self) -> int:
-        return len(self._items)
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
+    def __getitem__(self, index: Any) -> Any:  # an int, or a slice of them
         first = isinstance(index, slice) and not index.start and index.step is None and index.stop is not None
         if self._sorted is None and first and 0 <= index.stop < len(self._items):
             return heapq.nsmallest(index.stop, self._items)
         if self._sorted is None:
             self._sorted = sorted(self._items)
         return self._sorted[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 class Answer(dict[str, Any]):

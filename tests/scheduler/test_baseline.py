@@ -36,6 +36,7 @@ def described(placement: Placement) -> Any:
             for name, result in placement.pools.items()
         ],
         [(m.item.label, m.reason, m.detail) for m in placement.unknown_pool],
+        sorted(placement.missed),
     )  # fmt: skip
 
 
@@ -53,6 +54,7 @@ def test_a_copy_goes_on_as_one_placement_would_and_leaves_its_original_as_it_was
         copy.add(biggest_first(proposals))
         assert described(copy.placement) == described(place(pools(), proposals, fixed))
         assert described(placer.placement) == before
+        assert copy.placement.missed == {miss.item.label for miss in copy.placement.misses} != placer.placement.missed
 
 
 def test_plans_from_the_kept_placement_equal_plans_placed_anew(cluster):

@@ -233,7 +233,7 @@ def plan_version(
     what they decided: which models, idle since when). The recommender is the caller's (the page
     and the API use none).
     """
-    digest = hashlib.blake2b(digest_size=16)
+    digest = hashlib.blake2b(digest_size=12)
     digest.update(repr((holdings, shapes.shapes, models, include_running, repack, quota_breaks)).encode())
     for pool, idle in sorted(idle_by_pool.items()):
         digest.update(f"\n{pool}\n".encode())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 
 from django.db.models import Count, Q, QuerySet, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
@@ -42,7 +43,6 @@ class PoolAccount:
     observed_bytes: int = 0
     rightsizing_savings_bytes: int = 0
     holders: list[Holding] = field(default_factory=list)
-    stopped: list[Holding] = field(default_factory=list)
     gpus_used: int = 0
     other_team_holders: int = 0
     holders_total: int = 0
@@ -89,11 +89,13 @@ def pool_accounts(
     Allocated is the declared memory of running models (replicas their cluster reports, else the
     desired ones) plus the GPUs they use, over every model, so a pool's totals are whole whoever
     looks: they come from the totals PostgreSQL keeps as rows change (:mod:`scheduler.pool_totals`),
-    not from a sum over the models. Holders (biggest first), stopped models, observed peaks and
-    right-sizing savings are read only for the rows ``restrict`` leaves (a team member's; None:
-    every row, read from the kept totals too), counting the others in ``other_team_holders``.
-    ``per_pool`` lists only the biggest that many holders (and stopped models) per pool,
-    ``holders_total`` saying how many there are; the figures stay whole.
+    not from a sum over the models. Holders (biggest first), observed peaks and right-sizing
+    savings are read only for the rows ``restrict`` leaves (a team member's; None: every row, read
+    from the kept totals too), counting the others in ``other_team_holders``. ``per_pool`` lists
+    only the biggest that many holders per pool, ``holders_total`` saying how many there are; the
+    figures stay whole. A pool where only stopped models are is listed, holding nothing: no
+    stopped model is read (no page lists them; their biggest per pool were half of the holders'
+    reads, in PostgreSQL's time and ours).
     """
     pools = NodePool.objects.select_related("cluster")
     if cluster_id is not None:
@@ -111,17 +113,26 @@ def pool_accounts(
     for row in rows:
         key = (row.kind, row.pool.cluster_id, row.namespace, row.name)
         reservations.setdefault((row.pool.cluster_id, row.pool.name), {})[key] = row.memory_bytes
-    names = dict(Cluster.objects.values_list("id", "name"))
+
+    @cache
+    def names() -> dict[int, str]:
+        """The clusters' names, read for a pool only models name (most pools have a NodePool row)."""
+        return dict(Cluster.objects.values_list("id", "name"))
 
     def entry(pool_key: tuple[int, str]) -> PoolAccount:
         if pool_key not in accounts:
-            accounts[pool_key] = PoolAccount(pool_key[0], names.get(pool_key[0], "?"), pool_key[1], None)
+            accounts[pool_key] = PoolAccount(pool_key[0], names().get(pool_key[0], "?"), pool_key[1], None)
         return accounts[pool_key]
 
     totals, figures, pools_of_kind = _pool_figures(cluster_id, restrict, recommender)
-    for holding in load_holdings(cluster_id, restrict=restrict, per_pool=per_pool, pools_of_kind=pools_of_kind):
-        account_entry = entry((holding.cluster_id, holding.pool))
-        (account_entry.holders if holding.running else account_entry.stopped).append(holding)
+    for _, stopped_in in pools_of_kind.values():
+        for pool_key in stopped_in:
+            entry(pool_key)
+    running_in = {kind: (running, set()) for kind, (running, _) in pools_of_kind.items()}
+    for holding in load_holdings(
+        cluster_id, running_only=True, restrict=restrict, per_pool=per_pool, pools_of_kind=running_in
+    ):
+        entry((holding.cluster_id, holding.pool)).holders.append(holding)
     for pool_key, (_, gpus, count) in totals.items():
         account_entry = entry(pool_key)
         account_entry.gpus_used = gpus
@@ -130,7 +141,6 @@ def pool_accounts(
     reserved_running = _running_reserved(cluster_id, reservations)
     for pool_key, account_entry in accounts.items():
         account_entry.holders.sort(key=lambda h: (-h.memory_bytes, h.label))
-        account_entry.stopped.sort(key=lambda h: (-h.memory_bytes, h.label))
         _, account_entry.observed_bytes, account_entry.rightsizing_savings_bytes = figures.get(pool_key, (0, 0, 0))
         declared = {holder.key: holder.memory_bytes for holder in reserved_running.get(pool_key, [])}
         account_entry.reserved_bytes = reserved_beyond(reservations.get(pool_key, {}), declared)
@@ -198,6 +208,8 @@ def _pool_figures(
                 advised_pools[total.kind].add(pool_key)
     for model in serving_models():
         kind = model.kube.kind
+        if restrict is None and not advised_pools[kind]:
+            continue  # every figure is the kept totals', and no saving to price
         running = running_condition({pk for pk, managed in controlled if managed == kind})
         has_peak = "observed_peak_bytes" in {f.name for f in model._meta.get_fields()}
         advised = Q(status__has_key="recommendation")

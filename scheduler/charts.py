@@ -92,7 +92,9 @@ def placement_chart(plan: dict[str, Any]) -> str:
     the running share of a bar without their names.
     """
     proposed = {entry["model"] for entry in plan["models"]}
-    pools = sorted(plan["pools"], key=lambda pool: not _touches(pool, proposed))
+    # a proposed model that missed missed in its own pool: no walk of the pools' misses finds it
+    missed = {model["pool"] for model, entry in zip(plan["models"], plan["proposal"], strict=True) if not entry["fits"]}
+    pools = sorted(plan["pools"], key=lambda pool: not _touches(pool, proposed, missed))
     rows: list[tuple[str, dict[str, Any], str]] = []
     for pool in pools:
         for node in pool["nodes"]:
@@ -116,9 +118,9 @@ def placement_chart(plan: dict[str, Any]) -> str:
     )  # fmt: skip
 
 
-def _touches(pool: dict[str, Any], proposed: set[str]) -> bool:
-    placed = any(item["model"] in proposed for node in pool["nodes"] for item in node["models"])
-    return placed or any(miss["model"] in proposed for miss in pool["unplaced"])
+def _touches(pool: dict[str, Any], proposed: set[str], missed: set[str]) -> bool:
+    """Whether a proposed model landed on the pool's nodes or missed them (``missed``: their pools)."""
+    return pool["name"] in missed or any(item["model"] in proposed for node in pool["nodes"] for item in node["models"])
 
 
 def _shares(node: dict[str, Any], dimension: str, proposed: set[str]) -> list[dict[str, Any]]:

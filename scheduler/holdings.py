@@ -149,20 +149,21 @@ def with_last_requests(holdings: list[Holding]) -> list[Holding]:
     it afresh for the models it considers.
 
     The rows are read by their clusters and pools, not by a list of their ids: 8,666 ids of one
-    cluster made a statement of as many parameters, 140 ms to build, send and plan. A holding
-    whose last request has not moved is returned as it is (a copy of each was 70 ms more).
+    cluster made a statement of as many parameters, 140 ms to build, send and plan. Each (cluster,
+    pool) is read through the (cluster, pool, memory) index (:func:`in_pool`): a cluster's rows
+    and a pool's rows, intersected, were 14 ms of PostgreSQL's time for 3,000 rows, the index
+    half that. A holding whose last request has not moved is returned as it is (a copy of each
+    was 70 ms more).
     """
-    wanted: dict[str, tuple[set[int], set[str]]] = {}
+    wanted: dict[str, set[tuple[int, str]]] = {}
     for holding in holdings:
-        clusters, pools = wanted.setdefault(holding.kind, (set(), set()))
-        clusters.add(holding.cluster_id)
-        pools.add(holding.pool)
+        wanted.setdefault(holding.kind, set()).add((holding.cluster_id, holding.pool))
     reads = [
-        serving_model_for(kind).objects.order_by()
-        .filter(cluster_id__in=sorted(clusters), node_pool__in=sorted(pools))
+        in_pool(serving_model_for(kind).objects.order_by(), cluster_id, pool, len(pool) <= LONGEST_INDEXED_TEXT)
         .annotate(of_kind=Value(kind, output_field=CharField()))
         .values_list("of_kind", "pk", "last_active_at")
-        for kind, (clusters, pools) in sorted(wanted.items())
+        for kind, pairs in sorted(wanted.items())
+        for cluster_id, pool in sorted(pairs)
     ]  # fmt: skip
     rows = reads[0].union(*reads[1:], all=True) if reads else []
     fresh: dict[tuple[str, int], datetime | None] = {(kind, pk): last for kind, pk, last in rows}
@@ -283,11 +284,13 @@ def _lateral_per_pool(
     statements: list[str] = []
     params: list[Any] = []
     for indexed in (True, False):
+        groups = [(state, [pair for pair in pairs if (len(pair[1]) <= LONGEST_INDEXED_TEXT) == indexed])
+                  for state, pairs in states]  # fmt: skip
+        groups = [(state, group) for state, group in groups if group]
+        if not groups:
+            continue  # (the query is not even built: compiling one is a millisecond)
         per_pool = in_pool(ordered, RawSQL("pair.cluster_id", ()), RawSQL("pair.pool", ()), indexed)
-        for state, pairs in states:
-            group = [(cluster_id, pool) for cluster_id, pool in pairs if (len(pool) <= LONGEST_INDEXED_TEXT) == indexed]
-            if not group:
-                continue
+        for state, group in groups:
             sql, state_params = per_pool.filter(state)[:count].query.sql_with_params()
             statements.append(
                 "SELECT chosen.* FROM unnest(%s::bigint[], %s::text[]) AS pair(cluster_id, pool)"

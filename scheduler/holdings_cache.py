@@ -30,18 +30,23 @@ since :func:`install`, which gives every cluster one, or the table emptied) is n
 **Use.** A plan reads its cluster's generation and managed kinds (one query: the managed kinds
 decide whether a model with no reported replicas runs) and reuses the holdings kept under the
 same pair. After a load the pair is read again, and the holdings are kept only when it did not
-move meanwhile, so they are never a mix of two states. Holdings are rows, not anything
+move meanwhile, so they are never a mix of two states. The pair is also the holdings' version
+(:class:`ClusterHoldings`): a plan's paging cursors carry it, so the plan's own "has anything
+changed" costs no walk of the 12,000 holdings. Holdings are rows, not anything
 computed from now: idleness is worked out from ``last_request_at`` and ``cooldown`` by each plan.
 They are shared between requests and threads, so they are frozen, in a tuple. At most
 :data:`scheduler.per_cluster.KEPT_CLUSTERS` clusters are kept per process, the least recently
 planned dropped first.
 
 Elsewhere than PostgreSQL (SQLite, the embedded ``make run`` demo) there is no generation: each
-plan reads the rows.
+plan reads the rows, and their version is a digest of what was read.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 from django.db import connection, transaction
@@ -53,6 +58,8 @@ from clusters.postgres_only import statement_triggers
 from scheduler.holdings import RECOMMENDATION, Holding, load_holdings, not_deleted_sql, read_columns, serving_models
 from scheduler.models import HoldingsGeneration
 from scheduler.per_cluster import PerCluster
+from scheduler.placement import Item
+from scheduler.placement_inputs import fixed_items
 
 TABLE = HoldingsGeneration._meta.db_table
 SEQUENCE = "scheduler_holdings_generation_seq"  # created by migration 0007
@@ -64,24 +71,73 @@ class _Key(NamedTuple):
     generation: int | None
     managed_kinds: tuple[str, ...]
 
+    @property
+    def version(self) -> str:
+        return f"generation {self.generation}, managed {' '.join(self.managed_kinds)}"
 
-_kept: PerCluster[tuple[_Key, tuple[Holding, ...]]] = PerCluster()
+
+@dataclass(frozen=True)
+class ClusterHoldings:
+    """A cluster's holdings and their version: equal versions, equal holdings but for their last
+    requests (which no generation watches). The version is the generation and managed kinds they
+    were read under, else (no generation, or it moved during the read) a digest of the holdings.
+
+    The running ones, all and by pool, and their pods, are worked out once for every plan that
+    reuses them (each plan picked them out of the 12,000 again, and built a pool's pods anew for
+    its suggestions)."""
+
+    holdings: tuple[Holding, ...]
+    version: str
+
+    @cached_property
+    def running(self) -> tuple[Holding, ...]:
+        return tuple(holding for holding in self.holdings if holding.running)
+
+    @cached_property
+    def running_names(self) -> frozenset[str]:
+        return frozenset(holding.name for holding in self.running)
+
+    @cached_property
+    def running_by_pool(self) -> dict[str, tuple[Holding, ...]]:
+        by_pool: dict[str, list[Holding]] = {}
+        for holding in self.running:
+            by_pool.setdefault(holding.pool, []).append(holding)
+        return {pool: tuple(holdings) for pool, holdings in by_pool.items()}
+
+    @cached_property
+    def running_pods(self) -> dict[str, list[Item]]:
+        """Each pool's running pods at their declared sizes, biggest first (:func:`fixed_items`)."""
+        by_pool: dict[str, list[Item]] = {}
+        for item in fixed_items(self.running):
+            by_pool.setdefault(item.pool, []).append(item)
+        return by_pool
 
 
-def cluster_holdings(cluster_id: int) -> tuple[Holding, ...]:
+_kept: PerCluster[tuple[_Key, ClusterHoldings]] = PerCluster()
+
+
+def cluster_holdings(cluster_id: int) -> ClusterHoldings:
     """``load_holdings(cluster_id)``: every serving model of the cluster, from this process's
     cache while the cluster's generation and managed kinds are those they were read under (the
     last request as it was read: see the module's docstring)."""
     if connection.vendor != "postgresql":
-        return tuple(load_holdings(cluster_id))
+        return _by_content(tuple(load_holdings(cluster_id)))
     key = _key(cluster_id)
     kept = _kept.get(cluster_id)
     if kept is not None and kept[0] == key:
         return kept[1]
     holdings = tuple(load_holdings(cluster_id))
     if key is not None and key.generation is not None and _key(cluster_id) == key:
-        _kept.put(cluster_id, (key, holdings))
-    return holdings
+        read = ClusterHoldings(holdings, key.version)
+        _kept.put(cluster_id, (key, read))
+        return read
+    return _by_content(holdings)
+
+
+def _by_content(holdings: tuple[Holding, ...]) -> ClusterHoldings:
+    """Holdings versioned by what they hold (every field, the last request too: a version that
+    moves more often than needed only makes a cursor start again)."""
+    return ClusterHoldings(holdings, hashlib.blake2b(repr(holdings).encode(), digest_size=16).hexdigest())
 
 
 def _key(cluster_id: int) -> _Key | None:

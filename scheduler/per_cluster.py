@@ -9,7 +9,8 @@ from typing import TypeVar
 from config.lru import LeastRecentlyUsed
 
 KEPT_CLUSTERS = 8
-"""Clusters a process keeps: 12,000 models' holdings take about 8 MB, their placement 2.5 MB more."""
+"""Clusters a process keeps: 12,000 models' holdings take about 8 MB, their placement 2.5 MB more,
+and the running ones' lists and pods by pool (once a plan asked for them) 2.5 MB more."""
 
 Kept = TypeVar("Kept")
 

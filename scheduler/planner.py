@@ -15,6 +15,8 @@ pool concerned, log k times (a binary search over the oldest-idle prefix), never
 
 from __future__ import annotations
 
+import hashlib
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -30,8 +32,9 @@ from config.gc_tuning import collector_paused
 from scheduler.baseline import running_placed
 from scheduler.holdings import Holding, ModelKey, dependencies_of, with_last_requests
 from scheduler.holdings_cache import cluster_holdings
-from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, biggest_first, place
+from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, Unplaced, biggest_first, place
 from scheduler.placement_inputs import UNKNOWN_GPUS, PoolShapes, fixed_items, holding_items, proposal_items
+from scheduler.plan_pages import Answer, Entries, Sorted
 from scheduler.proposals import Proposal
 from scheduler.quotas import what_if
 from scheduler.savings import Recommender, recommended_bytes
@@ -47,22 +50,28 @@ class Plan:
     repacked: bool = False
     quota_breaks: list[str] = field(default_factory=list)
     """The team quotas the proposal would break (scheduler.quotas.what_if), each named."""
+    version: str = ""
+    """A digest of what the plan was computed from (:func:`plan_version`): equal versions, equal plans."""
+
+    @property
+    def missed(self) -> set[str]:
+        """The models (labels) with a pod that found no node, proposed or running."""
+        return self.placement.missed
 
     @property
     def fits(self) -> bool:
         """The proposal's own fit: every pod of the proposed models (and dependencies) found a node."""
-        return not self.placement.misses_of({proposal.label for proposal in self.models})
+        return self.missed.isdisjoint(proposal.label for proposal in self.models)
 
     @property
-    def overcommitted(self) -> list[str]:
-        """Running models that do not fit where they are (the pool shrank or is over budget).
+    def overcommitted(self) -> Sorted:
+        """Running models that do not fit where they are (the pool shrank or is over budget), by label.
 
         Every pod placed is a proposed model's or a running one's, so the running models that
         missed are the models that missed less the proposed ones: no set of the 10,000 running
         models' labels is needed to find them.
         """
-        proposed = {proposal.label for proposal in self.models}
-        return sorted({miss.item.label for miss in self.placement.misses} - proposed)
+        return Sorted(self.missed.difference(proposal.label for proposal in self.models))
 
 
 def dependency_closure(proposals: list[Proposal], holdings: Sequence[Holding]) -> list[Proposal]:
@@ -161,12 +170,19 @@ def _plan(
     cluster: Cluster, proposals: list[Proposal], include_running: bool, now: datetime,
     recommender: Recommender | None, repack: bool,
 ) -> Plan:  # fmt: skip
-    holdings = cluster_holdings(cluster.pk)
+    read = cluster_holdings(cluster.pk)
+    holdings = read.holdings
     models = dependency_closure(proposals, holdings)
     planned = {proposal.key for proposal in models}
-    planned_names = {key[3] for key in planned}  # a key is built only for a holding of a planned name
-    running = [h for h in holdings if h.running] if include_running else []
-    baseline = [h for h in running if h.name not in planned_names or h.key not in planned]
+    # a key is built only for a running model named as a planned one (most plans name none)
+    clash = {key[3] for key in planned} & read.running_names if include_running else set()
+
+    def kept(running: Sequence[Holding]) -> list[Holding]:
+        """The running models that keep running beside the plan: all but those it plans anew."""
+        return [h for h in running if h.name not in clash or h.key not in planned] if clash else list(running)
+
+    running = read.running if include_running else ()
+    baseline = kept(running)
     shapes = PoolShapes(cluster)
     new = [item for proposal in models for item in proposal_items(proposal)]
     if include_running and not repack and len(baseline) == len(running):
@@ -179,18 +195,58 @@ def _plan(
     result = Plan(
         cluster, placement, models, baseline, repacked=repack, quota_breaks=what_if(cluster.pk, models, baseline)
     )
-    proposed = {proposal.label for proposal in models}
-    short = [pool for pool in placement.pools.values() if any(miss.item.label in proposed for miss in pool.unplaced)]
-    names = {pool.name for pool in short}
+    # a proposed model misses in its own pool only: no walk of the thousands of running models' misses
+    proposed = {proposal.label for proposal in models}  # a running model planned anew keeps no pod
+    names = {proposal.pool for proposal in models if proposal.label in result.missed}
+    short = [pool for pool in placement.pools.values() if pool.name in names]
     by_pool: dict[str, list[Holding]] = {}
     # the last requests of every pool's running models at once: kept holdings' may be old
-    for holding in with_last_requests([holding for holding in baseline if holding.pool in names]):
+    running_by_pool, running_pods = (read.running_by_pool, read.running_pods) if include_running else ({}, {})
+    here = [holding for pool in short for holding in kept(running_by_pool.get(pool.name, ()))]
+    for holding in with_last_requests(here):
         by_pool.setdefault(holding.pool, []).append(holding)
+    idle_by_pool: dict[str, list[tuple[Holding, datetime]]] = {}
     for pool in short:
         mine = [item for item in new if item.pool == pool.name]
         space = partial(shapes.pool, pool.name)
-        result.suggestions[pool.name] = suggest(pool, space, mine, by_pool.get(pool.name, []), now, recommender)
+        running_here = by_pool.get(pool.name, [])
+        pods = [item for item in running_pods.get(pool.name, ()) if item.label not in proposed]
+        idle = idle_by_pool[pool.name] = idle_order(running_here, now)
+        result.suggestions[pool.name] = suggest(pool, space, mine, running_here, pods, idle, recommender)
+    result.version = plan_version(read.version, shapes, models, include_running, repack, result.quota_breaks,
+                                  idle_by_pool)  # fmt: skip
     return result
+
+
+def plan_version(
+    holdings: str, shapes: PoolShapes, models: list[Proposal], include_running: bool, repack: bool,
+    quota_breaks: list[str], idle_by_pool: dict[str, list[tuple[Holding, datetime]]],
+) -> str:  # fmt: skip
+    """A digest of what a plan is computed from, so that two plans with the same version are the
+    same plan (what a paging cursor checks), at the cost of a few short reprs, not of the answer.
+
+    A plan is a function of the cluster's holdings (``holdings``: their version,
+    :class:`scheduler.holdings_cache.ClusterHoldings`), its pools' budgets and nodes, the proposed
+    models as the request resolved them (with their dependencies), the two options, and, read
+    afresh by each plan, the quotas (their verdict is short: it is digested itself) and the idle
+    models that the suggestions offer, which the last requests and ``now`` decide (digested as
+    what they decided: which models, idle since when). The recommender is the caller's (the page
+    and the API use none).
+    """
+    digest = hashlib.blake2b(digest_size=12)
+    digest.update(repr((holdings, shapes.shapes, models, include_running, repack, quota_breaks)).encode())
+    for pool, idle in sorted(idle_by_pool.items()):
+        digest.update(f"\n{pool}\n".encode())
+        digest.update("\n".join([holding.label for holding, _ in idle]).encode())
+        digest.update(array("d", [since.timestamp() for _, since in idle]).tobytes())  # a repr of each was 2 ms
+    return digest.hexdigest()
+
+
+def idle_order(running: list[Holding], now: datetime) -> list[tuple[Holding, datetime]]:
+    """The idle models of ``running``, each with when it became idle, oldest idle first (then by label)."""
+    idle = [(holding, since) for holding in running if (since := holding.idle_since(now)) is not None]
+    idle.sort(key=lambda pair: (pair[1], pair[0].label))
+    return idle
 
 
 def suggest(
@@ -198,39 +254,39 @@ def suggest(
     space: Callable[[], PoolSpace],
     proposed: list[Item],
     running: list[Holding],
-    now: datetime,
+    pods: list[Item],
+    idle_since: list[tuple[Holding, datetime]],
     recommender: Recommender | None,
 ) -> dict[str, Any]:
     """The cheapest changes that make the proposed pods fit in ``pool``, or what is known when none does.
 
+    ``running`` are the models running in the pool beside the proposal, ``pods`` their pods at
+    their declared sizes, biggest first.
+
     Scaling idle models to zero needs no redeploy, so it comes first: the fewest oldest-idle ones
-    (a binary search over the prefix, each step one re-placement of this pool only). Then every
-    right-sizing saving; then both. Each candidate carries the memory it frees.
+    (``idle_since``, :func:`idle_order`; a binary search over the prefix, each step one
+    re-placement of this pool only). Then every right-sizing saving; then both. Each candidate
+    carries the memory it frees. The lists offered are :class:`Entries`, built where read.
     """
-    idle = sorted((h for h in running if h.idle_since(now)), key=lambda h: (h.idle_since(now), h.label))
-    resized: dict[ModelKey, int] = {}
-    for holding in running:
-        target = recommended_bytes(holding, recommender)
-        if target is not None and target < holding.memory_bytes:
-            resized[holding.key] = target
-    by_key = {holding.key: holding for holding in running}
-    rightsizing = [
-        {
-            "model": by_key[key].label,
-            "from": format_bytes(by_key[key].memory_bytes),
-            "to": format_bytes(new),
-            "saves_bytes": by_key[key].memory_bytes - new,
-        }
-        for key, new in resized.items()
+    idle = [holding for holding, _ in idle_since]
+    changes = [
+        (holding, target)
+        for holding in running
+        if (target := recommended_bytes(holding, recommender)) is not None and target < holding.memory_bytes
     ]
-    idle_offer = [
-        {"model": h.label, "frees_bytes": h.memory_bytes, "idle_since": h.idle_since(now).isoformat()} for h in idle
-    ]
+    resized: dict[ModelKey, int] = {holding.key: target for holding, target in changes}
+    rightsizing = Entries(changes, _rightsizing_entry)
+    idle_offer = Entries(idle_since, _idle_entry)
 
     def fits(dropped: int, sizes: dict[ModelKey, int]) -> bool:
-        gone = {h.key for h in idle[:dropped]}
-        kept = [item for h in running if h.key not in gone for item in holding_items(h, sizes.get(h.key))]
-        return place([space()], proposed, biggest_first(kept)).pools[pool.name].fits
+        gone = {h.label for h in idle[:dropped]}
+        if sizes:
+            kept = biggest_first(
+                [item for h in running if h.label not in gone for item in holding_items(h, sizes.get(h.key))]
+            )
+        else:  # a sorted list filtered stays sorted
+            kept = [item for item in pods if item.label not in gone]
+        return place([space()], proposed, kept).pools[pool.name].fits
 
     def fewest_idle(sizes: dict[ModelKey, int]) -> int | None:
         """The smallest prefix of ``idle`` whose scale-to-zero makes room, by bisection."""
@@ -248,31 +304,69 @@ def suggest(
         return {
             **base,
             "fits_after": "scale_to_zero",
-            "scale_to_zero": [h.label for h in idle[:count]],
+            "scale_to_zero": Entries(idle[:count], _label),
             "frees_bytes": sum(h.memory_bytes for h in idle[:count]),
         }
     if resized and fits(0, resized):
-        return {**base, "fits_after": "rightsizing", "scale_to_zero": [], "frees_bytes": 0}
+        return {**base, "fits_after": "rightsizing", "scale_to_zero": Entries([]), "frees_bytes": 0}
     count = fewest_idle(resized) if idle and resized else None
     if count is not None:
         return {
             **base,
             "fits_after": "both",
-            "scale_to_zero": [h.label for h in idle[:count]],
+            "scale_to_zero": Entries(idle[:count], _label),
             "frees_bytes": sum(h.memory_bytes for h in idle[:count]),
         }
     return {
         **base,
         "fits_after": None,
-        "scale_to_zero": [h.label for h in idle],
+        "scale_to_zero": Entries(idle, _label),
         "frees_bytes": sum(h.memory_bytes for h in idle),
         "message": "even scaling every idle model to zero and applying every right-sizing saving is not enough",
     }
 
 
-def plan_to_dict(result: Plan) -> dict[str, Any]:
-    """The plan as JSON for the API and the page."""
+def _label(holding: Holding) -> str:
+    return holding.label
+
+
+def _idle_entry(pair: tuple[Holding, datetime]) -> dict[str, Any]:
+    holding, since = pair
+    return {"model": holding.label, "frees_bytes": holding.memory_bytes, "idle_since": since.isoformat()}
+
+
+def _rightsizing_entry(change: tuple[Holding, int]) -> dict[str, Any]:
+    holding, new = change
+    return {
+        "model": holding.label,
+        "from": format_bytes(holding.memory_bytes),
+        "to": format_bytes(new),
+        "saves_bytes": holding.memory_bytes - new,
+    }
+
+
+def plan_to_dict(result: Plan) -> Answer:
+    """The plan as JSON for the API and the page, its long lists :class:`Entries` (built where read)."""
     origins = {proposal.label: proposal.origin for proposal in result.models}
+
+    def placed(item: Item) -> dict[str, Any]:
+        return {
+            "model": item.label,
+            "origin": origins.get(item.label, "running"),
+            "memory_bytes": item.memory_bytes,
+            "gpus": item.gpus,
+            "gpu_memory_bytes": item.gpu_memory_bytes,
+        }
+
+    def unplaced(miss: Unplaced) -> dict[str, Any]:
+        return {
+            "model": miss.item.label,
+            "origin": origins.get(miss.item.label, "running"),
+            "memory_bytes": miss.item.memory_bytes,
+            "reason": miss.reason,
+            "detail": miss.detail,
+        }
+
     pools = []
     for pool in result.placement.pools.values():
         pools.append(
@@ -286,28 +380,18 @@ def plan_to_dict(result: Plan) -> dict[str, Any]:
                 "fragmented": pool.fragmented,
                 "largest_fit_bytes": pool.largest_fit_bytes,
                 "largest_fit": _gi_floor(pool.largest_fit_bytes),
-                "nodes": [_node_dict(node, origins) for node in pool.nodes],
-                "unplaced": [
-                    {
-                        "model": miss.item.label,
-                        "origin": origins.get(miss.item.label, "running"),
-                        "memory_bytes": miss.item.memory_bytes,
-                        "reason": miss.reason,
-                        "detail": miss.detail,
-                    }
-                    for miss in pool.unplaced
-                ],
+                "nodes": [_node_dict(node, placed) for node in pool.nodes],
+                "unplaced": Entries(pool.unplaced, unplaced),
                 "suggestions": result.suggestions.get(pool.name),
             }
         )
-    misses = {miss.item.label for miss in result.placement.misses_of(set(origins))}
     nodes_of: dict[str, set[str]] = {label: set() for label in origins}  # one pass over every placed pod
     for pool in result.placement.pools.values():
         for node in pool.nodes:
             for item in node.placed:
                 if item.label in nodes_of:
                     nodes_of[item.label].add(node.name)
-    return {
+    body = {
         "cluster": result.cluster.name,
         "fits": result.fits,
         "repacked": result.repacked,
@@ -316,20 +400,23 @@ def plan_to_dict(result: Plan) -> dict[str, Any]:
             for p in result.models
         ],
         "proposal": [
-            {"model": p.label, "fits": p.label not in misses, "nodes": sorted(nodes_of[p.label])} for p in result.models
+            {"model": p.label, "fits": p.label not in result.missed, "nodes": sorted(nodes_of[p.label])}
+            for p in result.models
         ],
         "running_models": len(result.baseline),
-        "overcommitted": result.overcommitted,
+        "overcommitted": Entries(result.overcommitted),
         "quota_breaks": result.quota_breaks,
         "pools": pools,
-        "unknown_pool": [
-            {"model": miss.item.label, "pool": miss.item.pool, "detail": miss.detail}
-            for miss in result.placement.unknown_pool
-        ],
+        "unknown_pool": Entries(result.placement.unknown_pool, _unknown_pool_entry),
     }
+    return Answer(body, result.version)
 
 
-def _node_dict(node: NodeSpace, origins: dict[str, str]) -> dict[str, Any]:
+def _unknown_pool_entry(miss: Unplaced) -> dict[str, Any]:
+    return {"model": miss.item.label, "pool": miss.item.pool, "detail": miss.detail}
+
+
+def _node_dict(node: NodeSpace, placed: Callable[[Item], dict[str, Any]]) -> dict[str, Any]:
     return {
         "name": node.name,
         "capacity_bytes": node.capacity_bytes,
@@ -339,16 +426,7 @@ def _node_dict(node: NodeSpace, origins: dict[str, str]) -> dict[str, Any]:
         "used_gpus": node.used_gpus,
         "gpu_memory_bytes": node.gpu_memory_bytes or None,
         "gpu_product": node.gpu_product,
-        "models": [
-            {
-                "model": item.label,
-                "origin": origins.get(item.label, "running"),
-                "memory_bytes": item.memory_bytes,
-                "gpus": item.gpus,
-                "gpu_memory_bytes": item.gpu_memory_bytes,
-            }
-            for item in node.placed
-        ],
+        "models": Entries(node.placed, placed),
     }
 
 

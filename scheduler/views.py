@@ -16,7 +16,7 @@ from accounts.public import (
 )
 from scheduler.charts import placement_chart, pool_usage_chart, quota_chart
 from scheduler.forms import PlanForm, picked_models
-from scheduler.plan_pages import PAGE_LIMIT, first_page
+from scheduler.plan_pages import PAGE_LIMIT, Answer, first_page
 from scheduler.planner import plan, plan_to_dict
 from scheduler.quotas import quota_rows
 from scheduler.visibility import hidden_proposals, redact_plan, visible_pool_accounts
@@ -77,7 +77,7 @@ class PlanningView(LoginRequiredMixin, FormView):
         return self.render_to_response(context)
 
 
-def plan_for(form: PlanForm, user: Any) -> dict[str, Any] | None:
+def plan_for(form: PlanForm, user: Any) -> Answer | None:
     """The plan of a valid PlanForm as ``user`` may see it; None (errors added to the form) when
     it proposes models of namespaces the user may not see. The planning page and the guided
     deploy's what-if both ask this."""

@@ -18,6 +18,7 @@ from accounts.public import VIEW, everywhere, is_unrestricted, namespace_predica
 from clusters.kinds import with_article
 from clusters.validation.schemas import FieldError
 from scheduler.accounting import HOLDERS_SHOWN, PoolAccount, pool_accounts
+from scheduler.plan_pages import Answer, long_lists
 from scheduler.proposals import Proposal
 
 Visible = Callable[[int, str], bool]
@@ -32,7 +33,6 @@ def team_accounts(accounts: list[PoolAccount], visible: Visible, clusters: set[i
         shown = [holder for holder in entry.holders if visible(holder.cluster_id, holder.namespace)]
         entry.other_team_holders += len(entry.holders) - len(shown)
         entry.holders = shown
-        entry.stopped = [holder for holder in entry.stopped if visible(holder.cluster_id, holder.namespace)]
     return accounts
 
 
@@ -47,10 +47,11 @@ def hidden_proposals(
     ]
 
 
-def redact_plan(result: dict[str, Any], cluster_id: int, visible: Visible, proposed: set[str]) -> dict[str, Any]:
+def redact_plan(result: Answer, cluster_id: int, visible: Visible, proposed: set[str]) -> Answer:
     """Hide models the user cannot see, except their own proposals: their labels (``Kind namespace/name``)
     become OTHER_TEAM and their own figures (memory, right-sizing, the detail naming them) are dropped.
-    A user who sees every namespace gets the plan as it is (a walk of every placed model spared)."""
+    The long lists are redacted entry by entry as they are built (:meth:`Entries.then`), so only
+    the entries shown are. A user who sees every namespace gets the plan as it is."""
     if visible is everywhere:
         return result
 
@@ -58,30 +59,27 @@ def redact_plan(result: dict[str, Any], cluster_id: int, visible: Visible, propo
         namespace = value.split(" ", 1)[-1].split("/", 1)[0]
         return value in proposed or visible(cluster_id, namespace)
 
-    def hide(entry: dict[str, Any], *figures: str) -> None:
-        if not shown(entry["model"]):
-            entry["model"] = OTHER_TEAM
-            entry.update(dict.fromkeys(figures))
+    def name(value: str) -> str:
+        return value if shown(value) else OTHER_TEAM
 
+    def hiding(*figures: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        def hide(entry: dict[str, Any]) -> dict[str, Any]:
+            if not shown(entry["model"]):
+                entry["model"] = OTHER_TEAM
+                entry.update(dict.fromkeys(figures))
+            return entry
+
+        return hide
+
+    hidden = {
+        "overcommitted": name, "scale_to_zero": name, "unknown_pool": hiding("detail"),
+        "models": hiding("memory_bytes", "gpus", "gpu_memory_bytes"), "unplaced": hiding("memory_bytes", "detail"),
+        "rightsizing": hiding("from", "to", "saves_bytes"), "idle": hiding("frees_bytes", "idle_since"),
+    }  # fmt: skip
     for entry in result["models"]:
-        hide(entry, "memory_bytes", "gpus")
-    for entry in result["unknown_pool"]:
-        hide(entry, "detail")
-    result["overcommitted"] = [name if shown(name) else OTHER_TEAM for name in result.get("overcommitted", [])]
-    for pool in result["pools"]:
-        for node in pool["nodes"]:
-            for item in node["models"]:
-                hide(item, "memory_bytes", "gpus", "gpu_memory_bytes")
-        for miss in pool["unplaced"]:
-            hide(miss, "memory_bytes", "detail")
-        suggestions = pool.get("suggestions") or {}
-        if suggestions.get("scale_to_zero"):
-            names = suggestions["scale_to_zero"]
-            suggestions["scale_to_zero"] = [name if shown(name) else OTHER_TEAM for name in names]
-        for change in suggestions.get("rightsizing") or []:
-            hide(change, "from", "to", "saves_bytes")
-        for offer in suggestions.get("idle") or []:
-            hide(offer, "frees_bytes", "idle_since")
+        hiding("memory_bytes", "gpus")(entry)
+    for _, owner, key in long_lists(result):
+        owner[key] = owner[key].then(hidden[key])
     return result
 
 

@@ -85,3 +85,13 @@ def test_every_cluster_grant_sees_every_pool(world):
     NamespaceGrant.objects.create(team=everywhere, cluster=None, namespace="monitoring")
     everywhere.members.add(world.member)
     assert "west-gpu" in world.api("member").get("/api/planning/pools/").content.decode()
+
+
+def test_a_pool_of_stopped_models_is_listed_to_the_teams_whose_models_they_are(world):
+    make_model(world.cluster, "parked", "16Gi", pool="vision-parking", namespace="vision", replicas=0)
+    make_model(world.cluster, "shelved", "16Gi", pool="nlp-parking", namespace="nlp", replicas=0)
+    pools = {p["pool"]: p for p in world.api("member").get("/api/planning/pools/").json()}
+    assert "nlp-parking" not in pools
+    assert (pools["vision-parking"]["allocated_bytes"], pools["vision-parking"]["holders"]) == (0, [])
+    staff = world.api("staff").get("/api/planning/pools/").json()
+    assert {"vision-parking", "nlp-parking"} <= {p["pool"] for p in staff}

@@ -11,6 +11,7 @@ from clusters.models import Cluster, SyncState
 from clusters.validation.quantities import quantity_to_int
 from models_app.models import InferenceModel
 from scheduler.models import Node, NodePool
+from scheduler.plan_pages import Answer, long_lists
 from scheduler.rightsizing.policy import evaluate
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -82,6 +83,13 @@ def make_model(
     )
     row.save()
     return row
+
+
+def whole(answer: Answer) -> dict[str, Any]:
+    """A plan's answer with every long list built whole, as plain values to compare."""
+    for _, owner, key in long_lists(answer):
+        owner[key] = list(owner[key])
+    return dict(answer)
 
 
 @pytest.fixture

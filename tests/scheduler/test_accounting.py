@@ -27,7 +27,6 @@ def test_accounting_mixes_running_and_scaled_to_zero(cluster, gpu_pool):
     assert gpu.observed_bytes == (30 + 7) * GI
     assert gpu.free_bytes == (100 - 52) * GI
     assert [h.name for h in gpu.holders] == ["llama-70b", "mistral", "fresh"]  # biggest first
-    assert [h.name for h in gpu.stopped] == ["codellama"]
     # right-sizing's verdicts: ceil(peak x 1.04) in Gi -> 30Gi -> 32Gi (saves 8Gi), 7Gi -> 8Gi (saves 0)
     assert gpu.rightsizing_savings_bytes == 8 * GI
     cpu = accounts["cpu"]
@@ -104,8 +103,8 @@ def test_default_savings_in_sql_match_the_python_policy(cluster, gpu_pool):
 
 
 def test_biggest_holders_per_pool_whatever_the_pool_name_length(cluster, gpu_pool):
-    """``per_pool`` keeps each pool's biggest running and stopped models; a pool name longer than
-    the (cluster, pool, memory) index covers is found without it, with the same answer."""
+    """``per_pool`` keeps each pool's biggest running models; a pool name longer than the
+    (cluster, pool, memory) index covers is found without it, with the same answer."""
     long_pool = "p" * (LONGEST_INDEXED_TEXT + 100)
     for pool in ("gpu", long_pool):
         for size in (8, 40, 16, 24):
@@ -118,17 +117,15 @@ def test_biggest_holders_per_pool_whatever_the_pool_name_length(cluster, gpu_poo
 
     for pool in ("gpu", long_pool):
         assert [h.memory_bytes // GI for h in shown[pool].holders] == [40, 24]
-        assert [h.memory_bytes // GI for h in shown[pool].stopped] == [48, 12]
         assert shown[pool].holders == whole[pool].holders[:2]
         assert (shown[pool].holders_total, shown[pool].allocated_bytes) == (4, (8 + 40 + 16 + 24) * GI)
 
 
-def test_a_pool_of_stopped_models_only_lists_them_when_holders_are_capped(cluster, gpu_pool):
+def test_a_pool_of_stopped_models_only_is_listed_holding_nothing(cluster, gpu_pool):
     make_model(cluster, "running", "8Gi", replicas=1)
     make_model(cluster, "parked", "16Gi", pool="parking", replicas=0)
 
-    accounts = {a.pool: a for a in pool_accounts(cluster.pk, per_pool=5)}
-
-    assert [h.name for h in accounts["parking"].stopped] == ["parked"]
-    assert (accounts["parking"].allocated_bytes, accounts["parking"].holders) == (0, [])
-    assert [h.name for h in accounts["gpu"].holders] == ["running"]
+    for per_pool in (5, None):
+        accounts = {a.pool: a for a in pool_accounts(cluster.pk, per_pool=per_pool)}
+        assert (accounts["parking"].allocated_bytes, accounts["parking"].holders) == (0, [])
+        assert [h.name for h in accounts["gpu"].holders] == ["running"]

@@ -15,7 +15,7 @@ from scheduler.models import Node
 from scheduler.placement import Item, NodeSpace, Placement, Placer, PoolSpace, biggest_first, place
 from scheduler.planner import plan, plan_to_dict
 from scheduler.proposals import Proposal
-from tests.scheduler.conftest import GI, NOW, make_model, make_pool
+from tests.scheduler.conftest import GI, NOW, make_model, make_pool, whole
 
 pytestmark = pytest.mark.django_db
 
@@ -36,6 +36,7 @@ def described(placement: Placement) -> Any:
             for name, result in placement.pools.items()
         ],
         [(m.item.label, m.reason, m.detail) for m in placement.unknown_pool],
+        sorted(placement.missed),
     )  # fmt: skip
 
 
@@ -53,6 +54,7 @@ def test_a_copy_goes_on_as_one_placement_would_and_leaves_its_original_as_it_was
         copy.add(biggest_first(proposals))
         assert described(copy.placement) == described(place(pools(), proposals, fixed))
         assert described(placer.placement) == before
+        assert copy.placement.missed == {miss.item.label for miss in copy.placement.misses} != placer.placement.missed
 
 
 def test_plans_from_the_kept_placement_equal_plans_placed_anew(cluster):
@@ -64,13 +66,13 @@ def test_plans_from_the_kept_placement_equal_plans_placed_anew(cluster):
     def planned(*proposals: Proposal) -> tuple[dict[str, Any], bool]:
         """The plan from what is kept, equal to the plan placed anew; and whether the kept placement served it."""
         kept = baseline._kept.get(cluster.pk)
-        answer = plan_to_dict(plan(Cluster.objects.get(pk=cluster.pk), list(proposals), now=NOW))
+        answer = whole(plan_to_dict(plan(Cluster.objects.get(pk=cluster.pk), list(proposals), now=NOW)))
         reused = kept is not None and baseline._kept.get(cluster.pk) is kept
         # the same plan again from the same kept placement: the first left nothing in it
-        assert plan_to_dict(plan(Cluster.objects.get(pk=cluster.pk), list(proposals), now=NOW)) == answer
+        assert whole(plan_to_dict(plan(Cluster.objects.get(pk=cluster.pk), list(proposals), now=NOW))) == answer
         baseline._kept.clear()
         holdings_cache._kept.clear()
-        assert answer == plan_to_dict(plan(Cluster.objects.get(pk=cluster.pk), list(proposals), now=NOW))
+        assert answer == whole(plan_to_dict(plan(Cluster.objects.get(pk=cluster.pk), list(proposals), now=NOW)))
         return answer, reused
 
     big = Proposal("InferenceModel", cluster.pk, "default", "big", "gpu", 60 * GI, 0, [], "new", "models[0]")

@@ -36,7 +36,7 @@ def assert_current(cluster: Cluster) -> None:
     """The cached holdings are a fresh read's but for the last request, which with_last_requests
     reads afresh (one query, whatever the kinds), and a second plan reuses them without reading
     the rows."""
-    cached = cluster_holdings(cluster.pk)
+    cached = cluster_holdings(cluster.pk).holdings
     fresh = load_holdings(cluster.pk)
     with CaptureQueriesContext(connection) as queries:
         current = with_last_requests(list(cached))
@@ -46,7 +46,7 @@ def assert_current(cluster: Cluster) -> None:
     pairs = zip(current, cached, strict=True)
     assert all((new is old) == (new.last_request_at == old.last_request_at) for new, old in pairs)
     assert [replace(h, last_request_at=None) for h in cached] == [replace(h, last_request_at=None) for h in fresh]
-    assert cluster_holdings(cluster.pk) is cached
+    assert cluster_holdings(cluster.pk).holdings is cached
 
 
 @pytest.fixture
@@ -61,7 +61,8 @@ def test_every_kind_through_the_orm(cluster, other):
     ai = kubeai(cluster, "qwen", "gpu", 1)
     svc = service(cluster, "svc", "gpu", 2)
     assert_current(cluster)
-    assert {holding.kind for holding in cluster_holdings(cluster.pk)} == {m.kube.kind for m in serving_models()}
+    kinds = {holding.kind for holding in cluster_holdings(cluster.pk).holdings}
+    assert kinds == {model.kube.kind for model in serving_models()}
     running.spec["memory"] = "60Gi"
     running.save()
     assert_current(cluster)
@@ -82,7 +83,7 @@ def test_every_kind_through_the_orm(cluster, other):
     for row in (running, ai, svc):
         row.delete()
     assert_current(cluster)
-    assert [holding.name for holding in cluster_holdings(cluster.pk)] == ["stopped"]
+    assert [holding.name for holding in cluster_holdings(cluster.pk).holdings] == ["stopped"]
 
 
 def test_queryset_writes_and_deleted_in_cluster(cluster):
@@ -127,23 +128,23 @@ def test_bulk_ingest_paths_cascades_and_truncate(cluster, other):
     assert_current(other)
     other_id, before = other.pk, generation(other)
     other.delete()  # cascades to its models
-    assert cluster_holdings(other_id) == ()
+    assert cluster_holdings(other_id).holdings == ()
     assert generation(Cluster(pk=other_id)) not in (None, before)
     assert_current(cluster)
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {InferenceModel._meta.db_table} CASCADE")
     assert_current(cluster)
-    assert cluster_holdings(cluster.pk) == ()
+    assert cluster_holdings(cluster.pk).holdings == ()
 
 
 def test_the_managed_kinds_decide_what_an_unreported_model_holds(cluster):
     make_model(cluster, "unreported", "8Gi", replicas=None)
     assert_current(cluster)
-    assert cluster_holdings(cluster.pk)[0].running
+    assert cluster_holdings(cluster.pk).holdings[0].running
     cluster.managed_kinds = ["InferenceModel"]
     cluster.save()
     assert_current(cluster)
-    assert not cluster_holdings(cluster.pk)[0].running
+    assert not cluster_holdings(cluster.pk).holdings[0].running
 
 
 def test_only_what_a_holding_reads_moves_the_generation(cluster, other):
@@ -168,3 +169,19 @@ def test_only_what_a_holding_reads_moves_the_generation(cluster, other):
     assert last != before
     ModelService.objects.filter(cluster=cluster).delete()  # no row: nothing changed
     assert generation(cluster) == last
+
+
+def test_the_version_moves_with_the_holdings_and_only_with_them(cluster):
+    model = make_model(cluster, "m", "8Gi")
+    first = cluster_holdings(cluster.pk)
+    InferenceModel.objects.filter(pk=model.pk).update(last_active_at=datetime(2026, 11, 26, 10, 0, tzinfo=UTC))
+    assert cluster_holdings(cluster.pk).version == first.version  # the last request is read afresh by a plan
+    InferenceModel.objects.filter(pk=model.pk).update(memory_bytes=1)
+    moved = cluster_holdings(cluster.pk)
+    assert moved.version != first.version
+    HoldingsGeneration.objects.filter(cluster_id=cluster.pk).delete()  # no generation: read, versioned by content
+    by_content = cluster_holdings(cluster.pk)
+    assert by_content.holdings == moved.holdings and by_content.version not in (first.version, moved.version)
+    assert cluster_holdings(cluster.pk).version == by_content.version
+    InferenceModel.objects.filter(pk=model.pk).update(memory_bytes=2)
+    assert cluster_holdings(cluster.pk).version not in (first.version, moved.version, by_content.version)

@@ -27,7 +27,8 @@ from scheduler.usage import USAGE_CLUSTER_COLUMNS, pool_usage_of
 
 RECENT = 8
 CLUSTER_COLUMNS = ("name", "auth_method", "healthy", "last_full_resync_at", "last_error")  # home.html's clusters table
-RUN_COLUMNS = ("namespace", "name", "config_name", "phase", "created_at")  # its recent runs: no JSON, no cluster
+# its recent runs, as values (no JSON, no cluster, no model built: the template reads them by name)
+RUN_COLUMNS = ("pk", "namespace", "name", "config_name", "phase", "created_at")
 SAVING_COLUMNS = ("kind", "object_id", "namespace", "name", "node_pool", "declared_bytes", "recommended_bytes",
                   "freed_bytes")  # fmt: skip
 # Where each kind is listed, with the filter that narrows that list to the kind: the serving kinds
@@ -126,6 +127,6 @@ class HomeView(LoginRequiredMixin, TemplateView):
         context["savings"] = [
             Saving(*row) for row in largest.filter(freed_bytes__gt=0).values_list(*SAVING_COLUMNS)[:RECENT]
         ]
-        runs = restrict(InferenceRun.objects.only(*RUN_COLUMNS), user, VIEW).order_by("-created_at")
-        context["runs"] = runs[:RECENT]
+        runs = restrict(InferenceRun.objects.order_by("-created_at"), user, VIEW)
+        context["runs"] = runs.values(*RUN_COLUMNS)[:RECENT]
         return context

@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from clusters.models import Cluster
+from runs_app.models import InferenceRun
 from scheduler.rightsizing.models import Observation, Refresh
 
 GI = 1024**3
@@ -53,3 +54,17 @@ def test_a_clusters_last_error_is_cut_at_80_characters_and_none_is_a_dash(admin_
     clusters = table_after(admin_client.get("/").content.decode(), "Clusters")
     assert f"<td>{('connection refused ' * 10)[:79]}…</td></tr>" in clusters
     assert clusters.count("<td>—</td></tr>") == 1  # the quiet one
+
+
+def test_the_recent_runs_link_their_pages_newest_first(admin_client, cluster) -> None:
+    spec = {"configRef": {"name": "cfg"}}
+    old = InferenceRun.objects.create(cluster=cluster, namespace="ns", name="old", spec=spec,
+                                      status={"phase": "Failed"})  # fmt: skip
+    new = InferenceRun.objects.create(cluster=cluster, namespace="ns", name="new<1>", spec=spec)
+    rows = re.findall(r"<tr>(.*?)</tr>", table_after(admin_client.get("/").content.decode(), "Recent runs"), re.S)[1:]
+    assert [re.sub(r"<time .*?</time>", "AGE", re.sub(r"\s+", " ", row)) for row in rows] == [
+        f'<td><a href="/runs/{new.pk}/">ns/new&lt;1&gt;</a></td><td>cfg</td> '
+        '<td><span class="badge Pending">Pending</span></td><td>AGE</td>',
+        f'<td><a href="/runs/{old.pk}/">ns/old</a></td><td>cfg</td> '
+        '<td><span class="badge Failed">Failed</span></td><td>AGE</td>',
+    ]

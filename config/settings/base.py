@@ -270,12 +270,6 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
 }
-# A signed-in user's every request reads their session: from the shared cache where every process
-# shares one (the deploy's Redis: one GET, where the database's row cost 0.6 ms of the worker's CPU
-# a request, and its own CPU), the database behind it for a miss and every write. Not from a cache
-# of each process's own (the embedded default): a session ended in one worker would live on in the
-# others' copies, so there the database alone holds them.
-SESSION_ENGINE = f"django.contrib.sessions.backends.{'cached_db' if CACHE_URL else 'db'}"
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True

@@ -19,6 +19,8 @@ from django.utils import timezone
 
 
 class SessionStore(db.SessionStore):
+    """Django's database session store; only the read of a request's session is its own."""
+
     def load(self) -> dict[str, Any]:
         meta = self.model._meta
         connection = connections[router.db_for_read(self.model)]

@@ -16,8 +16,10 @@ from functools import cache
 
 import redis
 from django.conf import settings
-from django.db.models import F, Sum
+from django.db import connection
+from django.db.models import F, Sum, prefetch_related_objects
 
+from accounts.models import Team
 from governance.limits import budget_key, month_bounds
 from governance.models import Limit, RequestRecord
 
@@ -86,8 +88,27 @@ def budget_uses(limits: Iterable[Limit] | None = None, now: float | None = None)
     ]
 
 
-def warnings_for(teams: Iterable[int]) -> list[BudgetUse]:
-    """Budgets of these teams at least 80% used (the portal banner). ``teams`` may be a query of
-    ids, asked as a subquery: the banner is on every page, so one query, not two."""
-    limits = Limit.objects.filter(team_id__in=teams, monthly_tokens__isnull=False).select_related("team")
+def warnings_for(user_id: int) -> list[BudgetUse]:
+    """Budgets of the user's teams at least 80% used (the portal banner, on every page).
+
+    One statement, written as the SQL it is: the ORM's building and compiling of the same query
+    (the limits of the user's teams, in the teams' order) was 1.1 of its 1.4 ms of CPU on every
+    page, mostly for no rows. Where there are limits, their teams are read in one more query."""
+    limits = list(Limit.objects.raw(_user_limits_sql(), [user_id]))
+    prefetch_related_objects(limits, "team")
     return [use for use in budget_uses(limits) if use.warn]
+
+
+@cache
+def _user_limits_sql() -> str:
+    """The monthly budgets of a user's teams (``%s``: the user's id), ordered as ``Limit`` is."""
+    quote = connection.ops.quote_name
+    members = Team._meta.get_field("members")
+    team_of_limit = f"limits.{quote(Limit._meta.get_field('team').column)}"
+    return (
+        f"SELECT limits.* FROM {quote(Limit._meta.db_table)} limits "
+        f"JOIN {quote(Team._meta.db_table)} teams ON teams.{quote(Team._meta.pk.column)} = {team_of_limit} "
+        f"JOIN {quote(members.m2m_db_table())} members ON members.{quote(members.m2m_column_name())} = {team_of_limit} "
+        f"WHERE members.{quote(members.m2m_reverse_name())} = %s AND limits.{quote('monthly_tokens')} IS NOT NULL "
+        f"ORDER BY teams.{quote('name')}, limits.{quote('model')}"
+    )

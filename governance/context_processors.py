@@ -16,4 +16,4 @@ def budget_warnings(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    return {"budget_warnings": partial(warnings_for, user.teams.values_list("pk", flat=True))}
+    return {"budget_warnings": partial(warnings_for, user.pk)}

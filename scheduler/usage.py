@@ -16,6 +16,7 @@ with the planner's own rules (a test checks both agree):
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from django.db.models import Q, QuerySet
 
@@ -26,6 +27,7 @@ from scheduler.models import MemoryReservation, NodePool
 from scheduler.pool_totals import pool_totals
 
 PoolKey = tuple[int, str]
+USAGE_CLUSTER_COLUMNS = ("id", "name", "managed_kinds")  # what the totals need of a cluster
 
 
 def running_rows(model: type[KubeObject], controlled_clusters: set[int]) -> QuerySet:
@@ -51,7 +53,13 @@ def pool_usage(cluster_ids: set[int] | None = None) -> list[PoolAccount]:
     clusters = Cluster.objects.order_by()
     if cluster_ids is not None:
         clusters = clusters.filter(pk__in=cluster_ids)
-    cluster_rows = list(clusters.only("id", "name", "managed_kinds"))
+    return pool_usage_of(clusters.only(*USAGE_CLUSTER_COLUMNS))
+
+
+def pool_usage_of(clusters: Iterable[Cluster]) -> list[PoolAccount]:
+    """:func:`pool_usage` of these clusters, read already with (at least) ``USAGE_CLUSTER_COLUMNS``:
+    a page that lists the clusters too (the dashboard) reads them once for both."""
+    cluster_rows = list(clusters)
     names = {cluster.pk: cluster.name for cluster in cluster_rows}
     controlled = controlled_pairs((cluster.pk, cluster.managed_kinds) for cluster in cluster_rows)
     accounts: dict[PoolKey, PoolAccount] = {

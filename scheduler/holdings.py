@@ -26,7 +26,7 @@ from django.db import connections
 from django.db.models import CharField, Expression, F, Q, QuerySet, TextField, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Length
+from django.db.models.functions import Cast, Collate, Length
 
 from clusters.kinds import all_models
 from clusters.models import Cluster, KubeObject, SyncState
@@ -90,6 +90,9 @@ class Holding(Identified):
     memory_bytes: int
     replicas: int
     gpu_count: int = 0
+    declares_memory: bool = True
+    """False where the row's memory is NULL (``memory_bytes`` then counts 0): holder lists rank
+    such a model after one that declares 0 (:func:`holder_rank`)."""
     observed_peak_bytes: int | None = None
     status_recommended_bytes: int | None = None
     last_request_at: datetime | None = None
@@ -243,13 +246,30 @@ def load_holdings(
     return holdings
 
 
+def _holder_order(vendor: str) -> list[Expression]:
+    """:func:`holder_rank` in SQL, the names in code point order whatever the database's collation
+    (PostgreSQL's ``C``; SQLite's default, ``BINARY``, compares UTF-8 bytes: the same order)."""
+    names = [Collate(F(name), "C") if vendor == "postgresql" else F(name) for name in ("namespace", "name")]
+    return [F("memory_bytes").desc(nulls_last=True), *names]
+
+
+def holder_rank(holding: Holding) -> tuple[bool, int, str, str]:
+    """Where a model comes in its pool's holder list: biggest declared memory first, a model that
+    declares none (NULL) last, then by namespace and name in code point order, as
+    :func:`biggest_per_pool` ranks the rows in SQL (:func:`_holder_order`), so the holders a page
+    lists are the same whether they come from SQL or from kept holdings
+    (:meth:`scheduler.holdings_cache.ClusterHoldings.biggest_running`)."""
+    return (not holding.declares_memory, -holding.memory_bytes, holding.namespace, holding.name)
+
+
 def biggest_per_pool(
     rows: QuerySet, running: Q, count: int, pairs: PoolsByState | None = None
 ) -> Iterable[dict[str, Any]]:
     """The ``count`` biggest running and stopped rows of each pool, each pool's list read by an
     ``ORDER BY memory_bytes DESC NULLS LAST LIMIT count`` that walks its (cluster, pool, memory)
     index and stops early, where ranking every row with a window function sorted all 100,000 of
-    them. Models that declare no memory come last, as the smallest. ``pairs`` are the (cluster
+    them. The rows are ranked as :func:`holder_rank` ranks holdings (no memory declared last, ties
+    by namespace and name). ``pairs`` are the (cluster
     id, pool) pairs of ``rows`` that have running and stopped models (from the kept totals),
     found here (a scan of the table, both states) unless given: a pool searched for a state it
     has none of walks all of its index for nothing (10,000 running models read to find no
@@ -264,8 +284,9 @@ def biggest_per_pool(
         every = set(rows.order_by().values_list("cluster_id", "node_pool").distinct())
         pairs = (every, every)
     states = [(running, sorted(pairs[0])), (~running, sorted(pairs[1]))]
-    ordered = rows.order_by(F("memory_bytes").desc(nulls_last=True), "namespace", "name")
-    if connections[rows.db].vendor == "postgresql":
+    vendor = connections[rows.db].vendor
+    ordered = rows.order_by(*_holder_order(vendor))
+    if vendor == "postgresql":
         return _lateral_per_pool(ordered, count, states)
     return chain.from_iterable(
         in_pool(ordered, cluster_id, pool, len(pool) <= LONGEST_INDEXED_TEXT).filter(state)[:count]
@@ -344,6 +365,7 @@ def holding_from_values(kind: str, values: dict[str, Any], portal_controlled: bo
         memory_bytes=values["memory_bytes"] or 0,
         replicas=running,
         gpu_count=values["gpu_count"] or 0,
+        declares_memory=values["memory_bytes"] is not None,
         observed_peak_bytes=values.get("observed_peak_bytes"),
         status_recommended_bytes=recommended_in_status(values.get("recommendation")),
         last_request_at=values["last_active_at"],

@@ -45,6 +45,7 @@ plan reads the rows, and their version is a digest of what was read.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -55,7 +56,15 @@ from django.db.models import OuterRef, Subquery
 
 from clusters.models import Cluster, KubeObject
 from clusters.postgres_only import statement_triggers
-from scheduler.holdings import RECOMMENDATION, Holding, load_holdings, not_deleted_sql, read_columns, serving_models
+from scheduler.holdings import (
+    RECOMMENDATION,
+    Holding,
+    holder_rank,
+    load_holdings,
+    not_deleted_sql,
+    read_columns,
+    serving_models,
+)
 from scheduler.models import HoldingsGeneration
 from scheduler.per_cluster import PerCluster
 from scheduler.placement import Item
@@ -105,6 +114,20 @@ class ClusterHoldings:
         return {pool: tuple(holdings) for pool, holdings in by_pool.items()}
 
     @cached_property
+    def running_ranked(self) -> dict[tuple[str, str], tuple[Holding, ...]]:
+        """Each (pool, kind)'s running models, ranked as holder lists rank them (:func:`holder_rank`)."""
+        ranked: dict[tuple[str, str], list[Holding]] = {}
+        for holding in sorted(self.running, key=holder_rank):
+            ranked.setdefault((holding.pool, holding.kind), []).append(holding)
+        return {key: tuple(holdings) for key, holdings in ranked.items()}
+
+    def biggest_running(self, per_pool: int | None) -> Iterator[Holding]:
+        """The ``per_pool`` biggest running models of each pool and kind (None: all), the same
+        holders as ``load_holdings(cluster, running_only=True, per_pool=per_pool)`` reads in SQL."""
+        for holdings in self.running_ranked.values():
+            yield from holdings[:per_pool]
+
+    @cached_property
     def running_pods(self) -> dict[str, list[Item]]:
         """Each pool's running pods at their declared sizes, biggest first (:func:`fixed_items`)."""
         by_pool: dict[str, list[Item]] = {}
@@ -132,6 +155,13 @@ def cluster_holdings(cluster_id: int) -> ClusterHoldings:
         _kept.put(cluster_id, (key, read))
         return read
     return _by_content(holdings)
+
+
+def kept_holdings(cluster_id: int) -> ClusterHoldings | None:
+    """The cluster's holdings as :func:`cluster_holdings` gives them, where this process keeps them
+    for the cluster's current generation (one query); None, reading nothing more, where it does not."""
+    kept = _kept.get(cluster_id) if connection.vendor == "postgresql" else None
+    return kept[1] if kept is not None and kept[0] == _key(cluster_id) else None
 
 
 def _by_content(holdings: tuple[Holding, ...]) -> ClusterHoldings:

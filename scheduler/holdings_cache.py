@@ -45,6 +45,7 @@ plan reads the rows, and their version is a digest of what was read.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -52,7 +53,6 @@ from typing import NamedTuple
 
 from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import OuterRef, Subquery
 
 from clusters.models import Cluster, KubeObject
 from clusters.postgres_only import statement_triggers
@@ -171,10 +171,20 @@ def _by_content(holdings: tuple[Holding, ...]) -> ClusterHoldings:
 
 
 def _key(cluster_id: int) -> _Key | None:
-    """The cluster's generation (None: it has no row) and managed kinds; None: no such cluster."""
-    generation = HoldingsGeneration.objects.filter(cluster_id=OuterRef("pk")).values("generation")
-    row = Cluster.objects.filter(pk=cluster_id).values_list(Subquery(generation), "managed_kinds").first()
-    return None if row is None else _Key(row[0], tuple(sorted(row[1] or [])))
+    """The cluster's generation (None: it has no row) and managed kinds; None: no such cluster.
+
+    Plain SQL, as every plan and the pool accounts under it ask this: Django took a millisecond to
+    build and compile the same query through a Subquery, ten times what PostgreSQL takes to run it."""
+    clusters = Cluster._meta.db_table
+    managed = Cluster._meta.get_field("managed_kinds").column
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT g.generation, c.{managed}::text FROM {clusters} c "
+            f"LEFT JOIN {TABLE} g ON g.cluster_id = c.id WHERE c.id = %s",
+            [cluster_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else _Key(row[0], tuple(sorted(json.loads(row[1] or "null") or [])))
 
 
 def _row_sql(model: type[KubeObject]) -> str:

@@ -234,7 +234,7 @@ def holding_rows(model: type[KubeObject], cluster_id: int | None, pools: list[st
 def controlled_pairs(clusters: Iterable[tuple[int, list[str] | None]] | None = None) -> set[tuple[int, str]]:
     """(cluster id, kind) for every kind the portal controls in a cluster (its ``managed_kinds``):
     read from the clusters (few), or from the (id, managed kinds) pairs a caller already has."""
-    rows = Cluster.objects.values_list("pk", "managed_kinds") if clusters is None else clusters
+    rows = Cluster.objects.order_by().values_list("pk", "managed_kinds") if clusters is None else clusters
     return {(pk, kind) for pk, kinds in rows for kind in kinds or []}
 
 

@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Cluster, SyncState
+from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from clusters.sync.bulk import copy_new, staged_update
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 from scheduler.holdings import load_holdings, serving_models, with_last_requests
@@ -185,3 +186,28 @@ def test_the_version_moves_with_the_holdings_and_only_with_them(cluster):
     assert cluster_holdings(cluster.pk).version == by_content.version
     InferenceModel.objects.filter(pk=model.pk).update(memory_bytes=2)
     assert cluster_holdings(cluster.pk).version not in (first.version, moved.version, by_content.version)
+
+
+def test_last_requests_are_read_afresh_at_every_read(cluster, other):
+    """Last requests stamped after the holdings were kept (no generation moves) are what each read
+    sees, for every kind and pool, a pool name too long for the (cluster, pool, memory) index
+    included, in one query: what a process keeps of the read is its SQL, never its values."""
+    long_pool = "p" * (LONGEST_INDEXED_TEXT + 1)
+    models = [make_model(cluster, f"m-{pool[:3]}", "8Gi", pool=pool) for pool in ("gpu", "cpu", long_pool)]
+    models += [kubeai(cluster, "qwen", "gpu", 1), service(cluster, "svc", "gpu", 1), make_model(other, "n", "8Gi")]
+    kept = [holding for holding in cluster_holdings(cluster.pk).holdings if holding.running]
+    assert {(holding.kind, holding.pool) for holding in kept} == {
+        ("InferenceModel", "gpu"), ("InferenceModel", "cpu"), ("InferenceModel", long_pool),
+        ("Model", "gpu-l4"), ("ModelService", "gpu"),
+    }  # fmt: skip
+    for hour in (10, 11):
+        for row in models:
+            type(row).objects.filter(pk=row.pk).update(
+                last_active_at=datetime(2026, 11, 26, hour, row.pk % 60, tzinfo=UTC)
+            )
+        with CaptureQueriesContext(connection) as queries:
+            current = with_last_requests(kept)
+        assert len(queries) == 1
+        assert [holding.last_request_at.hour for holding in current] == [hour] * len(kept)
+        assert current == [holding for holding in load_holdings(cluster.pk) if holding.running]
+        assert [holding for holding in cluster_holdings(cluster.pk).holdings if holding.running] == kept

@@ -38,6 +38,17 @@ Figures (all against the fast backend; what each leaves out is said with it):
   caller, route, limit, ledger or metrics). It is the ceiling any proxy reaches on this machine,
   measured in the same run, so the gateway's figures read against what is possible here, not only
   against the targets. Leaves out what the gateway's figures leave out.
+- ``gateway.cpu_us_per_request_fast_backend`` / ``gateway.system_cpu_us_per_request_fast_backend``
+  and ``gateway.reference_proxy_cpu_us_per_request_fast_backend`` /
+  ``gateway.reference_proxy_system_cpu_us_per_request_fast_backend``: CPU the gateway's processes
+  (its supervisor and workers), and the reference proxy's, spent over the saturated run, per
+  request they answered (the load tool's warm-up requests counted too, as their CPU is), in
+  microseconds; ``system`` is the kernel's part of it (system calls: the two sockets' reads and
+  writes, epoll), from /proc (bench/cpu_use.py). They say why the ratio is what it is: the direct
+  arm's backend and load tool spend their own microseconds, and a proxy's can only add to them.
+  Leaves out: what the gateway makes other processes spend (PostgreSQL's backend writing the
+  ledger, Redis admitting), the kernel's network work not charged to a process (softirqs), and
+  what the backend and the load tool spend more per request when they share the cores with a proxy.
 - ``gateway.workers`` (the gateway processes, one per core by default) and
   ``gateway.machine_load_1m`` (the 1-minute load average at the end: the machine may be shared).
 """
@@ -50,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
@@ -58,6 +70,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from accounts.tokens import issue_token
+from bench.cpu_use import SYSTEM, CpuSpan, process_tree
 from clusters.models import Cluster, SyncState
 from devstack.ports import free_port, wait_serving
 from inference_gateway.workers import cores
@@ -144,6 +157,20 @@ def _compare(load: str, urls: tuple[str, str], key: str, rate: float = 0.0, stre
     return direct, through
 
 
+def _saturated_with_cpu(
+    load: str, urls: tuple[str, str], key: str, proxy: Callable[[], list[int]]
+) -> tuple[dict, dict, float, float]:
+    """The saturated load (:func:`_compare`), with what the processes ``proxy()`` names (those of the
+    second arm) spent over it: CPU and its system part, microseconds per request they answered."""
+    spans = CpuSpan(proxy), CpuSpan(proxy, (SYSTEM,))
+    for span in spans:
+        span.start()
+    direct, through = _compare(load, urls, key)
+    cpu, system = (span.stop() for span in spans)
+    answered = len(through["latencies_ms"]) + through["warm_up"]
+    return direct, through, cpu / answered * 1e6, system / answered * 1e6
+
+
 def _overhead(direct: dict, through: dict, fraction: float) -> float:
     return _percentile(through["latencies_ms"], fraction) - _percentile(direct["latencies_ms"], fraction)
 
@@ -179,12 +206,18 @@ def run() -> dict[str, float]:
     ]
     try:
         _all_workers(gateway_url)
-        full_direct, full_gateway = _compare(load, urls, key)
+        gateway = processes[2]
+        full_direct, full_gateway, gateway_cpu, gateway_system = _saturated_with_cpu(
+            load, urls, key, lambda: process_tree(gateway.pid)
+        )
         rate = PACED_FRACTION * full_gateway["rps"]
         paced_direct, paced_gateway = _compare(load, urls, key, rate)
         stream_direct, stream_gateway = _compare(load, urls, key, rate, stream=True)
         reference_urls = (urls[0], f"{reference_url}{path}")
-        full_direct_r, full_reference = _compare(load, reference_urls, key)
+        reference = processes[1]
+        full_direct_r, full_reference, reference_cpu, reference_system = _saturated_with_cpu(
+            load, reference_urls, key, lambda: [reference.pid]
+        )
         paced_direct_r, paced_reference = _compare(load, reference_urls, key, PACED_FRACTION * full_reference["rps"])
         machine_load = os.getloadavg()[0]
     finally:
@@ -202,6 +235,10 @@ def run() -> dict[str, float]:
         "gateway.reference_proxy_rps_ratio_fast_backend": full_reference["rps"] / full_direct_r["rps"],
         "gateway.reference_proxy_overhead_p50_ms_fast_backend": _overhead(paced_direct_r, paced_reference, 0.5),
         "gateway.reference_proxy_overhead_p99_ms_fast_backend": _overhead(paced_direct_r, paced_reference, 0.99),
+        "gateway.cpu_us_per_request_fast_backend": gateway_cpu,
+        "gateway.system_cpu_us_per_request_fast_backend": gateway_system,
+        "gateway.reference_proxy_cpu_us_per_request_fast_backend": reference_cpu,
+        "gateway.reference_proxy_system_cpu_us_per_request_fast_backend": reference_system,
         "gateway.workers": GATEWAY_WORKERS,
         "gateway.machine_load_1m": machine_load,
     }

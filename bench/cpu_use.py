@@ -15,6 +15,8 @@ from pathlib import Path
 
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 PROC = Path("/proc")
+# utime and stime: their places among /proc/PID/stat's fields after the command name
+USER, SYSTEM = 11, 12
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -57,13 +59,14 @@ def database_backends(database: str) -> list[int]:
     return found
 
 
-def cpu_seconds(pids: Iterable[int]) -> dict[int, float]:
-    """{pid: user + system CPU seconds so far} of those still running."""
+def cpu_seconds(pids: Iterable[int], kinds: tuple[int, ...] = (USER, SYSTEM)) -> dict[int, float]:
+    """{pid: CPU seconds so far} of those still running: user and system time, or only the ``kinds``
+    asked (``(SYSTEM,)``: the time the kernel spent on the process's behalf, its system calls)."""
     spent = {}
     for pid in pids:
         fields = _stat(pid)
         if fields:
-            spent[pid] = (int(fields[11]) + int(fields[12])) / TICKS_PER_SECOND
+            spent[pid] = sum(int(fields[kind]) for kind in kinds) / TICKS_PER_SECOND
     return spent
 
 
@@ -71,13 +74,14 @@ class CpuSpan:
     """CPU seconds the processes ``find()`` names spent between :meth:`start` and :meth:`stop`
     (found again at the end, so a database connection opened meanwhile counts too)."""
 
-    def __init__(self, find: Callable[[], list[int]]) -> None:
+    def __init__(self, find: Callable[[], list[int]], kinds: tuple[int, ...] = (USER, SYSTEM)) -> None:
         self.find = find
+        self.kinds = kinds
         self.before: dict[int, float] = {}
 
     def start(self) -> None:
-        self.before = cpu_seconds(self.find())
+        self.before = cpu_seconds(self.find(), self.kinds)
 
     def stop(self) -> float:
-        after = cpu_seconds(self.find())
+        after = cpu_seconds(self.find(), self.kinds)
         return sum(seconds - self.before.get(pid, 0.0) for pid, seconds in after.items())

@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from bench import bench_http
-from bench.cpu_use import CpuSpan, database_backends, process_tree
+from bench.cpu_use import SYSTEM, CpuSpan, database_backends, process_tree
 from bench.dataset import build
 from bench.http_server import production_server
 from tests.clusters.conftest import wait_for
@@ -55,4 +55,24 @@ def test_the_cpu_of_the_server_and_of_the_database_is_found() -> None:
     finally:
         for pid in reversed(process_tree(burner.pid)):
             os.kill(pid, signal.SIGKILL)
+        burner.wait()
+
+
+@pytest.mark.parametrize(("loop", "kernel_share"), [
+    ("while True: pass", lambda system, spent: system < spent / 4),  # all in user space
+    # the kernel makes the random bytes: nearly all of it is system time
+    ("import os\nfd = os.open('/dev/urandom', os.O_RDONLY)\nwhile True: os.read(fd, 1 << 20)",
+     lambda system, spent: system > spent / 2),
+])  # fmt: skip
+def test_the_system_part_of_the_cpu_is_the_kernels_work(loop: str, kernel_share) -> None:
+    """The gateway benchmark's system CPU figures read the time the kernel spent on a process's behalf."""
+    burner = subprocess.Popen([sys.executable, "-c", loop])
+    try:
+        spent, system = CpuSpan(lambda: [burner.pid]), CpuSpan(lambda: [burner.pid], (SYSTEM,))
+        spent.start()
+        system.start()
+        assert wait_for(lambda: spent.stop() > 0.3)
+        assert kernel_share(system.stop(), spent.stop())
+    finally:
+        burner.kill()
         burner.wait()

@@ -16,7 +16,9 @@
 //     answer's last byte (with -stream: its first chunk), so time queued in the load tool is not
 //     the target's. Arrivals no worker was free for are counted as "late" instead.
 //
-// Writes JSON to -out: per URL {"url", "rps", "latencies_ms", "errors", "late", "first_error"}.
+// Writes JSON to -out: per URL {"url", "rps", "latencies_ms", "errors", "late", "first_error",
+// "warm_up"}; "warm_up" counts the requests answered in the URL's warm-up, which "rps" leaves out,
+// so that a process's CPU over the whole run can be divided by every request it served.
 package main
 
 import (
@@ -50,6 +52,7 @@ type target struct {
 	mu      sync.Mutex
 	samples []float64
 	spent   time.Duration
+	warmUp  int
 	errors  int64
 	late    int64
 	first   string
@@ -175,9 +178,11 @@ func (t *target) slice(o options, until time.Time, seed int64, count bool) {
 		}
 	}
 	wg.Wait()
-	if count {
-		for _, c := range collected {
+	for _, c := range collected {
+		if count {
 			t.samples = append(t.samples, c...)
+		} else {
+			t.warmUp += len(c)
 		}
 	}
 }
@@ -222,7 +227,7 @@ func main() {
 	for _, t := range pool {
 		results = append(results, map[string]any{
 			"url": t.url, "rps": float64(len(t.samples)) / t.spent.Seconds(), "latencies_ms": t.samples,
-			"errors": t.errors, "late": t.late, "first_error": t.first,
+			"errors": t.errors, "late": t.late, "first_error": t.first, "warm_up": t.warmUp,
 		})
 	}
 	data, _ := json.Marshal(results)

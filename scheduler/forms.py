@@ -97,7 +97,7 @@ class PlanForm(forms.Form):
             return data
         serializer = PlanRequestSerializer(
             data={
-                "cluster": data["cluster"].name,
+                "cluster": data["cluster"],  # found in the same clusters as the serializer's (not looked up again)
                 "models": models,
                 "include_running": data["include_running"],
                 "repack": data["repack"],

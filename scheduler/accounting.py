@@ -117,14 +117,19 @@ def pool_accounts(
     for kind, pool_cluster, namespace, name, pool, memory in rows.values_list(*columns):
         reservations.setdefault((pool_cluster, pool), {})[(kind, pool_cluster, namespace, name)] = memory
 
+    # the clusters' names the NodePool rows brought (their clusters joined in)
+    known = {account.cluster_id: account.cluster_name for account in accounts.values()}
+
     @cache
     def names() -> dict[int, str]:
-        """The clusters' names, read for a pool only models name (most pools have a NodePool row)."""
+        """Every cluster's name, read for a pool only models name in a cluster without NodePool
+        rows (a what-if's cluster has some: its pool the models alone name cost a query)."""
         return dict(Cluster.objects.order_by().values_list("id", "name"))
 
     def entry(pool_key: tuple[int, str]) -> PoolAccount:
         if pool_key not in accounts:
-            accounts[pool_key] = PoolAccount(pool_key[0], names().get(pool_key[0], "?"), pool_key[1], None)
+            name = known[pool_key[0]] if pool_key[0] in known else names().get(pool_key[0], "?")
+            accounts[pool_key] = PoolAccount(pool_key[0], name, pool_key[1], None)
         return accounts[pool_key]
 
     totals, figures, pools_of_kind = _pool_figures(cluster_id, restrict, recommender)

@@ -9,12 +9,10 @@ import yaml
 from django import forms
 from django.db.models import QuerySet
 from django.forms.models import ModelChoiceIterator
-from django.utils.safestring import SafeString
 
 from clusters.models import Cluster
 from clusters.validation import yaml_input
 from scheduler.api.serializers import PlanRequestSerializer
-from scheduler.form_html import plain_p
 
 PLAN_EXAMPLE = """\
 # A list, as the API's "models": existing ({kind, id}, e.g. picked in the catalog), edited
@@ -110,11 +108,6 @@ class PlanForm(forms.Form):
         self.clusters = clusters
         if clusters is not None:
             self.fields["cluster"].queryset = clusters
-
-    def as_p(self) -> SafeString:
-        """Django's ``as_p``, written out in Python where it can be (scheduler.form_html: every
-        what-if page renders this form; Django's templates took 1.5 ms of it), else Django's."""
-        return plain_p(self) or super().as_p()
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

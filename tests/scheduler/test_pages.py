@@ -9,7 +9,6 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Cluster
-from scheduler.form_html import plain_p
 from scheduler.forms import PlanForm
 from tests.scheduler.conftest import make_model, make_pool
 from tests.support.html_forms import form_fields
@@ -146,34 +145,3 @@ def test_the_cluster_choices_render_as_djangos_model_choice_field_renders_them(c
             assert ours.is_valid() == django_s.is_valid()
         assert ours.as_p() == django_s.as_p(), case
         assert str(ours["cluster"]).count("<option") == 1 + len(case.get("clusters", Cluster.objects.all()))
-
-
-def test_the_plan_form_is_written_out_as_django_renders_it(cluster):
-    """PlanForm.as_p (scheduler.form_html where it can, else Django's) is Django's ``as_p``, byte for
-    byte: unbound with its initial values, without a cluster to offer, bound and valid with and
-    without its check boxes, text to escape, names to escape; with errors it is Django's own."""
-    Cluster.objects.create(name="b<&>\"'", server_url="https://10.0.0.9:6443")
-    yaml_text = "- estimate: {name: small, namespace: default, pool: gpu, memory: 1Gi}  # <&> \"'"
-    picked = {"models": "# <picked> & more\n- {kind: InferenceModel, id: 1}"}
-    cases = [
-        ({}, True), ({"initial": {"cluster": "prod", **picked}}, True),
-        ({"initial": {"cluster": None}, "clusters": Cluster.objects.none()}, True),
-        ({"data": {"cluster": "prod", "models": yaml_text, "include_running": "on"}}, True),
-        ({"data": {"cluster": "b<&>\"'", "models": yaml_text, "repack": "on"}}, True),
-        ({"data": {"cluster": "prod", "models": yaml_text, "include_running": "on", "repack": "on"}}, True),
-        ({"data": {"cluster": "nowhere", "models": yaml_text}}, False),  # errors: Django renders
-        ({"data": {"cluster": "prod", "models": ""}}, False),
-        ({"data": {"cluster": "prod", "models": "- ["}}, False),
-    ]  # fmt: skip
-    for case, written in cases:
-        form = PlanForm(**case)
-        if form.is_bound:
-            assert form.is_valid() is written, case
-        assert (plain_p(form) is not None) is written, case
-        assert form.as_p() == forms.Form.as_p(form), case
-    assert plain_p(PlanForm(data={"cluster": "prod", "models": yaml_text})) is not None
-
-    class Hinted(PlanForm):  # what the writer does not write is left to Django
-        required_css_class = "required"
-
-    assert plain_p(Hinted()) is None and Hinted().as_p() == forms.Form.as_p(Hinted())

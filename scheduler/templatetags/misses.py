@@ -6,9 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import template
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
-
-from scheduler.escaping import format_html, format_html_join
 
 register = template.Library()
 RUNNING_SHOWN = 50

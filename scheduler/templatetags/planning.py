@@ -3,8 +3,7 @@
 ``{% account_rows accounts %}``: a row per pool of the accounts table; ``{% node_rows pool.nodes %}``:
 a row per node of a planned pool, with the models placed on it. The template engine resolved,
 filtered and escaped each of their cells one by one: a third of the page's rendering for 5 pools
-of a 10,000-model cluster. The rows are the same HTML, escaped the same way (``format_html``, in
-:mod:`scheduler.escaping`'s faster spelling).
+of a 10,000-model cluster. The rows are the same HTML, escaped the same way (``format_html``).
 """
 
 from __future__ import annotations
@@ -13,10 +12,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import template
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from scheduler.accounting import PoolAccount
-from scheduler.escaping import format_html, format_html_join
 from scheduler.templatetags.memory import gib
 from scheduler.templatetags.usage import usage_bar
 

@@ -22,7 +22,7 @@ from scheduler.holdings import (
     running_condition,
     serving_models,
 )
-from scheduler.holdings_cache import kept_holdings
+from scheduler.holdings_cache import ClusterHoldings, managed_kinds_and_kept
 from scheduler.models import MemoryReservation, NodePool
 from scheduler.pool_totals import pool_totals
 from scheduler.savings import Recommender, saving_bytes
@@ -117,21 +117,30 @@ def pool_accounts(
     for kind, pool_cluster, namespace, name, pool, memory in rows.values_list(*columns):
         reservations.setdefault((pool_cluster, pool), {})[(kind, pool_cluster, namespace, name)] = memory
 
+    # the clusters' names the NodePool rows brought (their clusters joined in)
+    known = {account.cluster_id: account.cluster_name for account in accounts.values()}
+
     @cache
     def names() -> dict[int, str]:
-        """The clusters' names, read for a pool only models name (most pools have a NodePool row)."""
+        """Every cluster's name, read for a pool only models name in a cluster without NodePool
+        rows (a what-if's cluster has some: its pool the models alone name cost a query)."""
         return dict(Cluster.objects.order_by().values_list("id", "name"))
 
     def entry(pool_key: tuple[int, str]) -> PoolAccount:
         if pool_key not in accounts:
-            accounts[pool_key] = PoolAccount(pool_key[0], names().get(pool_key[0], "?"), pool_key[1], None)
+            name = known[pool_key[0]] if pool_key[0] in known else names().get(pool_key[0], "?")
+            accounts[pool_key] = PoolAccount(pool_key[0], name, pool_key[1], None)
         return accounts[pool_key]
 
-    totals, figures, pools_of_kind = _pool_figures(cluster_id, restrict, recommender)
+    # one cluster's managed kinds (whether its unreported models run) and kept holdings in one read
+    state = managed_kinds_and_kept(cluster_id) if cluster_id is not None else None
+    controlled = controlled_pairs([(cluster_id, list(state[0]))] if state is not None else None)
+    totals, figures, pools_of_kind = _pool_figures(cluster_id, restrict, recommender, controlled)
     for _, stopped_in in pools_of_kind.values():
         for pool_key in stopped_in:
             entry(pool_key)
-    for holding in _holders(cluster_id, restrict, per_pool, pools_of_kind):
+    kept = state[1] if state is not None and restrict is None else None
+    for holding in _holders(cluster_id, restrict, per_pool, pools_of_kind, kept):
         entry((holding.cluster_id, holding.pool)).holders.append(holding)
     for pool_key, (_, gpus, count) in totals.items():
         account_entry = entry(pool_key)
@@ -149,13 +158,13 @@ def pool_accounts(
 
 
 def _holders(
-    cluster_id: int | None, restrict: Restrict | None, per_pool: int | None, pools_of_kind: dict[str, PoolsByState]
-) -> Iterable[Holding]:
+    cluster_id: int | None, restrict: Restrict | None, per_pool: int | None, pools_of_kind: dict[str, PoolsByState],
+    kept: ClusterHoldings | None,
+) -> Iterable[Holding]:  # fmt: skip
     """The running holders ``pool_accounts`` lists (the ``per_pool`` biggest of each pool and kind):
-    from the planned cluster's holdings this process keeps (:func:`kept_holdings`), where it keeps
-    them and every row is shown, else read in SQL (three queries Django took 11 ms to build and
-    read, on a what-if's page of a 10,000-model cluster)."""
-    kept = kept_holdings(cluster_id) if cluster_id is not None and restrict is None else None
+    from the planned cluster's holdings this process keeps (``kept``, :func:`managed_kinds_and_kept`),
+    where it keeps them and every row is shown, else read in SQL (three queries Django took 11 ms
+    to build and read, on a what-if's page of a 10,000-model cluster)."""
     if kept is not None:
         return kept.biggest_running(per_pool)
     running_in = {kind: (running, set()) for kind, (running, _) in pools_of_kind.items()}
@@ -181,7 +190,8 @@ def _running_reserved(
 
 
 def _pool_figures(
-    cluster_id: int | None, restrict: Restrict | None, recommender: Recommender | None
+    cluster_id: int | None, restrict: Restrict | None, recommender: Recommender | None,
+    controlled: set[tuple[int, str]],
 ) -> tuple[
     dict[tuple[int, str], tuple[int, int, int]],
     dict[tuple[int, str], tuple[int, int, int]],
@@ -197,12 +207,13 @@ def _pool_figures(
     status carries its recommendation (or every row with a peak when a ``recommender`` is plugged
     in) are read as five narrow columns (visible ones only) and priced in Python; a model
     right-sizing has not judged saves nothing, and pools where none is advised read no row.
+    ``controlled``: the (cluster, kind) pairs the portal controls (:func:`controlled_pairs`), of
+    ``cluster_id``'s cluster at least.
     """
     totals: dict[tuple[int, str], list[int]] = {}
     mine: dict[tuple[int, str], list[int]] = {}
     pools_of_kind: dict[str, PoolsByState] = {model.kube.kind: (set(), set()) for model in serving_models()}
     advised_pools: dict[str, set[tuple[int, str]]] = {kind: set() for kind in pools_of_kind}
-    controlled = controlled_pairs()
     for total in pool_totals(None if cluster_id is None else {cluster_id}):
         pool_key = (total.cluster_id, total.node_pool)
         runs = total.runs((total.cluster_id, total.kind) in controlled)

@@ -185,8 +185,14 @@ def _last_requests(wanted: dict[str, set[tuple[int, str]]]) -> dict[str, dict[in
     rows: Iterable[tuple[int, int, datetime | None]]
     db = serving_model_for(kinds[0]).objects.db
     if connections[db].vendor == "postgresql":
+        from psycopg import pq  # PostgreSQL's driver: imported where PostgreSQL is the database
+
         compiled = [_pool_last_requests_sql(*pool) for pool in pools]
         with connections[db].cursor() as cursor:
+            # the rows in binary: PostgreSQL sends each timestamp as 8 bytes instead of formatting it
+            # in the session's zone, psycopg reads them without parsing text (3,000 rows: ~1 ms of
+            # the two processes' CPU); the same ints and UTC datetimes. This cursor is this read's own.
+            cursor.cursor.format = pq.Format.BINARY
             cursor.execute(
                 " UNION ALL ".join(f"({sql})" for sql, _ in compiled), [p for _, params in compiled for p in params]
             )

@@ -157,11 +157,19 @@ def cluster_holdings(cluster_id: int) -> ClusterHoldings:
     return _by_content(holdings)
 
 
-def kept_holdings(cluster_id: int) -> ClusterHoldings | None:
-    """The cluster's holdings as :func:`cluster_holdings` gives them, where this process keeps them
-    for the cluster's current generation (one query); None, reading nothing more, where it does not."""
-    kept = _kept.get(cluster_id) if connection.vendor == "postgresql" else None
-    return kept[1] if kept is not None and kept[0] == _key(cluster_id) else None
+def managed_kinds_and_kept(cluster_id: int) -> tuple[tuple[str, ...], ClusterHoldings | None] | None:
+    """The cluster's managed kinds, and its holdings as :func:`cluster_holdings` gives them where
+    this process keeps them for the cluster's current generation (else None, reading nothing
+    more), from one read of its generation and managed kinds: a what-if's pool accounts read
+    both (they read every cluster's managed kinds besides). None where there is no such
+    cluster, or elsewhere than PostgreSQL (no generation: the caller reads the managed kinds)."""
+    if connection.vendor != "postgresql":
+        return None
+    key = _key(cluster_id)
+    if key is None:
+        return None
+    kept = _kept.get(cluster_id)
+    return key.managed_kinds, kept[1] if kept is not None and kept[0] == key else None
 
 
 def _by_content(holdings: tuple[Holding, ...]) -> ClusterHoldings:

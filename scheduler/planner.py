@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cache, partial
@@ -34,6 +34,7 @@ from scheduler.baseline import running_placed
 from scheduler.holdings import Holding, ModelKey, dependencies_of, with_last_requests
 from scheduler.holdings_cache import cluster_holdings
 from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, Unplaced, biggest_first, place
+from scheduler.placement import fits as pool_fits
 from scheduler.placement_inputs import UNKNOWN_GPUS, PoolShapes, fixed_items, holding_items, proposal_items
 from scheduler.plan_pages import Answer, Entries, Sorted
 from scheduler.proposals import Proposal
@@ -292,14 +293,17 @@ def suggest(
     idle_offer = Entries(idle_since, _idle_entry)
 
     def fits(dropped: int, sizes: dict[ModelKey, int]) -> bool:
+        """Whether the proposal fits beside the running pods less the ``dropped`` oldest idle
+        models', at ``sizes``: placed only as far as the first pod that finds no node."""
         gone = set(idle_labels[:dropped])
+        kept: Iterable[Item]
         if sizes:
             kept = biggest_first(
                 [item for h in running if h.label not in gone for item in holding_items(h, sizes.get(h.key))]
             )
-        else:  # a sorted list filtered stays sorted
-            kept = [item for item in pods if item.label not in gone]
-        return place([space()], proposed, kept).pools[pool.name].fits
+        else:  # a sorted list filtered stays sorted (filtered as far as it is read)
+            kept = (item for item in pods if item.label not in gone)
+        return pool_fits(space(), proposed, kept)
 
     def fewest_idle(sizes: dict[ModelKey, int]) -> int | None:
         """The smallest prefix of ``idle`` whose scale-to-zero makes room, by bisection."""

@@ -31,8 +31,12 @@ class PlanningView(LoginRequiredMixin, FormView):
         return {**super().get_form_kwargs(), "visible": namespace_predicate(user), "clusters": visible_clusters(user)}
 
     def get_initial(self) -> dict[str, Any]:
-        first = visible_clusters(self.request.user).order_by("name").first()
-        initial = {**super().get_initial(), "cluster": first.name if first else None}
+        """The form's defaults: the first cluster the user sees (not looked up for a POST, whose
+        bound form shows what was posted, never its initial cluster) and the picked models."""
+        initial = super().get_initial()
+        if self.request.method != "POST":
+            first = visible_clusters(self.request.user).order_by("name").first()
+            initial["cluster"] = first.name if first else None
         picked = picked_models(self.request.GET)
         if picked:
             initial["models"] = picked

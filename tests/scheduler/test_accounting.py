@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from clusters.models import Cluster
 from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from models_app.models import InferenceModel
 from scheduler.accounting import pool_accounts
@@ -129,3 +133,19 @@ def test_a_pool_of_stopped_models_only_is_listed_holding_nothing(cluster, gpu_po
         accounts = {a.pool: a for a in pool_accounts(cluster.pk, per_pool=per_pool)}
         assert (accounts["parking"].allocated_bytes, accounts["parking"].holders) == (0, [])
         assert [h.name for h in accounts["gpu"].holders] == ["running"]
+
+
+def test_a_pool_only_models_name_carries_its_clusters_name_read_once(cluster, gpu_pool):
+    """A pool without a NodePool row is named after its cluster: from the cluster's NodePool rows
+    when it has some (no query for every cluster's name), else read from the clusters."""
+    bare = Cluster.objects.create(name="bare", server_url="https://10.0.0.9:6443")
+    make_model(cluster, "elsewhere", "16Gi", pool="cpu")
+    make_model(bare, "alone", "8Gi", pool="cpu")
+    names_read = f'SELECT "{Cluster._meta.db_table}"."id" AS "id", "{Cluster._meta.db_table}"."name" AS "name"'
+    with CaptureQueriesContext(connection) as queries:
+        accounts = pool_accounts(cluster.pk)
+    assert [(a.cluster_name, a.pool, a.budget_bytes) for a in accounts] == [("prod", "cpu", None),
+                                                                            ("prod", "gpu", 100 * GI)]
+    assert not [q for q in queries.captured_queries if q["sql"].startswith(names_read)]
+    assert [(a.cluster_name, a.pool) for a in pool_accounts(bare.pk)] == [("bare", "cpu")]
+    assert [(a.cluster_name, a.pool) for a in pool_accounts()] == [("bare", "cpu"), ("prod", "cpu"), ("prod", "gpu")]

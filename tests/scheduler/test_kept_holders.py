@@ -10,12 +10,14 @@ from __future__ import annotations
 from itertools import groupby
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Cluster
 from models_app.models import InferenceModel, ModelService
-from scheduler.accounting import HOLDERS_SHOWN, PoolAccount, pool_accounts
-from scheduler.holdings import Holding, holder_rank, load_holdings
-from scheduler.holdings_cache import cluster_holdings, kept_holdings
+from scheduler.accounting import HOLDERS_SHOWN, PoolAccount, _pool_figures, pool_accounts
+from scheduler.holdings import Holding, controlled_pairs, holder_rank, load_holdings
+from scheduler.holdings_cache import cluster_holdings, managed_kinds_and_kept
 from tests.scheduler.conftest import make_model, make_pool
 from tests.scheduler.test_pool_totals import kubeai, service
 
@@ -86,10 +88,10 @@ def accounts(cluster: Cluster) -> list[PoolAccount]:
 def test_pool_accounts_from_kept_holdings_equal_those_read_in_sql(which, request):
     planned: Cluster = request.getfixturevalue(which)
     crowded(planned)
-    assert kept_holdings(planned.pk) is None  # no plan yet: read in SQL
+    assert managed_kinds_and_kept(planned.pk)[1] is None  # no plan yet: read in SQL
     in_sql = accounts(planned)
     kept = cluster_holdings(planned.pk)
-    assert kept_holdings(planned.pk) is kept
+    assert managed_kinds_and_kept(planned.pk)[1] is kept
     from_kept = accounts(planned)
 
     assert from_kept == in_sql
@@ -98,7 +100,7 @@ def test_pool_accounts_from_kept_holdings_equal_those_read_in_sql(which, request
     assert all(any(holder is h for h in kept.running) for account in from_kept for holder in account.holders)
     # a write moves the generation: the kept holdings are not used until a plan reads them again
     InferenceModel.objects.filter(cluster=planned, name="gpud-40").update(memory_bytes=None)
-    assert kept_holdings(planned.pk) is None
+    assert managed_kinds_and_kept(planned.pk)[1] is None
     moved = accounts(planned)
     assert moved != in_sql
     cluster_holdings(planned.pk)
@@ -112,3 +114,20 @@ def test_restricted_holders_are_read_in_sql(cluster):
     only_team_a = pool_accounts(cluster.pk, restrict=lambda rows: rows.filter(namespace="team-a"), per_pool=3)
     shown = [holder for account in only_team_a for holder in account.holders]
     assert shown and {holder.namespace for holder in shown} == {"team-a"}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the generation is PostgreSQL's")
+def test_one_clusters_accounts_read_its_managed_kinds_with_its_generation(cluster, managed):
+    """Whether an unreported model runs depends on its cluster's managed kinds: one cluster's
+    accounts take them from the read of its generation (which also finds its kept holdings),
+    not from a read of every cluster's; the figures are those every cluster's pairs give."""
+    for planned in (cluster, managed):
+        crowded(planned)
+        cluster_holdings(planned.pk)
+        with CaptureQueriesContext(connection) as queries:
+            accounts(planned)
+        every_clusters = f'SELECT "{Cluster._meta.db_table}"."id" AS "pk", "{Cluster._meta.db_table}"."managed_kinds"'
+        assert not [query for query in queries.captured_queries if query["sql"].startswith(every_clusters)]
+        own = controlled_pairs([(planned.pk, planned.managed_kinds)])
+        assert _pool_figures(planned.pk, None, None, own) == _pool_figures(planned.pk, None, None, controlled_pairs())
+    assert controlled_pairs([(managed.pk, managed.managed_kinds)]) == {(managed.pk, "InferenceModel")}

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import yaml
+from django import forms
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Cluster
+from scheduler.forms import PlanForm
 from tests.scheduler.conftest import make_model, make_pool
 from tests.support.html_forms import form_fields
 
@@ -88,3 +92,56 @@ def test_a_plan_shows_the_pools_of_the_planned_cluster(make_user, cluster, gpu_p
     assert result.status_code == 200 and "prod/gpu" in page and "default/resident (40.0 GiB)" in page
     assert "elsewhere/cpu" not in page and "neighbour" not in page
     assert 'id="all-clusters"' in page and [a.cluster_name for a in result.context["accounts"]] == ["prod"]
+
+
+def test_a_what_if_looks_its_cluster_up_once_and_only_among_the_users(make_user, cluster, gpu_pool):
+    """The form's cluster field finds the cluster among those the user may plan on and the API's
+    serializer takes that Cluster as it is; a POST does not look up the first cluster for an
+    initial value that its bound form never shows. A name outside the user's clusters is still
+    refused, by the page and by the API."""
+    Cluster.objects.create(name="hidden", server_url="https://10.0.0.9:6443")
+    client = logged_in(make_user)
+    models = "- estimate: {name: small, namespace: default, pool: gpu, memory: 1Gi}"
+    with CaptureQueriesContext(connection) as queries:
+        result = client.post("/planning/", {"cluster": "prod", "models": models, "include_running": "on"})
+    assert result.status_code == 200 and 'id="plan"' in result.content.decode()
+    table = Cluster._meta.db_table
+    by_name = [q["sql"] for q in queries.captured_queries if q["sql"].startswith(f'SELECT "{table}"."id"')
+               and f'"{table}"."name" = ' in q["sql"]]  # fmt: skip
+    first = [q["sql"] for q in queries.captured_queries if f'FROM "{table}" ORDER BY "{table}"."name" ASC LIMIT 1'
+             in q["sql"]]  # fmt: skip
+    assert (len(by_name), first) == (1, [])
+    member = Client()
+    member.force_login(make_user("no-grants", teams=[]))
+    refused = member.post("/planning/", {"cluster": "prod", "models": models, "include_running": "on"})
+    assert 'id="plan"' not in refused.content.decode() and "Select a valid choice" in refused.content.decode()
+    api = member.post("/api/planning/plan/", {"cluster": "prod", "models": [{"estimate": {
+        "name": "small", "namespace": "default", "pool": "gpu", "memory": "1Gi"}}]}, content_type="application/json")
+    assert api.status_code == 400 and "cluster" in api.json()
+
+
+def test_the_cluster_choices_render_as_djangos_model_choice_field_renders_them(cluster):
+    """PlanForm offers clusters by name (scheduler.forms.ClusterChoiceField, read as names): the
+    form's HTML is a plain ModelChoiceField's, byte for byte, unbound, with an initial cluster,
+    bound to a valid or an unknown name, limited to some clusters, names escaped."""
+    Cluster.objects.create(name="b<&>", server_url="https://10.0.0.9:6443")
+    Cluster.objects.create(name="another", server_url="https://10.0.0.8:6443")
+
+    class Plain(PlanForm):
+        cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), to_field_name="name")
+
+    models = "- estimate: {name: small, namespace: default, pool: gpu, memory: 1Gi}"
+    cases = [
+        {}, {"initial": {"cluster": "another"}},
+        {"data": {"cluster": "prod", "models": models, "include_running": "on"}},
+        {"data": {"cluster": "b<&>", "models": models}},
+        {"data": {"cluster": "nowhere", "models": models}},
+        {"data": {"cluster": "another", "models": models}, "clusters": Cluster.objects.exclude(name="another")},
+    ]  # fmt: skip
+    for case in cases:
+        ours, django_s = PlanForm(**case), Plain(**case)
+        assert ours.is_bound is django_s.is_bound
+        if ours.is_bound:
+            assert ours.is_valid() == django_s.is_valid()
+        assert ours.as_p() == django_s.as_p(), case
+        assert str(ours["cluster"]).count("<option") == 1 + len(case.get("clusters", Cluster.objects.all()))

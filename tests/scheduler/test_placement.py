@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from scheduler.placement import (
     FRAGMENTED,
     NO_POOL,
@@ -11,6 +13,7 @@ from scheduler.placement import (
     Item,
     NodeSpace,
     PoolSpace,
+    fits,
     place,
 )
 
@@ -69,3 +72,27 @@ def test_each_miss_has_its_own_model_and_the_reason_of_the_nodes_as_they_are_the
     misses = [(m.item.label, m.reason) for m in result.pools["p"].unplaced]
     # c and d: 8Gi free in total, 4Gi per node; once e took 4Gi, f finds 4Gi in all
     assert misses == [("c", FRAGMENTED), ("d", FRAGMENTED), ("f", NO_ROOM)]
+
+
+def test_fits_answers_what_a_whole_placement_answers_for_the_pool():
+    """``fits`` stops at the first miss; its answer is the whole placement's for the pool, over
+    budgets, fragmentation, GPUs, pods no node could hold and pods of other pools (left out)."""
+    draw = random.Random(20261127)
+    answers = set()
+    for case in range(400):
+        budget = draw.choice([None, draw.randint(20, 200) * GI])
+        nodes = [(draw.randint(8, 64) * GI, draw.randint(0, 4)) for _ in range(draw.randint(1, 4))]
+
+        def space(budget: int | None = budget, nodes: list[tuple[int, int]] = nodes) -> PoolSpace:
+            """A fresh copy each time: nodes are filled in place."""
+            return PoolSpace("p", budget, [NodeSpace(f"p-{i}", size, gpus) for i, (size, gpus) in enumerate(nodes)])
+
+        def items(count: int, name: str) -> list[Item]:
+            return [Item(f"{name}-{i}", draw.choice(["p", "p", "p", "elsewhere"]), draw.randint(1, 70) * GI,
+                         draw.randint(0, 2)) for i in range(count)]  # fmt: skip
+
+        proposed, fixed = items(draw.randint(0, 4), "new"), items(draw.randint(0, 12), "run")
+        whole = place([space()], proposed, fixed).pools["p"].fits
+        assert fits(space(), proposed, iter(fixed)) == whole, case
+        answers.add(whole)
+    assert answers == {True, False}

@@ -58,9 +58,9 @@ def _rows_up_to(queryset: QuerySet, most: int) -> int:
 
     A list past the bound (most are, at 100,000 rows) asks whether a row follows the first
     ``most - 1``: ``OFFSET most - 1 LIMIT 1`` steps over index entries where ``COUNT(*)`` of a
-    ``LIMIT most`` subquery passes each of them up through the limit to the aggregate (0.39 against
-    0.66 ms of PostgreSQL's CPU at 10,000, and one plain query for the ORM to compile instead of an
-    aggregate over a subquery: 0.2 against 0.3 ms of Python). Only when no such row exists are the
+    ``LIMIT most`` subquery passes each of them up through the limit to the aggregate (0.48 against
+    0.70 ms of PostgreSQL's time at 10,000, pgbench; and one plain query for the ORM to compile
+    instead of an aggregate over a subquery: 0.18 against 0.29 ms of Python). Only when no such row exists are the
     rows counted, in the same statement (``COALESCE`` evaluates its second subquery only then).
     A query whose rows are not its table's rows one for one (DISTINCT, GROUP BY, an aggregate, a
     slice, a union) is counted by Django as before."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -261,16 +261,14 @@ class KubeObject(models.Model):
 
         ``__init__`` takes each of the 40-odd columns through ``setattr`` and sends ``pre_init`` and
         ``post_init``: 5.6 us a row, where this takes 1.7 (an API page of 50: 0.28 -> 0.09 ms; the
-        catalog, the admin and the sync read the same rows). A deferred column (``defer``/``only``)
-        is left unset, as ``__init__`` leaves it, to be read when first used. Only where nothing
-        tells the two apart: no receiver of either signal for this model, no ``__init__`` of its own,
-        no column whose attribute does more on assignment than a foreign key's id does for a new
-        instance (:func:`_plain_columns`), the columns read in the model's order; else Django's."""
+        catalog, the admin and the sync read the same rows). Only where nothing tells the two apart:
+        a row with every column (not ``defer``/``only``), no receiver of either signal for this
+        model, no ``__init__`` of its own and no column whose attribute does more on assignment than
+        a foreign key's id does for a new instance (:func:`_plain_columns`); otherwise Django's."""
         attnames = _plain_columns(cls)
-        if attnames is not None and len(values) != len(attnames):
-            attnames = _in_field_order(cls, tuple(field_names))  # some columns deferred
-        if attnames is None or pre_init.has_listeners(cls) or post_init.has_listeners(cls):
-            return super().from_db(db, field_names, values)
+        if (attnames is None or len(values) != len(attnames)
+                or pre_init.has_listeners(cls) or post_init.has_listeners(cls)):
+            return super().from_db(db, field_names, values)  # fmt: skip
         new = cls.__new__(cls)
         state = ModelState()
         state.adding, state.db = False, db
@@ -394,14 +392,6 @@ def _plain_columns(model: type[models.Model]) -> tuple[str, ...] | None:
         if hasattr(type(attribute), "__set__") and type(attribute) is not ForeignKeyDeferredAttribute:
             return None
     return tuple(field.attname for field in model._meta.concrete_fields)
-
-
-@lru_cache(maxsize=256)
-def _in_field_order(model: type[models.Model], read: tuple[str, ...]) -> tuple[str, ...] | None:
-    """``read`` (the attributes of the columns a query read, some deferred) where they are in the
-    model's field order, as ``Model.from_db`` sets them; None where not."""
-    order = _plain_columns(model) or ()
-    return read if read == tuple(name for name in order if name in set(read)) else None
 
 
 def cluster_document(manifest: dict[str, Any]) -> dict[str, Any]:

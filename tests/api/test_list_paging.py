@@ -212,22 +212,3 @@ def test_a_page_joins_its_rows_cluster_name_only_and_finds_them_without_a_join(q
     assert [(row["id"], row["cluster"]) for row in page["results"] + following["results"]] == [
         (row["id"], expected[row["id"]]) for row in page["results"] + following["results"]
     ]
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize("path", ["/api/inferencemodels/", "/api/kubeai-models/", "/api/modelservices/"])
-def test_a_pages_rows_cost_the_same_queries_however_many_and_leave_out_what_no_manifest_shows(path):
-    """The rows are read in one query, without the last-agreed columns (KubeObjectViewSet.page_rows_queryset),
-    and nothing of a row is read again while it is written out: 2 rows or 20, the same queries."""
-    data = build(clusters=2, models_per_cluster=10, kubeai_models=20, model_services=20, runs=0, observations=0,
-                 member_rows=10, analyze=False)  # fmt: skip
-    client = APIClient()
-    client.force_authenticate(data.staff)
-    counts = []
-    for limit in (2, 20):
-        with CaptureQueriesContext(connection) as queries:
-            assert len(client.get(f"{path}?limit={limit}&ordering=name").json()["results"]) == limit
-        counts.append(len(queries.captured_queries))
-        rows = [query["sql"] for query in queries.captured_queries if '"spec"' in query["sql"]]
-        assert len(rows) == 1 and '"last_synced_spec"' not in rows[0] and '"last_synced_metadata"' not in rows[0]
-    assert counts[0] == counts[1]

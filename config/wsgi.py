@@ -1,14 +1,15 @@
 """WSGI entry point; traces when an OTLP endpoint is set (config.tracing, before the middleware
-loads); the collector is tuned once the application is loaded (config.gc_tuning)."""
+loads); the collector is tuned once the application is loaded, and in one-request-at-a-time
+workers runs between requests (config.gc_tuning)."""
 
 import os
 
 from django.core.wsgi import get_wsgi_application
 
-from config.gc_tuning import tune_after_startup
+from config.gc_tuning import CollectedBetweenRequests, tune_after_startup
 from config.tracing import configure_tracing
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 configure_tracing("inference-portal-web")
-application = get_wsgi_application()
+application = CollectedBetweenRequests(get_wsgi_application())
 tune_after_startup()

@@ -117,7 +117,9 @@ def test_next_links_carry_a_cursor_and_walk_every_row_once_both_ways(ordering):
     assert "cursor=" in first["next"] and "offset=" not in first["next"] and first["previous"] is None
     with CaptureQueriesContext(connection) as queries:
         assert client.get(first["next"]).status_code == 200
-    assert not any("OFFSET" in query["sql"] for query in queries.captured_queries)
+    # the count's probe (clusters.web.list_costs) steps over at most COUNT_BOUND rows, whatever the depth
+    paging = [query["sql"] for query in queries.captured_queries if "COALESCE((SELECT" not in query["sql"]]
+    assert not any("OFFSET" in sql for sql in paging)
     forward = _walk_links(client, f"/api/inferencemodels/?limit=7&ordering={ordering}", "next")
     way = "-" if ordering.startswith("-") else ""
     terms = [ordering, *(f"{way}{key}" for key in ("namespace", "pk") if key != ordering.lstrip("-"))]

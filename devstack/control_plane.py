@@ -374,7 +374,7 @@ def apply_crds(api_client: kubernetes.client.ApiClient) -> None:
 
 @contextmanager
 def running_control_plane(prepare: Callable[[ControlPlane], None] | None = None) -> Iterator[ControlPlane]:
-    """Build (when needed), start, yield, stop. Logs stay in test-artifacts/control-plane/ on failure."""
+    """Build (when needed), start, yield, stop. Logs stay in test-artifacts/control-plane/<workdir>/ on failure."""
     binaries = build_binaries()
     workdir = Path(tempfile.mkdtemp(prefix="kube-control-plane-"))
     plane = ControlPlane(workdir=workdir, binaries=binaries)
@@ -382,7 +382,7 @@ def running_control_plane(prepare: Callable[[ControlPlane], None] | None = None)
         plane.start(prepare)
         yield plane
     except Exception:
-        artifacts = REPO_ROOT / "test-artifacts" / "control-plane"
+        artifacts = REPO_ROOT / "test-artifacts" / "control-plane" / workdir.name  # one per plane, several may run
         shutil.rmtree(artifacts, ignore_errors=True)
         shutil.copytree(workdir, artifacts, ignore=shutil.ignore_patterns("etcd"))
         raise

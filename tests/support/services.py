@@ -14,7 +14,25 @@ import pytest
 from django.db import connection
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _worker_redis_url() -> str:
+    """``REDIS_URL`` (default database 15), on a database of its own per pytest-xdist worker: a test
+    that flushes its database (the Celery broker's) or counts keys must not see another worker's."""
+    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0) - int(worker[2:])
+    if database < 0:
+        raise RuntimeError(f"{url}: no Redis database left for xdist worker {worker} (16 databases, one each)")
+    return parts._replace(path=f"/{database}").geturl()
+
+
+REDIS_URL = _worker_redis_url()
+# The name this process's files carry where several test processes write beside each other.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 def require_redis() -> str:
@@ -50,7 +68,7 @@ class CeleryWorker:
             "DATABASE_URL": session_database_url(),
             "DEBUG": "false",
         }
-        self.log = REPO_ROOT / "test-artifacts" / "celery-worker.log"
+        self.log = REPO_ROOT / "test-artifacts" / f"celery-worker-{WORKER}.log"
         self.log.parent.mkdir(exist_ok=True)
         self.process = subprocess.Popen(
             [

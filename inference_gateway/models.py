@@ -22,6 +22,7 @@ from django.db import models
 
 from clusters.models import Cluster
 from inference_gateway.addresses import NotAnAddress, address_refusal, normalize_host
+from inference_gateway.names import gateway_id_refusal
 
 
 class SharedNamespace(models.Model):
@@ -105,6 +106,12 @@ class SharedGatewayId(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gateway_id} (also in {self.cluster.name})"
+
+    def clean(self) -> None:
+        """Only an id the gateway can serve (``inference_gateway.names``)."""
+        refused = gateway_id_refusal(self.gateway_id)
+        if refused:
+            raise ValidationError({"gateway_id": f"{self.gateway_id!r} {refused}"})
 
     @property
     def audit_name(self) -> str:

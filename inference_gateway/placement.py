@@ -44,6 +44,7 @@ from inference_gateway.addresses import (
     parse_backend_url,
 )
 from inference_gateway.models import BackendHost, SharedGatewayId, SharedNamespace
+from inference_gateway.names import gateway_id, model_name_refusal
 
 BACKEND_URL_FIELD = "spec.backendUrl"
 GONE = (SyncState.DELETING, SyncState.DELETED_IN_CLUSTER)
@@ -160,6 +161,20 @@ class Policy:
                 f"{namespace} may not use (its own namespaces, or one staff share: Shared namespaces)")
 
 
+def route_refusal(policy: Policy, row: Any, routes_backend_url: bool) -> str | None:
+    """Why the gateway does not route a serving object, field first: its model name (at the kind's
+    ``model_name_path``), then, where the object routes to its ``spec.backendUrl``
+    (``routes_backend_url``: an InferenceModel), that URL; None: it does. Asked by the catalog and the
+    model page, so both say the same."""
+    refused = model_name_refusal(row.model_name)
+    if refused:
+        return f"{row.model_name_path} {refused}"
+    if routes_backend_url:
+        refused = policy.refusal(row.cluster_id, row.namespace, (row.spec or {}).get("backendUrl"))
+        return None if refused is None else f"{BACKEND_URL_FIELD} {refused}"
+    return None
+
+
 def backend_url_errors(cluster: Cluster, namespace: str, spec: dict[str, Any]) -> list[FieldError]:
     """The validation rule for ``spec.backendUrl`` of a model in (cluster, namespace)."""
     if "backendUrl" not in spec:
@@ -168,8 +183,18 @@ def backend_url_errors(cluster: Cluster, namespace: str, spec: dict[str, Any]) -
     return [] if refused is None else [FieldError(BACKEND_URL_FIELD, spec["backendUrl"], refused)]
 
 
-def gateway_id(namespace: str, model_name: str) -> str:
-    return f"{namespace}/{model_name}"
+def _served_as(kinds: Iterable[type[Any]], namespace: str, model_name: str,
+               exclude: tuple[type[Any], Q] | None = None) -> Any:
+    """An object (not being deleted) serving gateway id ``namespace/model_name``, else None;
+    ``exclude``: (kind, condition) rows of that kind not to count (the object being validated)."""
+    for kind in kinds:
+        found = kind.objects.filter(namespace=namespace, model_name=model_name).exclude(sync_state__in=GONE)
+        if exclude is not None and kind is exclude[0]:
+            found = found.exclude(exclude[1])
+        other = found.select_related("cluster").first()
+        if other is not None:
+            return other
+    return None
 
 
 def gateway_id_errors(
@@ -180,22 +205,25 @@ def gateway_id_errors(
     its model name comes from."""
     if not row.model_name:
         return []
+    refused = model_name_refusal(row.model_name)
+    if refused:
+        return [FieldError(path, row.model_name, refused)]
     kept = type(row).objects.filter(cluster=cluster, namespace=row.namespace, name=row.name, model_name=row.model_name)
     if kept.exists():
         # An edit that keeps the object's id claims nothing new: a duplicate that arrived from the
         # cluster meanwhile is the gateway's 409 to report, not a reason to refuse a label change.
         return []
+    if "/" in row.model_name:
+        # A bare name spelled as another object's id would catch requests meant for that id.
+        other = _served_as(kinds, *row.model_name.split("/", 1))
+        if other is not None:
+            return [FieldError(path, row.model_name, (
+                f"is spelled as gateway id {row.model_name}, which {other.kube.kind} {other.cluster.name}/"
+                f"{other.namespace}/{other.name} serves; choose a name that names no other namespace's model"))]
     wanted = gateway_id(row.namespace, row.model_name)
-    for kind in kinds:
-        others = kind.objects.filter(namespace=row.namespace, model_name=row.model_name).exclude(sync_state__in=GONE)
-        if kind is type(row):
-            others = others.exclude(cluster=cluster, name=row.name)
-        other = others.select_related("cluster").first()
-        if other is None:
-            continue
-        if SharedGatewayId.objects.filter(cluster=cluster, gateway_id=wanted).exists():
-            return []
-        rule = (f"would serve gateway id {wanted}, which {other.kube.kind} {other.cluster.name}/{other.namespace}/"
-                f"{other.name} already serves; choose another name, or ask staff to share the id (Shared gateway ids)")
-        return [FieldError(path, row.model_name, rule)]
-    return []
+    other = _served_as(kinds, row.namespace, row.model_name, (type(row), Q(cluster=cluster, name=row.name)))
+    if other is None or SharedGatewayId.objects.filter(cluster=cluster, gateway_id=wanted).exists():
+        return []
+    rule = (f"would serve gateway id {wanted}, which {other.kube.kind} {other.cluster.name}/{other.namespace}/"
+            f"{other.name} already serves; choose another name, or ask staff to share the id (Shared gateway ids)")
+    return [FieldError(path, row.model_name, rule)]

@@ -49,7 +49,7 @@ class Route:
     wakeable: bool
     ready: bool
     features: tuple[str, ...] = field(default=())
-    # Why the gateway will not route it (``inference_gateway.placement``); None: it may.
+    # Why the gateway will not route it, field first (``placement.route_refusal``); None: it may.
     refusal: str | None = None
     # Staff let several objects serve this route's id (``SharedGatewayId``).
     shared: bool = False

@@ -62,7 +62,6 @@ from inference_gateway.db_thread import close_reads
 from inference_gateway.errors import error_response, model_not_found
 from inference_gateway.last_request import LastRequests
 from inference_gateway.notices import CATALOG_TABLES, listen
-from inference_gateway.placement import BACKEND_URL_FIELD
 from inference_gateway.resolver import guarded_connector
 from inference_gateway.routes import Route
 from inference_gateway.waking import NotAwake, Waker
@@ -250,7 +249,7 @@ class Gateway:
             return NO_MODEL, model_not_found(name)
         if route.refusal is not None:
             return route.id, error_response(
-                502, f"the gateway does not route model {route.id}: {BACKEND_URL_FIELD} {route.refusal}",
+                502, f"the gateway does not route model {route.id}: {route.refusal}",
                 "backend_refused")
         body, refused = await self.governance.admit(request, caller, route, body, data)
         if refused is not None:

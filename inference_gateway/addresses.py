@@ -46,6 +46,7 @@ _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _DNS_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # Linux connects 0.0.0.0 to this host; the rest is no unicast
 
 
 class NotAnAddress(ValueError):
@@ -79,7 +80,7 @@ def ip_of(host: str) -> IPAddress | None:
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
             return address.ipv4_mapped  # ::ffff:127.0.0.1 reaches 127.0.0.1
-        if (address in _NAT64 or address in _IPV4_COMPATIBLE) and int(address) & 0xFFFFFFFF and int(address) > 1:
+        if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):
             return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)  # a translator would reach the IPv4 address
     return address
 
@@ -176,7 +177,8 @@ def address_refusal(address: IPAddress | str) -> str | None:
         return "is a cloud metadata address"
     if address.is_link_local:
         return "is link-local (169.254.0.0/16, fe80::/10)"
-    if address.is_unspecified or address.is_multicast or (address.is_reserved and address.version == 4):
+    if (address.is_unspecified or address.is_multicast or address in _THIS_NETWORK
+            or (address.is_reserved and address.version == 4)):
         return "is not a unicast address"
     if address.is_loopback:
         return None if settings.GATEWAY_ALLOW_LOOPBACK else LOOPBACK_RULE

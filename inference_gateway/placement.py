@@ -15,8 +15,9 @@ addresses, the unspecified address, the portal's and gateway's own addresses (th
 addresses need no allow-list entry; the names in ``GATEWAY_OWN_HOSTS`` stay refused). The same :class:`Policy` answers
 at validation (``KubeObject.cluster_rules`` -> ``clusters.validation.manifests.validate_manifest``: API, forms,
 admin, ``/api/apply/``) and in the gateway's catalog, which refuses to route mirrored objects that
-break it; :func:`address_refusal` is asked again after DNS resolution, for every address a
-connection may use (a name that resolves to loopback is refused: DNS rebinding).
+break it. Hosts are judged as the gateway connects to them (``inference_gateway.addresses``, one
+parser); ``address_refusal`` is asked again for the address of every socket the gateway opens
+(``inference_gateway.resolver``: DNS rebinding, IP literals).
 
 **Ids.** Every served model has the gateway id ``namespace/modelName``; an id is served by one
 object in the whole portal unless staff share it for a cluster

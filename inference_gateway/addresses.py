@@ -139,11 +139,17 @@ def _this_hosts_addresses() -> frozenset[IPAddress]:
     return frozenset(address for address in found if address is not None and not address.is_loopback)
 
 
-def own_names() -> set[str]:
+def own_names() -> frozenset[str]:
     """The portal's and gateway's own host names and addresses, normalized: GATEWAY_OWN_HOSTS and
     the exact (not wildcard) ALLOWED_HOSTS, loopback names left to the loopback rule."""
+    return _own_names(tuple(settings.GATEWAY_OWN_HOSTS), tuple(settings.ALLOWED_HOSTS))
+
+
+@functools.lru_cache(maxsize=8)
+def _own_names(own_hosts: tuple[str, ...], allowed_hosts: tuple[str, ...]) -> frozenset[str]:
+    """Cached per settings (asked for every route and every socket; normalizing is 60 us a call)."""
     names = set()
-    for name in {*settings.GATEWAY_OWN_HOSTS, *settings.ALLOWED_HOSTS}:
+    for name in {*own_hosts, *allowed_hosts}:
         if not name or name.startswith(".") or name == "*":
             continue
         try:
@@ -152,7 +158,7 @@ def own_names() -> set[str]:
             continue
         if not is_loopback_name(host):
             names.add(host)
-    return names
+    return frozenset(names)
 
 
 def is_loopback_name(host: str) -> bool:

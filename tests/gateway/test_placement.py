@@ -76,6 +76,15 @@ REFUSED = {
     "http://vllm.team-b:8000": "names Service vllm in namespace team-b, which the team of namespace team-a may not use",
     "http://vllm.team-b.svc.cluster.local:8000": "names Service vllm in namespace team-b",
     "http://portal.example.org:8000": "is the portal's own address",
+    # odd spellings, read as the gateway's client connects (inference_gateway/addresses.py)
+    "http://[::127.0.0.1]:8000": "names 127.0.0.1, which is loopback",
+    "http://0x7f.1:8000": "names 127.0.0.1, which is loopback",
+    "http://0177.0.0.1:8000": "names 127.0.0.1, which is loopback",
+    "http://127.0.0.1.:8000": "names 127.0.0.1, which is loopback",
+    "http://[64:ff9b::a9fe:a9fe]/": "names 169.254.169.254, which is a cloud metadata address",
+    "http://127%2e0.0.1:8000": "which is not a host name",
+    "http://PORTAL.example.org.:8000": "names portal.example.org, which is the portal's own address",
+    "http://\uff11\uff12\uff17\uff0e\uff10\uff0e\uff10\uff0e\uff11:8210": "is not a valid uri",  # the CRD schema
 }
 
 

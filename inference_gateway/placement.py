@@ -49,6 +49,7 @@ from inference_gateway.names import gateway_id, model_name_refusal
 
 BACKEND_URL_FIELD = "spec.backendUrl"
 GONE = (SyncState.DELETING, SyncState.DELETED_IN_CLUSTER)
+API_SERVER_SERVICE = ("kubernetes", "default")  # never a backend, whoever may use namespace default
 
 
 def service_of(host: str, namespace: str) -> tuple[str | None, str]:
@@ -149,9 +150,11 @@ class Policy:
             return f"names {host}, which {refused}"
         if is_loopback_name(host):
             return None  # development: GATEWAY_ALLOW_LOOPBACK is on
+        service, service_namespace = service_of(host, namespace)
+        if (service, service_namespace) == API_SERVER_SERVICE:
+            return f"names {host}, which is the cluster's API server (Service kubernetes in default)"
         if self.allow_listed(cluster_id, host, address):
             return None
-        service, service_namespace = service_of(host, namespace)
         cluster = self.cluster_names.get(cluster_id, str(cluster_id))
         if service is None:
             return (f"names {host}, outside the cluster and not on cluster {cluster}'s backend allow-list "

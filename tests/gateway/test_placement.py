@@ -75,6 +75,7 @@ REFUSED = {
     "http://10.20.30.40:8000": "outside the cluster and not on cluster prod's backend allow-list",
     "http://vllm.team-b:8000": "names Service vllm in namespace team-b, which the team of namespace team-a may not use",
     "http://vllm.team-b.svc.cluster.local:8000": "names Service vllm in namespace team-b",
+    "http://kubernetes.default.svc:443": "which is the cluster's API server",
     "http://portal.example.org:8000": "is the portal's own address",
     # odd spellings, read as the gateway's client connects (inference_gateway/addresses.py)
     "http://[::127.0.0.1]:8000": "names 127.0.0.1, which is loopback",
@@ -130,6 +131,8 @@ def test_allowed_backends(team_a_editor, target, no_loopback, settings) -> None:
     NamespaceGrant.objects.create(team=Team.objects.get(name="team-a"), cluster=target, namespace="team-a-tools",
                                   access=NamespaceGrant.Access.VIEW)
     assert create("http://embedder.team-a-tools:8000", "sibling-namespace") == 201
+    SharedNamespace.objects.create(cluster=target, namespace="default")
+    assert create("http://kubernetes.default.svc.cluster.local", "api-server") == 400  # usable namespace or not
     # an allow-list never opens what no backend may be
     BackendHost.objects.create(cluster=target, host="169.254.0.0/16")
     assert create("http://169.254.169.254/", "metadata") == 400

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from clusters.validation.manifests import validate_manifest
 from clusters.validation.schemas import ManifestInvalid
-from inference_gateway.addresses import parse_backend_url
+from inference_gateway.addresses import NotAnAddress, normalize_host, parse_backend_url
 from inference_gateway.placement import Policy
 from inference_gateway.resolver import guarded_connector
 from models_app.models import InferenceModel
@@ -185,6 +185,21 @@ def test_the_parser_reads_hosts_as_the_client_connects(no_loopback) -> None:
                       ("http://VLLM.team-a.:8000", "vllm.team-a"),
                       ("http://\u0455vc.team-a:8000", "xn--vc-doc.team-a")):  # a Cyrillic look-alike is its xn-- name
         assert parse_backend_url(url).host == host, url
+
+
+@FUZZ
+@given(st.one_of(st.text(max_size=40), st.builds(lambda host, port: f"http://{host}{port}/v1", st.text(max_size=30),
+                                                 st.sampled_from(["", ":80", ":99999", ":x"]))))
+def test_any_text_is_an_address_or_a_stated_rule_never_a_crash(text: str) -> None:
+    """The parser answers every input with a host or NotAnAddress (a 400 on the write paths, a
+    refused route in the gateway), and what it accepts it reads the same again (one reading)."""
+    for parse in (parse_backend_url, normalize_host):
+        try:
+            parsed = parse(text)
+        except NotAnAddress:
+            continue
+        host = parsed.host if parse is parse_backend_url else parsed[0]
+        assert host.isascii() and normalize_host(host)[0] == host, (text, host)
 
 
 @pytest.mark.django_db(transaction=True)

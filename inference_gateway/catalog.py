@@ -7,7 +7,9 @@ is older than ``ttl``. Readiness is a hint only (the wake path reads the live De
 
 **What a client's ``model`` resolves to** (:meth:`Catalog.find`): a gateway id the caller may see;
 else a bare model name, when exactly one id the caller may see carries it; several -> an
-ambiguity error listing them (only ids the caller sees), never the first in sort order. An id served
+ambiguity error listing them (only ids the caller sees), never the first in sort order. A
+``model`` that is some route's id is only ever that id, even for a caller who may not see it: a
+model named ``team-a/idx`` in ``team-b`` never catches requests for team-a's ``idx``. An id served
 by several objects (mirrored from clusters as they are) is refused unless staff share it; a shared
 id goes to a ready object first. Each route carries why the gateway refuses its backend, if it does
 (``inference_gateway.placement``), so the request path does no query.
@@ -23,7 +25,8 @@ from dataclasses import dataclass, field, replace
 
 from inference_gateway.db_thread import read
 from inference_gateway.models import SharedGatewayId
-from inference_gateway.placement import GONE, Policy
+from inference_gateway.names import model_name_refusal
+from inference_gateway.placement import GONE, Policy, route_refusal
 from inference_gateway.routes import ROUTE_BUILDERS, Route, route_for
 from models_app.models import InferenceModel
 
@@ -56,11 +59,11 @@ def load_routes() -> Table:
             route = route_for(row)
             if not route.model:
                 continue
-            refusal = policy.refusal(row.cluster_id, row.namespace, row.spec.get("backendUrl")) if isinstance(
-                row, InferenceModel) else None
+            refusal = route_refusal(policy, row, isinstance(row, InferenceModel))
             route = replace(route, refusal=refusal, shared=(route.cluster_id, route.id) in shared)
             table.by_id[route.id].append(route)
-            table.by_name[route.model].append(route)
+            if model_name_refusal(route.model) is None:  # a name no rule allows catches no bare name
+                table.by_name[route.model].append(route)
     return Table(dict(table.by_id), dict(table.by_name))
 
 
@@ -110,6 +113,8 @@ class Catalog:
         AmbiguousModel or ConflictingId (see the module's docstring)."""
         table = await self.routes()
         routes = [route for route in table.by_id.get(model, ()) if visible(route.cluster_id, route.namespace)]
+        if not routes and model in table.by_id:
+            return None  # an id, if one the caller may not see, is never read as some other model's bare name
         if not routes:
             routes = [route for route in table.by_name.get(model, ()) if visible(route.cluster_id, route.namespace)]
             ids = sorted({route.id for route in routes})

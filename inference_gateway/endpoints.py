@@ -9,16 +9,39 @@ replicas outside the cluster's pod network are put behind a model.
 
 When the cluster has no such Service, or cannot be asked, the route's own URL is the one
 endpoint (the cluster's DNS and kube-proxy then do the balancing).
+
+**Which replica addresses are followed.** Anyone who may write EndpointSlices in a namespace may
+list any address in one, so an address is checked like a backend (:class:`ReplicaRule`), after the
+same normalization (``inference_gateway.addresses``):
+
+- never an address no backend may have (loopback outside development, link-local, metadata, the
+  portal's own), nor the cluster's API server: the addresses its URL resolves to, the ``kubernetes``
+  Service's ClusterIPs and its EndpointSlice's addresses (read where the portal may), even when
+  staff's allow-list covers them;
+- then either the IP of a Pod of the Service's namespace (a namespace the model's team may use:
+  the route's placement rule checked it), not on the host network, as the API server lists it now;
+- or an address on the cluster's allow-list (staff's *Backend hosts*: an IP or a CIDR), which is
+  how replicas outside the pod network, another team's Pods or other Services' ClusterIPs are put
+  behind a model. An FQDN EndpointSlice's names are judged as a ``backendUrl`` host is.
+
+A refused address is left out (logged with its reason); the gateway answers 502
+``backend_unreachable`` when none is left.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import socket
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from kubernetes import client
 
 from clusters.kube.client import ClusterGateway, GatewayError, NotFoundError, translated
 from clusters.models import Cluster
+from inference_gateway.addresses import IPAddress, NotAnAddress, address_refusal, ip_of, normalize_host
+from inference_gateway.placement import Policy
 from inference_gateway.routes import Route
 
 logger = logging.getLogger(__name__)
@@ -32,8 +55,9 @@ def _service_port_name(service: dict, port: int) -> str | None:
     return None
 
 
-def _endpoint_urls(slices: list[dict], port_name: str, route: Route) -> list[str]:
-    urls = []
+def _endpoints(slices: list[dict], port_name: str) -> list[tuple[str, int]]:
+    """(address as listed, target port) of every ready endpoint of the slices."""
+    found = []
     for endpoint_slice in slices:
         target = next((p.get("port") for p in endpoint_slice.get("ports") or [] if (p.get("name") or "") == port_name),
                       None)
@@ -42,9 +66,95 @@ def _endpoint_urls(slices: list[dict], port_name: str, route: Route) -> list[str
         for endpoint in endpoint_slice.get("endpoints") or []:
             if (endpoint.get("conditions") or {}).get("ready") is False or not endpoint.get("addresses"):
                 continue
-            address = endpoint["addresses"][0]
-            host = f"[{address}]" if ":" in address else address
-            urls.append(f"{route.scheme}://{host}:{target}{route.prefix}")
+            found.append((str(endpoint["addresses"][0]), target))
+    return found
+
+
+def _resolved(host: str) -> set[IPAddress]:
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return set()
+    return {address for info in infos if (address := ip_of(str(info[4][0]).split("%")[0])) is not None}
+
+
+@dataclass
+class ReplicaRule:
+    """Which EndpointSlice addresses a route may be sent to (see the module's docstring), read from
+    the cluster once per discovery."""
+
+    route: Route
+    policy: Policy
+    api_server: set[IPAddress]
+    pods: dict[IPAddress, bool] = field(default_factory=dict)  # Pod IP -> on the host network
+    pods_unreadable: str | None = None
+
+    @classmethod
+    def read(cls, gateway: ClusterGateway, core: client.CoreV1Api, discovery: client.DiscoveryV1Api,
+             route: Route) -> ReplicaRule:
+        rule = cls(route, Policy.load(route.cluster_id), _resolved(urlsplit(gateway.api_client.configuration.host)
+                                                                   .hostname or ""))
+        serialize, timeout = gateway.api_client.sanitize_for_serialization, gateway.timeout
+        try:
+            with translated():
+                service = serialize(core.read_namespaced_service("kubernetes", "default", _request_timeout=timeout))
+                rule.api_server.update(ipaddress.ip_address(ip) for ip in (service.get("spec") or {}).get(
+                    "clusterIPs") or [] if ip != "None")
+                own = serialize(discovery.read_namespaced_endpoint_slice("kubernetes", "default",
+                                                                         _request_timeout=timeout))
+                rule.api_server.update(ipaddress.ip_address(address) for endpoint in own.get("endpoints") or []
+                                       for address in endpoint.get("addresses") or [])
+        except (GatewayError, ValueError) as error:  # default/kubernetes not readable: its URL is still known
+            logger.info("the API server's Service in cluster %s: %s", route.cluster_id, error)
+        try:
+            with translated():
+                pods = serialize(core.list_namespaced_pod(route.service_namespace, _request_timeout=timeout))["items"]
+        except GatewayError as error:
+            rule.pods_unreadable = f"the Pods of namespace {route.service_namespace} cannot be read ({error})"
+            return rule
+        for pod in pods:
+            host_network = bool((pod.get("spec") or {}).get("hostNetwork"))
+            for item in (pod.get("status") or {}).get("podIPs") or []:
+                address = ip_of(str(item.get("ip") or ""))
+                if address is not None:
+                    rule.pods[address] = host_network
+        return rule
+
+    def refusal(self, listed: str) -> str | None:
+        """Why the gateway may not send the route's requests to an EndpointSlice address; None: it may."""
+        try:
+            host, address = normalize_host(listed)
+        except NotAnAddress as error:
+            return str(error)
+        cluster_id, namespace = self.route.cluster_id, self.route.namespace
+        if address is None:  # an FQDN slice: judged as a backendUrl's host is
+            return self.policy.host_refusal(cluster_id, namespace, host, None)
+        refused = address_refusal(address)
+        if refused:
+            return refused
+        if address in self.api_server:
+            return "is the cluster's API server"
+        if self.policy.allow_listed(cluster_id, host, address):
+            return None
+        if self.pods.get(address) is False:
+            return None
+        if self.pods.get(address):
+            return f"is a Pod on the host network (a node's address), not on cluster {cluster_id}'s allow-list"
+        return (f"is neither a Pod of namespace {self.route.service_namespace}"
+                f"{f' ({self.pods_unreadable})' if self.pods_unreadable else ''} nor on the cluster's backend "
+                "allow-list (staff keep it: Backend hosts)")
+
+
+def _endpoint_urls(endpoints: list[tuple[str, int]], rule: ReplicaRule) -> list[str]:
+    urls = []
+    for listed, target in endpoints:
+        refused = rule.refusal(listed)
+        if refused:
+            logger.warning("model %s: EndpointSlice address %s %s; not sent requests", rule.route.id, listed, refused)
+            continue
+        host, _ = normalize_host(listed)
+        host = f"[{host}]" if ":" in host else host
+        urls.append(f"{rule.route.scheme}://{host}:{target}{rule.route.prefix}")
     return sorted(set(urls))
 
 
@@ -73,6 +183,10 @@ def discover(route: Route) -> list[str]:
                     _request_timeout=gateway.timeout,
                 )
             )["items"]
+        endpoints = _endpoints(slices, port_name)
+        if not endpoints:
+            return []
+        rule = ReplicaRule.read(gateway, core, discovery, route)
     except NotFoundError:
         return [route.base_url]
     except GatewayError as error:
@@ -80,4 +194,4 @@ def discover(route: Route) -> list[str]:
         return [route.base_url]
     finally:
         gateway.close()
-    return _endpoint_urls(slices, port_name, route)
+    return _endpoint_urls(endpoints, rule)

@@ -16,14 +16,13 @@ the portal's own addresses, and loopback outside development (``inference_gatewa
 from __future__ import annotations
 
 import ipaddress
-import re
 
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from clusters.models import Cluster
-
-HOST_NAME = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*")
+from inference_gateway.addresses import NotAnAddress, address_refusal, normalize_host
+from inference_gateway.names import gateway_id_refusal
 
 
 class SharedNamespace(models.Model):
@@ -63,19 +62,31 @@ class BackendHost(models.Model):
         return self.host
 
     def clean(self) -> None:
-        """A usable entry: a host name, ``*.suffix``, an IP or a CIDR, none of the never-allowed addresses."""
+        """A usable entry: a host name, ``*.suffix``, an IP or a CIDR, none of the never-allowed
+        addresses; names and IPs are stored as the gateway's parser reads them
+        (``inference_gateway.addresses.normalize_host``: full-width ``10.0.0.1`` is 10.0.0.1, ``127.1`` loopback)."""
         self.host = self.host.strip().lower().rstrip(".")
-        try:
-            network = ipaddress.ip_network(self.host.strip("[]"), strict=False)
-        except ValueError:
-            name = self.host[2:] if self.host.startswith("*.") else self.host
-            if not HOST_NAME.fullmatch(name) or "." not in name:
-                raise ValidationError({"host": f"{self.host!r} is not a host name with a domain (api.example.com), "
-                                               "a suffix (*.example.com), an IP address or a CIDR"}) from None
+        if "/" in self.host:
+            try:
+                network = ipaddress.ip_network(self.host.strip("[]"), strict=False)
+            except ValueError:
+                raise ValidationError({"host": f"{self.host!r} is not a CIDR (10.8.0.0/16)"}) from None
+            if network.is_link_local or network.is_loopback or network.is_unspecified or network.prefixlen == 0:
+                raise ValidationError({"host": f"{self.host!r} covers loopback, link-local or every address, "
+                                               "which no backend may have"})
             return
-        if network.is_link_local or network.is_loopback or network.is_unspecified or network.prefixlen == 0:
-            raise ValidationError({"host": f"{self.host!r} covers loopback, link-local or every address, "
-                                           "which no backend may have"})
+        suffix = self.host.startswith("*.")
+        rule = "is not a host name with a domain (api.example.com), a suffix (*.example.com), an IP address or a CIDR"
+        try:
+            host, address = normalize_host(self.host[2:] if suffix else self.host.strip("[]"))
+        except NotAnAddress as error:
+            raise ValidationError({"host": f"{self.host!r} {rule}: it {error}"}) from None
+        if address is None and "." not in host:
+            raise ValidationError({"host": f"{self.host!r} {rule}"})
+        if address is not None and (suffix or address_refusal(address) or address.is_loopback):
+            raise ValidationError({"host": f"{self.host!r} is an address no backend may have "
+                                           f"({address_refusal(address) or 'loopback'})"})
+        self.host = f"*.{host}" if suffix else host
 
 
 class SharedGatewayId(models.Model):
@@ -95,6 +106,12 @@ class SharedGatewayId(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gateway_id} (also in {self.cluster.name})"
+
+    def clean(self) -> None:
+        """Only an id the gateway can serve (``inference_gateway.names``)."""
+        refused = gateway_id_refusal(self.gateway_id)
+        if refused:
+            raise ValidationError({"gateway_id": f"{self.gateway_id!r} {refused}"})
 
     @property
     def audit_name(self) -> str:

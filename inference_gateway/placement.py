@@ -15,8 +15,9 @@ addresses, the unspecified address, the portal's and gateway's own addresses (th
 addresses need no allow-list entry; the names in ``GATEWAY_OWN_HOSTS`` stay refused). The same :class:`Policy` answers
 at validation (``KubeObject.cluster_rules`` -> ``clusters.validation.manifests.validate_manifest``: API, forms,
 admin, ``/api/apply/``) and in the gateway's catalog, which refuses to route mirrored objects that
-break it; :func:`address_refusal` is asked again after DNS resolution, for every address a
-connection may use (a name that resolves to loopback is refused: DNS rebinding).
+break it. Hosts are judged as the gateway connects to them (``inference_gateway.addresses``, one
+parser); ``address_refusal`` is asked again for the address of every socket the gateway opens
+(``inference_gateway.resolver``: DNS rebinding, IP literals).
 
 **Ids.** Every served model has the gateway id ``namespace/modelName``; an id is served by one
 object in the whole portal unless staff share it for a cluster
@@ -25,41 +26,40 @@ object in the whole portal unless staff share it for a cluster
 
 from __future__ import annotations
 
-import functools
 import ipaddress
-import re
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.db.models import Q
 
 from accounts.models import ALL_NAMESPACES, NamespaceGrant
 from clusters.models import Cluster, SyncState
 from clusters.validation.schemas import FieldError
-from inference_gateway.models import BackendHost, SharedGatewayId, SharedNamespace
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-BACKEND_URL_FIELD = "spec.backendUrl"
-SCHEMES = ("http", "https")
-GONE = (SyncState.DELETING, SyncState.DELETED_IN_CLUSTER)
-# Instance metadata services: AWS/GCP/Azure/OpenStack (169.254.169.254, inside link-local anyway),
-# AWS ECS task metadata, AWS over IPv6, Alibaba Cloud, Azure's wire server.
-METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(address)
-    for address in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "168.63.129.16")
+from inference_gateway.addresses import (
+    IPAddress,
+    NotAnAddress,
+    host_refusal,
+    is_loopback_name,
+    normalize_host,
+    parse_backend_url,
 )
-METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata.azure.com"})
-NUMERIC_HOST = re.compile(r"[0-9a-fx.]+", re.IGNORECASE)
-LOOPBACK_RULE = "is loopback, allowed only where GATEWAY_ALLOW_LOOPBACK=1 (development and tests)"
+from inference_gateway.models import BackendHost, SharedGatewayId, SharedNamespace
+from inference_gateway.names import gateway_id, model_name_refusal
+
+BACKEND_URL_FIELD = "spec.backendUrl"
+GONE = (SyncState.DELETING, SyncState.DELETED_IN_CLUSTER)
+API_SERVER_SERVICE = ("kubernetes", "default")  # never a backend, whoever may use namespace default
 
 
 def service_of(host: str, namespace: str) -> tuple[str | None, str]:
-    """The Service a host names, and its namespace; (None, namespace) for an IP or another name."""
-    if _ip(host) is not None:
+    """The Service a normalized host (``inference_gateway.addresses``) names, and its namespace;
+    (None, namespace) for an IP or another name."""
+    try:
+        host, address = normalize_host(host)
+    except NotAnAddress:
+        return None, namespace
+    if address is not None:
         return None, namespace
     parts = host.split(".")
     if len(parts) == 1:
@@ -69,84 +69,23 @@ def service_of(host: str, namespace: str) -> tuple[str | None, str]:
     return None, namespace
 
 
-def _ip(host: str) -> IPAddress | None:
-    """The address a host literally is, in any form the C resolver reads as one (``127.1``,
-    ``2130706433``, ``0x7f.0.0.1`` are 127.0.0.1 to ``getaddrinfo``); None for a name."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        if not NUMERIC_HOST.fullmatch(host):
-            return None
-        try:
-            address = ipaddress.ip_address(socket.inet_aton(host))
-        except OSError:
-            return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped  # ::ffff:127.0.0.1 reaches 127.0.0.1
-    return address
-
-
-@functools.cache
-def _this_hosts_addresses() -> frozenset[IPAddress]:
-    """The addresses this host's name resolves to (a pod's IP); loopback is left to its own rule."""
-    try:
-        infos = socket.getaddrinfo(socket.gethostname(), None)
-    except OSError:
-        return frozenset()
-    found = (_ip(str(info[4][0]).split("%")[0]) for info in infos)
-    return frozenset(address for address in found if address is not None and not address.is_loopback)
-
-
-def _own_names() -> set[str]:
-    """The portal's and gateway's own host names and addresses: GATEWAY_OWN_HOSTS and the exact
-    (not wildcard) ALLOWED_HOSTS, loopback names left to the loopback rule."""
-    names = {*settings.GATEWAY_OWN_HOSTS, *settings.ALLOWED_HOSTS}
-    return {
-        name.lower().strip("[]") for name in names
-        if name and not name.startswith(".") and name != "*" and not _is_loopback_name(name.strip("[]"))
-    }
-
-
-def _is_loopback_name(host: str) -> bool:
-    address = _ip(host)
-    if address is not None:
-        return address.is_loopback
-    return host == "localhost" or host.endswith(".localhost")
-
-
-def address_refusal(address: IPAddress | str) -> str | None:
-    """Why a backend may not be reached at ``address``; None when it may. Asked for IP literals in
-    URLs, for replicas from EndpointSlices and for every address a name resolves to."""
-    if isinstance(address, str):
-        parsed = _ip(address.split("%")[0])
-        if parsed is None:
-            return None
-        address = parsed
-    elif isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if address in METADATA_ADDRESSES:
-        return "is a cloud metadata address"
-    if address.is_link_local:
-        return "is link-local (169.254.0.0/16, fe80::/10)"
-    if address.is_unspecified or address.is_multicast:
-        return "is not a unicast address"
-    if address.is_loopback:
-        return None if settings.GATEWAY_ALLOW_LOOPBACK else LOOPBACK_RULE
-    if str(address) in _own_names() or (address in _this_hosts_addresses() and not settings.GATEWAY_ALLOW_LOOPBACK):
-        return "is the portal's own address"  # in development every process shares this host's addresses
-    return None
-
-
 def _host_matches(entry: str, host: str, address: IPAddress | None) -> bool:
-    entry = entry.strip().lower().rstrip(".")
-    if entry.startswith("*."):
-        return address is None and host.endswith(entry[1:])
+    """Whether an allow-list entry covers a normalized host; the entry is read by the same parser
+    (full-width or upper-case names, ``xn--...`` and ``127.1`` entries mean what a URL naming them connects to)."""
+    entry = entry.strip().lower()
     if address is not None and "/" in entry:
         try:
-            return address in ipaddress.ip_network(entry, strict=False)
+            return address in ipaddress.ip_network(entry.strip("[]"), strict=False)
         except ValueError:
             return False
-    return host == entry.strip("[]")
+    suffix = entry.startswith("*.")
+    try:
+        entry_host, _ = normalize_host(entry[2:] if suffix else entry.strip("[]"))
+    except NotAnAddress:
+        return False
+    if suffix:
+        return address is None and host.endswith(f".{entry_host}")
+    return host == entry_host
 
 
 @dataclass(frozen=True)
@@ -196,37 +135,26 @@ class Policy:
 
     def refusal(self, cluster_id: int, namespace: str, url: Any) -> str | None:
         """Why a model in (cluster, namespace) may not answer at ``url`` (a rule, to follow the
-        value in a message); None when it may."""
-        if not isinstance(url, str):
-            return "must be an http(s) URL (a string)"
+        value in a message); None when it may. The host judged is the one the gateway connects to
+        (``inference_gateway.addresses.parse_backend_url``)."""
         try:
-            parts = urlsplit(url)
-            parts.port  # noqa: B018 - raises ValueError on a malformed port
-        except ValueError as error:
-            return f"is not a valid URL ({error})"
-        if parts.scheme.lower() not in SCHEMES:
-            return f"must use http or https, not {parts.scheme or 'no scheme'!r}"
-        host = (parts.hostname or "").rstrip(".")
-        if not host:
-            return "has no host"
-        if parts.username is not None or parts.password is not None:
-            return "must not carry user-info (user:password@)"
-        address = _ip(host)
-        if address is not None:
-            refused = address_refusal(address)
-            if refused:
-                return f"names {host}, which {refused}"
-            if address.is_loopback:
-                return None
-        elif _is_loopback_name(host):
-            return None if settings.GATEWAY_ALLOW_LOOPBACK else f"names {host}, which {LOOPBACK_RULE}"
-        elif host in METADATA_NAMES:
-            return f"names {host}, which is a cloud metadata address"
-        if host in _own_names():
-            return f"names {host}, which is the portal's own address"
+            backend = parse_backend_url(url)
+        except NotAnAddress as error:
+            return str(error)
+        return self.host_refusal(cluster_id, namespace, backend.host, backend.ip)
+
+    def host_refusal(self, cluster_id: int, namespace: str, host: str, address: IPAddress | None) -> str | None:
+        """:meth:`refusal` for a normalized host."""
+        refused = host_refusal(host, address)
+        if refused:
+            return f"names {host}, which {refused}"
+        if is_loopback_name(host):
+            return None  # development: GATEWAY_ALLOW_LOOPBACK is on
+        service, service_namespace = service_of(host, namespace)
+        if (service, service_namespace) == API_SERVER_SERVICE:
+            return f"names {host}, which is the cluster's API server (Service kubernetes in default)"
         if self.allow_listed(cluster_id, host, address):
             return None
-        service, service_namespace = service_of(host, namespace)
         cluster = self.cluster_names.get(cluster_id, str(cluster_id))
         if service is None:
             return (f"names {host}, outside the cluster and not on cluster {cluster}'s backend allow-list "
@@ -237,6 +165,20 @@ class Policy:
                 f"{namespace} may not use (its own namespaces, or one staff share: Shared namespaces)")
 
 
+def route_refusal(policy: Policy, row: Any, routes_backend_url: bool) -> str | None:
+    """Why the gateway does not route a serving object, field first: its model name (at the kind's
+    ``model_name_path``), then, where the object routes to its ``spec.backendUrl``
+    (``routes_backend_url``: an InferenceModel), that URL; None: it does. Asked by the catalog and the
+    model page, so both say the same."""
+    refused = model_name_refusal(row.model_name)
+    if refused:
+        return f"{row.model_name_path} {refused}"
+    if routes_backend_url:
+        refused = policy.refusal(row.cluster_id, row.namespace, (row.spec or {}).get("backendUrl"))
+        return None if refused is None else f"{BACKEND_URL_FIELD} {refused}"
+    return None
+
+
 def backend_url_errors(cluster: Cluster, namespace: str, spec: dict[str, Any]) -> list[FieldError]:
     """The validation rule for ``spec.backendUrl`` of a model in (cluster, namespace)."""
     if "backendUrl" not in spec:
@@ -245,8 +187,18 @@ def backend_url_errors(cluster: Cluster, namespace: str, spec: dict[str, Any]) -
     return [] if refused is None else [FieldError(BACKEND_URL_FIELD, spec["backendUrl"], refused)]
 
 
-def gateway_id(namespace: str, model_name: str) -> str:
-    return f"{namespace}/{model_name}"
+def _served_as(kinds: Iterable[type[Any]], namespace: str, model_name: str,
+               exclude: tuple[type[Any], Q] | None = None) -> Any:
+    """An object (not being deleted) serving gateway id ``namespace/model_name``, else None;
+    ``exclude``: (kind, condition) rows of that kind not to count (the object being validated)."""
+    for kind in kinds:
+        found = kind.objects.filter(namespace=namespace, model_name=model_name).exclude(sync_state__in=GONE)
+        if exclude is not None and kind is exclude[0]:
+            found = found.exclude(exclude[1])
+        other = found.select_related("cluster").first()
+        if other is not None:
+            return other
+    return None
 
 
 def gateway_id_errors(
@@ -257,22 +209,25 @@ def gateway_id_errors(
     its model name comes from."""
     if not row.model_name:
         return []
+    refused = model_name_refusal(row.model_name)
+    if refused:
+        return [FieldError(path, row.model_name, refused)]
     kept = type(row).objects.filter(cluster=cluster, namespace=row.namespace, name=row.name, model_name=row.model_name)
     if kept.exists():
         # An edit that keeps the object's id claims nothing new: a duplicate that arrived from the
         # cluster meanwhile is the gateway's 409 to report, not a reason to refuse a label change.
         return []
+    if "/" in row.model_name:
+        # A bare name spelled as another object's id would catch requests meant for that id.
+        other = _served_as(kinds, *row.model_name.split("/", 1))
+        if other is not None:
+            return [FieldError(path, row.model_name, (
+                f"is spelled as gateway id {row.model_name}, which {other.kube.kind} {other.cluster.name}/"
+                f"{other.namespace}/{other.name} serves; choose a name that names no other namespace's model"))]
     wanted = gateway_id(row.namespace, row.model_name)
-    for kind in kinds:
-        others = kind.objects.filter(namespace=row.namespace, model_name=row.model_name).exclude(sync_state__in=GONE)
-        if kind is type(row):
-            others = others.exclude(cluster=cluster, name=row.name)
-        other = others.select_related("cluster").first()
-        if other is None:
-            continue
-        if SharedGatewayId.objects.filter(cluster=cluster, gateway_id=wanted).exists():
-            return []
-        rule = (f"would serve gateway id {wanted}, which {other.kube.kind} {other.cluster.name}/{other.namespace}/"
-                f"{other.name} already serves; choose another name, or ask staff to share the id (Shared gateway ids)")
-        return [FieldError(path, row.model_name, rule)]
-    return []
+    other = _served_as(kinds, row.namespace, row.model_name, (type(row), Q(cluster=cluster, name=row.name)))
+    if other is None or SharedGatewayId.objects.filter(cluster=cluster, gateway_id=wanted).exists():
+        return []
+    rule = (f"would serve gateway id {wanted}, which {other.kube.kind} {other.cluster.name}/{other.namespace}/"
+            f"{other.name} already serves; choose another name, or ask staff to share the id (Shared gateway ids)")
+    return [FieldError(path, row.model_name, rule)]

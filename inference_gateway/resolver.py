@@ -1,25 +1,34 @@
-"""Name resolution for the gateway's upstream connections, refusing what a backend may never be.
+"""The gateway's only way out: every upstream socket's address is checked before it connects.
 
 Validation refuses a ``backendUrl`` by what it says; a name can still resolve, now or later, to an
 address no backend may have (loopback outside development, link-local, metadata, the portal's
-own: ``inference_gateway.placement.address_refusal``), by misconfiguration or DNS rebinding. The
-check runs here, on the very addresses aiohttp then connects to, so no second lookup can differ
-from the checked one; a refused name fails like an unresolvable one, with the reason.
+own: ``inference_gateway.addresses.address_refusal``), by misconfiguration or DNS rebinding, and
+aiohttp does not ask the resolver at all for an IP literal. So the check runs twice, on the very
+addresses aiohttp connects to:
+
+- :class:`GuardedResolver` on every address a name resolves to (the message names the name), and
+- :func:`guarded_socket`, the connector's socket factory, on the address of every socket it opens,
+  IP literals and resolved names alike: nothing connects without passing it.
+
+A refused address fails like an unreachable one, with the reason.
 """
 
 from __future__ import annotations
 
 import errno
 import socket
+from typing import Any
 
+import aiohttp
+from aiohappyeyeballs import AddrInfoType
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
-from inference_gateway.placement import address_refusal
+from inference_gateway.addresses import address_refusal
 
 
 class RefusedAddress(OSError):
-    """A backend name resolved to an address no backend may have."""
+    """A backend name resolved to, or a connection was about to open to, an address no backend may have."""
 
     def __init__(self, message: str) -> None:
         super().__init__(errno.EPERM, message)  # strerror: what aiohttp's connection error shows
@@ -42,3 +51,17 @@ class GuardedResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._resolver.close()
+
+
+def guarded_socket(addr_info: AddrInfoType) -> socket.socket:
+    """The connector's socket factory: a socket for ``addr_info`` unless its address is refused."""
+    family, kind, proto, _, address = addr_info
+    refused = address_refusal(str(address[0]))
+    if refused:
+        raise RefusedAddress(f"{address[0]} {refused}")
+    return socket.socket(family=family, type=kind, proto=proto)
+
+
+def guarded_connector(**options: Any) -> aiohttp.TCPConnector:
+    """A TCPConnector whose every connection passes :class:`GuardedResolver` and :func:`guarded_socket`."""
+    return aiohttp.TCPConnector(resolver=GuardedResolver(), socket_factory=guarded_socket, **options)

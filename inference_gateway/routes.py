@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from urllib.parse import urlsplit
 
+from inference_gateway.addresses import BackendURL, NotAnAddress, parse_backend_url
 from inference_gateway.placement import gateway_id, service_of
 from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
 
@@ -49,7 +49,7 @@ class Route:
     wakeable: bool
     ready: bool
     features: tuple[str, ...] = field(default=())
-    # Why the gateway will not route it (``inference_gateway.placement``); None: it may.
+    # Why the gateway will not route it, field first (``placement.route_refusal``); None: it may.
     refusal: str | None = None
     # Staff let several objects serve this route's id (``SharedGatewayId``).
     shared: bool = False
@@ -71,15 +71,19 @@ class Route:
 
 
 def inference_model_route(row: InferenceModel) -> Route:
-    url = urlsplit(row.spec.get("backendUrl") or "")
+    """The route of ``spec.backendUrl`` as the gateway connects to it: host and port as yarl reads
+    them (``inference_gateway.addresses``), the host the placement rules judged. A URL that is not
+    a backend address routes nowhere (the catalog's refusal says why)."""
+    try:
+        url = parse_backend_url(row.spec.get("backendUrl"))
+    except NotAnAddress:
+        url = BackendURL("http", "", 80, "", None)
     prefix = url.path.rstrip("/")
     prefix = prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix
-    host = url.hostname or ""
-    service, service_namespace = service_of(host, row.namespace)
+    service, service_namespace = service_of(url.host, row.namespace) if url.host else (None, row.namespace)
     return Route(
         model=row.model_name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
-        name=row.name, scheme=url.scheme or "http", host=host,
-        port=url.port or (443 if url.scheme == "https" else 80), prefix=prefix, service=service,
+        name=row.name, scheme=url.scheme, host=url.host, port=url.port, prefix=prefix, service=service,
         service_namespace=service_namespace, wakeable=row.cluster.manages(row.kube.kind), ready=row.ready,
     )
 

@@ -40,7 +40,6 @@ import logging
 import os
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -54,6 +53,7 @@ from yarl import URL
 
 from governance.public import Governance
 from inference_gateway import metrics
+from inference_gateway.addresses import NotAnAddress, host_refusal, parse_backend_url
 from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.callers import Caller, Callers, NotAuthenticated
 from inference_gateway.catalog import AmbiguousModel, Catalog, ConflictingId
@@ -62,8 +62,7 @@ from inference_gateway.db_thread import close_reads
 from inference_gateway.errors import error_response, model_not_found
 from inference_gateway.last_request import LastRequests
 from inference_gateway.notices import CATALOG_TABLES, listen
-from inference_gateway.placement import BACKEND_URL_FIELD, address_refusal
-from inference_gateway.resolver import GuardedResolver
+from inference_gateway.resolver import guarded_connector
 from inference_gateway.routes import Route
 from inference_gateway.waking import NotAwake, Waker
 
@@ -116,18 +115,21 @@ def too_large(route: Route, cap: int) -> web.Response:
 
 
 def replica_refusal(url: str) -> str | None:
-    """Why a replica's address may not be reached (an IP literal: a route's own, or from an
-    EndpointSlice, where the API server already refuses loopback and link-local addresses);
-    names are checked when they resolve (``inference_gateway.resolver``)."""
+    """Why a replica's address may not be reached, read as the client connects
+    (``inference_gateway.addresses``), before a connection is tried; every socket's address is
+    checked again when it opens (``inference_gateway.resolver.guarded_connector``)."""
     return _replica_refusal(url, settings.GATEWAY_ALLOW_LOOPBACK)
 
 
 @functools.lru_cache(maxsize=4096)
 def _replica_refusal(url: str, _allow_loopback: bool) -> str | None:
     """Cached per URL and development setting (the answer depends on both)."""
-    host = urlsplit(url).hostname or ""
-    refused = address_refusal(host)
-    return None if refused is None else f"{host} {refused}"
+    try:
+        backend = parse_backend_url(url)
+    except NotAnAddress as error:
+        return str(error)
+    refused = host_refusal(backend.host, backend.ip)
+    return None if refused is None else f"{backend.host} {refused}"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -156,7 +158,7 @@ class Gateway:
         self.notices = asyncio.ensure_future(listen(self._changed, self.listening))
         # No cookie jar: one shared by every caller would hand one caller's cookies to the next.
         self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=10, resolver=GuardedResolver()),
+            connector=guarded_connector(limit=0, ttl_dns_cache=10),
             cookie_jar=aiohttp.DummyCookieJar(),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout,
                                           sock_read=self.config.upstream_timeout),
@@ -247,7 +249,7 @@ class Gateway:
             return NO_MODEL, model_not_found(name)
         if route.refusal is not None:
             return route.id, error_response(
-                502, f"the gateway does not route model {route.id}: {BACKEND_URL_FIELD} {route.refusal}",
+                502, f"the gateway does not route model {route.id}: {route.refusal}",
                 "backend_refused")
         body, refused = await self.governance.admit(request, caller, route, body, data)
         if refused is not None:

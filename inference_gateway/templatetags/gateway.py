@@ -13,19 +13,15 @@ from typing import Any
 from django import template
 from django.conf import settings
 
-from inference_gateway.placement import BACKEND_URL_FIELD, Policy
+from inference_gateway.placement import Policy, route_refusal
 from models_app.models import InferenceModel, ServingModel
 
 register = template.Library()
 
 
 def refusal_of(model: ServingModel) -> str | None:
-    """Why the gateway refuses the model's backend (the catalog asks the same Policy); None: it routes it."""
-    if not isinstance(model, InferenceModel):
-        return None
-    url = (model.spec or {}).get("backendUrl")
-    refused = Policy.load(model.cluster_id).refusal(model.cluster_id, model.namespace, url)
-    return None if refused is None else f"{BACKEND_URL_FIELD} {refused}"
+    """Why the gateway does not route the model (the catalog asks the same rule); None: it routes it."""
+    return route_refusal(Policy.load(model.cluster_id), model, isinstance(model, InferenceModel))
 
 
 @register.inclusion_tag("inference_gateway/_model_gateway.html")

@@ -190,7 +190,7 @@ def test_a_cluster_given_in_the_body_must_be_a_name(editor, cluster) -> None:
 def test_crd_valid_extremes_are_stored_with_their_projections(editor, cluster) -> None:
     """Every projected column holds what the CRD allows its source to be; quantities saturate at int64."""
     big = im(
-        modelName="m" * 300,
+        modelName="o" * 96 + "/" + "m" * 96,  # the longest model name the gateway serves (inference_gateway.names)
         memory="99999999999999999999Ti",
         nodeSelector={"inference-pool": "p" * 70},
         resources={"limits": {"gpu": "99999999999"}},
@@ -198,7 +198,7 @@ def test_crd_valid_extremes_are_stored_with_their_projections(editor, cluster) -
     response = editor.post(ENDPOINTS["InferenceModel"], big, format="json")
     assert response.status_code == 201, response.content
     stored = InferenceModel.objects.get()
-    assert (stored.model_name, stored.node_pool) == ("m" * 300, "p" * 70)
+    assert (stored.model_name, stored.node_pool) == ("o" * 96 + "/" + "m" * 96, "p" * 70)
     assert stored.memory_bytes == 2**63 - 1 and stored.gpu_count == 99999999999
     run = sample("inferencerun-iris-run-january.yaml")
     run["spec"].update(timeoutSeconds=2**63 - 1, configRef={"name": "c" * 300, "namespace": "n" * 70})

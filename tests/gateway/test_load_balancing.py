@@ -1,6 +1,7 @@
 """Least outstanding requests over a Service's ready replicas, with a passive health check, on the
 real control plane: the replicas are real backend processes listed in hand-written EndpointSlices
-of a Service without a selector (``endpointslice.kubernetes.io/managed-by: tests``).
+of a Service without a selector (``endpointslice.kubernetes.io/managed-by: tests``), their address
+on the cluster's backend allow-list, as addresses that are no Pod's must be.
 
 kube-apiserver refuses loopback addresses in EndpointSlices ("may not be in the loopback range
 (127.0.0.0/8, ::1/128)"), so distinct loopback addresses (127.0.0.2, 127.0.0.3) cannot stand for
@@ -18,6 +19,7 @@ import pytest
 
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
+from inference_gateway.models import BackendHost
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
 from tests.gateway.conftest import metrics_text, sample_value
@@ -41,6 +43,8 @@ def mirrored(transactional_db, kube, gateway_settings, make_user):
     cluster = kube.register()
     team = Team.objects.create(name="owners")
     NamespaceGrant.objects.create(team=team, cluster=cluster, namespace=kube.namespace)
+    # The replicas are no Pods: staff allow their address (inference_gateway/endpoints.py's rule).
+    BackendHost.objects.create(cluster=cluster, host=host_address())
     _, key = issue_token(make_user("owner", teams=[team]), "gateway")
     return kube, key
 

@@ -75,7 +75,17 @@ REFUSED = {
     "http://10.20.30.40:8000": "outside the cluster and not on cluster prod's backend allow-list",
     "http://vllm.team-b:8000": "names Service vllm in namespace team-b, which the team of namespace team-a may not use",
     "http://vllm.team-b.svc.cluster.local:8000": "names Service vllm in namespace team-b",
+    "http://kubernetes.default.svc:443": "which is the cluster's API server",
     "http://portal.example.org:8000": "is the portal's own address",
+    # odd spellings, read as the gateway's client connects (inference_gateway/addresses.py)
+    "http://[::127.0.0.1]:8000": "names 127.0.0.1, which is loopback",
+    "http://0x7f.1:8000": "names 127.0.0.1, which is loopback",
+    "http://0177.0.0.1:8000": "names 127.0.0.1, which is loopback",
+    "http://127.0.0.1.:8000": "names 127.0.0.1, which is loopback",
+    "http://[64:ff9b::a9fe:a9fe]/": "names 169.254.169.254, which is a cloud metadata address",
+    "http://127%2e0.0.1:8000": "which is not a host name",
+    "http://PORTAL.example.org.:8000": "names portal.example.org, which is the portal's own address",
+    "http://\uff11\uff12\uff17\uff0e\uff10\uff0e\uff10\uff0e\uff11:8210": "is not a valid uri",  # the CRD schema
 }
 
 
@@ -121,6 +131,8 @@ def test_allowed_backends(team_a_editor, target, no_loopback, settings) -> None:
     NamespaceGrant.objects.create(team=Team.objects.get(name="team-a"), cluster=target, namespace="team-a-tools",
                                   access=NamespaceGrant.Access.VIEW)
     assert create("http://embedder.team-a-tools:8000", "sibling-namespace") == 201
+    SharedNamespace.objects.create(cluster=target, namespace="default")
+    assert create("http://kubernetes.default.svc.cluster.local", "api-server") == 400  # usable namespace or not
     # an allow-list never opens what no backend may be
     BackendHost.objects.create(cluster=target, host="169.254.0.0/16")
     assert create("http://169.254.169.254/", "metadata") == 400
@@ -210,3 +222,33 @@ def test_staff_keep_the_decisions_in_the_admin_audited(client, make_user, target
     assert deleted.status_code == 302
     assert list(AuditEntry.objects.filter(kind="SharedNamespace").order_by("id").values_list("action", "source")) == [
         ("created", "admin"), ("deleted", "admin")]
+
+
+@pytest.mark.parametrize("model_name", ["my model", "llama\u200b", "ll\u0430ma", "../etc", "x" * 300, "org/a/b",
+                                        "a..b", "-x", "team\uff0fidx", "o" * 97 + "/m"])
+def test_model_names_are_what_kubernetes_and_openai_clients_expect(team_a_editor, target, model_name: str) -> None:
+    answer = team_a_editor.post("/api/inferencemodels/", manifest(model_name=model_name), format="json")
+    assert answer.status_code == 400, answer.json()
+    (message,) = answer.json()["spec.modelName"]
+    assert "must be a model name of ASCII letters, digits" in message
+
+
+def test_a_model_name_spelled_as_another_objects_id_is_refused(team_a_editor, target) -> None:
+    InferenceModel.objects.create(cluster=target, namespace="team-b", name="idx", sync_state="Synced",
+                                  spec={"modelName": "idx", "memory": "1Gi", "backendUrl": "http://vllm:8000"})
+    answer = team_a_editor.post("/api/inferencemodels/", manifest(model_name="team-b/idx"), format="json")
+    assert answer.status_code == 400
+    assert "is spelled as gateway id team-b/idx, which InferenceModel prod/team-b/idx serves" in (
+        answer.json()["spec.modelName"][0])
+    hf = team_a_editor.post("/api/inferencemodels/", manifest(model_name="meta-llama/Llama-3-8B"), format="json")
+    assert hf.status_code == 201, hf.json()  # a Hugging Face id naming no served id is fine
+
+
+def test_shared_gateway_ids_are_ids(api_as, target) -> None:
+    staff = api_as(staff=True)
+    for bad in ("team-a", "Team-A/x", "team-a/my model", "team-a/../x", "/x"):
+        answer = staff.post("/api/gateway/shared-gateway-ids/", {"cluster": "prod", "gateway_id": bad}, format="json")
+        assert answer.status_code == 400 and "gateway_id" in answer.json(), (bad, answer.json())
+    good = staff.post("/api/gateway/shared-gateway-ids/", {"cluster": "prod", "gateway_id": "team-a/meta-llama/L-3"},
+                      format="json")
+    assert good.status_code == 201, good.json()

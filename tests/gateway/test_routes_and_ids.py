@@ -154,3 +154,32 @@ def test_random_requests_get_no_5xx_the_backend_did_not_send(cluster, gateway, a
         assert answer.status_code < 500, (answer.status_code, answer.text[:300], request)
 
     check()
+
+
+def test_a_name_spelled_as_another_namespaces_id_never_catches_its_requests(
+        cluster, gateway, make_user, start_backend) -> None:
+    """team-b's model named ``team-a/idx`` (mirrored as it is) is not where team-b's requests for
+    team-a's ``idx`` go: an id is only ever that id, even for a caller who may not see it."""
+    a, b = start_backend("a"), start_backend("b")
+    serve_model(cluster, "idx", a.url, namespace="team-a")
+    serve_model(cluster, "team-a/idx", b.url, namespace="team-b")
+    team_b = Team.objects.create(name="team-b")
+    NamespaceGrant.objects.create(team=team_b, cluster=None, namespace="team-b")
+    _, key = issue_token(make_user("bea", teams=[team_b]), "tests")
+    answer = chat(gateway, key, "team-a/idx")
+    assert (answer.status_code, answer.json()["error"]["code"]) == (404, "model_not_found")
+    assert chat(gateway, key, "team-b/team-a/idx").headers["X-Backend"] == "b"  # its own id still routes
+    assert "/v1/chat/completions" not in a.stats()
+
+
+@pytest.mark.parametrize("model_name", ["my model", "llama\u200b", "ll\u0430ma", "../../etc", "x" * 200,
+                                        "org/sub/name", "-lead", "a..b", "team\uff0fidx"])
+def test_mirrored_models_with_names_no_client_should_send_are_not_routed(
+        cluster, gateway, api_key, start_backend, model_name: str) -> None:
+    backend = start_backend()
+    row = serve_model(cluster, model_name, backend.url)
+    answer = chat(gateway, api_key, row.gateway_id)
+    assert (answer.status_code, answer.json()["error"]["code"]) == (502, "backend_refused"), answer.text
+    assert "spec.modelName must be a model name of ASCII letters" in answer.json()["error"]["message"]
+    assert chat(gateway, api_key, model_name).status_code == 404  # never reached by its bare name
+    assert "/v1/chat/completions" not in backend.stats()

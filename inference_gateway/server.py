@@ -58,6 +58,7 @@ from inference_gateway.callers import Caller, Callers, NotAuthenticated
 from inference_gateway.catalog import AmbiguousModel, Catalog, ConflictingId
 from inference_gateway.conf import GatewaySettings
 from inference_gateway.db_thread import close_reads
+from inference_gateway.deadlines import Deadline, Deadlines
 from inference_gateway.errors import error_response, model_not_found
 from inference_gateway.headers import answer_headers, content_type
 from inference_gateway.last_request import LastRequests
@@ -134,12 +135,15 @@ class Gateway:
         self.last_requests = LastRequests(config.stamp_interval)
         self.governance = Governance.from_django()  # team limits and the usage ledger (governance/)
         self.memory = Budget(config.max_bytes_in_flight)  # bodies and buffered answers, all requests
+        self.deadlines = Deadlines()  # of the calls to backends: one sweep, no timer per call
+        self.sweeper: asyncio.Task | None = None
         self.session: aiohttp.ClientSession | None = None
         self.notices: asyncio.Task | None = None
         self.listening = asyncio.Event()  # set once catalog change notices arrive
 
     async def start(self, _app: web.Application) -> None:
         self.notices = asyncio.ensure_future(listen(self._changed, self.listening))
+        self.sweeper = asyncio.ensure_future(self.deadlines.sweep())
         # No cookie jar: one shared by every caller would hand one caller's cookies to the next.
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=10, resolver=GuardedResolver()),
@@ -159,9 +163,10 @@ class Gateway:
         self.governance.changed(table)
 
     async def stop(self, _app: web.Application) -> None:
-        if self.notices is not None:
-            self.notices.cancel()
-            await asyncio.gather(self.notices, return_exceptions=True)
+        for task in (self.notices, self.sweeper):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.last_requests.drain()
         if self.session is not None:
             await self.session.close()
@@ -335,9 +340,9 @@ class Gateway:
                 reason = f"{replica.url}: {refused_address}"
                 continue
             replica.outstanding += 1
-            deadline = asyncio.get_running_loop().time() + self.config.upstream_timeout
+            deadline = self.deadlines.at(asyncio.get_running_loop().time() + self.config.upstream_timeout)
             try:
-                async with asyncio.timeout_at(deadline):
+                with deadline:
                     upstream = await self._send(request, replica, body)
             except (aiohttp.ClientConnectionError, aiohttp.InvalidURL, TimeoutError) as error:
                 replica.outstanding -= 1
@@ -383,7 +388,8 @@ class Gateway:
         return error_response(504, f"the backend of model {route.id} {what}", "upstream_timeout")
 
     async def _relay(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, started: float, deadline: float
+        self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, started: float,
+        deadline: Deadline,
     ) -> web.StreamResponse:
         """The backend's answer as the gateway's own (headers: ``inference_gateway.headers``): a
         stream passed on chunk by chunk, anything else read whole up to ``max_response_bytes`` (a
@@ -401,7 +407,7 @@ class Gateway:
         if upstream.content_type == "text/event-stream":
             return await self._stream(request, upstream, route, started, headers, deadline)
         try:
-            async with asyncio.timeout_at(deadline):
+            with deadline:
                 data = await self._read_whole(request, upstream, route)
         except TimeoutError as error:
             return self._timed_out(route, error)
@@ -451,9 +457,9 @@ class Gateway:
                 if len(data) <= WRITE_SLICE:
                     await response.write(data)
                 else:
-                    with memoryview(data) as view:
-                        for offset in range(0, len(data), WRITE_SLICE):
-                            await response.write(view[offset:offset + WRITE_SLICE])
+                    view = memoryview(data)  # slices without copies; the transport may keep one
+                    for offset in range(0, len(data), WRITE_SLICE):
+                        await response.write(view[offset:offset + WRITE_SLICE])
                 await response.write_eof()
         except (TimeoutError, ConnectionError) as error:
             logger.info("answer of %s not taken by the client: %s", route.id, type(error).__name__)
@@ -463,7 +469,7 @@ class Gateway:
 
     async def _stream(
         self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, started: float,
-        headers: dict[str, str], deadline: float,
+        headers: dict[str, str], deadline: Deadline,
     ) -> web.StreamResponse:
         """Chunk by chunk with back-pressure: a chunk is read from the backend only once the last
         one was handed to the client, so a slow client slows the backend instead of filling memory.
@@ -475,22 +481,23 @@ class Gateway:
         loop = asyncio.get_running_loop()
         tap = self.governance.tap(request)  # reads usage, drops the usage chunk the client did not ask for
         try:
-            async with asyncio.timeout_at(deadline) as timeout:
-                async for chunk in upstream.content.iter_any():
-                    if FIRST_BYTE not in request:
-                        request[FIRST_BYTE] = time.monotonic() - started
-                    timeout.reschedule(min(loop.time() + self.config.client_timeout, deadline))
-                    await response.write(tap.feed(chunk) if tap is not None else chunk)
-                    timeout.reschedule(deadline)
-                    if tap is None and b'"usage"' in chunk:  # the tap reads it otherwise, from the stream's end
-                        metrics.count_usage(route.id, usage_in(chunk))
+            async with asyncio.timeout(None) as timeout:
+                with deadline:
+                    async for chunk in upstream.content.iter_any():
+                        if FIRST_BYTE not in request:
+                            request[FIRST_BYTE] = time.monotonic() - started
+                        timeout.reschedule(loop.time() + self.config.client_timeout)
+                        await response.write(tap.feed(chunk) if tap is not None else chunk)
+                        timeout.reschedule(None)
+                        if tap is None and b'"usage"' in chunk:  # the tap reads it otherwise, from the stream's end
+                            metrics.count_usage(route.id, usage_in(chunk))
                 if tap is not None:
-                    timeout.reschedule(min(loop.time() + self.config.client_timeout, deadline))
+                    timeout.reschedule(loop.time() + self.config.client_timeout)
                     await response.write(tap.end())
                     metrics.count_usage(route.id, tap.usage)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as error:
-            past = " (past the call's deadline)" if loop.time() >= deadline else ""
+            past = " (past the call's deadline)" if loop.time() >= deadline.when else ""
             logger.info("stream of %s ended early%s: %s: %s", route.id, past, type(error).__name__, error)
             metrics.UPSTREAM_ERRORS.labels(route.id).inc()
             if request.transport is not None:

@@ -52,6 +52,15 @@ def test_an_answer_above_the_cap_is_a_502_and_a_stream_passes_whole(
     assert received == 8 * 1024 * 1024 + len(b"data: [DONE]\n\n")  # streams have no cap: back-pressure bounds them
 
 
+def test_a_large_answer_under_the_cap_passes_whole(cluster, gateway, api_key, start_backend) -> None:
+    """Written to the client in slices (server.WRITE_SLICE), every byte in order."""
+    large = start_backend("large", hostile="huge", size=5 * 1024 * 1024 + 100)
+    serve_model(cluster, "m", large.url)
+    answer = post(gateway, api_key)
+    assert answer.status_code == 200
+    assert answer.content == b" " * (5 * 64 * 1024 * 16 + 64 * 1024) + b"{}"  # whole 64 KiB chunks, then "{}"
+
+
 def test_a_client_leaving_a_never_ending_stream_ends_the_backends_call(
         cluster, gateway, api_key, start_backend) -> None:
     endless = start_backend("endless", hostile="endless")

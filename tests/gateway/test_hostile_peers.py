@@ -267,3 +267,35 @@ def test_the_resolver_refuses_loopback_names() -> None:
         resolve()
     with override_settings(GATEWAY_ALLOW_LOOPBACK=True):
         resolve()  # development: loopback backends are fine
+
+
+def test_a_deadline_turns_only_its_own_cancellation_into_a_timeout() -> None:
+    """inference_gateway/deadlines.py: the sweep's cancel ends the block as TimeoutError; any other
+    cancel (a client leaving cancels its handler) stays a cancellation; nothing stays due."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from inference_gateway.deadlines import Deadlines
+
+    async def scenario() -> None:
+        deadlines = Deadlines()
+        sweeper = asyncio.ensure_future(deadlines.sweep())
+        loop = asyncio.get_running_loop()
+
+        async def bounded(seconds: float) -> None:
+            with deadlines.at(loop.time() + seconds):
+                await asyncio.sleep(3600)
+
+        with pytest.raises(TimeoutError):
+            await bounded(0.05)
+        left = asyncio.ensure_future(bounded(3600))
+        while not deadlines.due:  # until it awaits inside its block
+            await asyncio.sleep(0)
+        left.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await left
+        assert not deadlines.due
+        sweeper.cancel()
+
+    with ThreadPoolExecutor(1) as pool:  # a loop of its own, whatever another test left on this thread
+        pool.submit(lambda: asyncio.run(scenario())).result()

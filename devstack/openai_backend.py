@@ -16,8 +16,13 @@ A body that is not a request it understands is a 400, as vLLM answers.
 ``--hostile MODE`` makes it a backend the gateway must survive (``--size`` bytes where it matters):
 ``huge`` a JSON answer of ``--size`` bytes without Content-Length; ``stream`` an SSE stream of
 ``--size`` bytes, 64 KiB per event; ``endless`` an SSE stream that never ends; ``bad-gzip`` an
-answer labelled ``Content-Encoding: gzip`` that is not gzip; ``headers`` an answer with
-``Set-Cookie``, ``Location``, ``Alt-Svc`` and a header its ``Connection`` names hop-by-hop.
+answer labelled ``Content-Encoding: gzip`` that is not gzip; ``headers`` an answer (status
+``--fail``, else 200) with ``Set-Cookie``, ``Location``, ``Alt-Svc``, CORS, auth challenges, its own
+``x-ratelimit-*``, a Content-Type with a foreign charset and a header its ``Connection`` names
+hop-by-hop; ``html`` a 503 HTML error page (a proxy's in front of the engine); ``stall`` a JSON
+answer's headers and first bytes, then silence; ``trickle`` a JSON answer sent one byte every
+``--chunk-delay`` seconds, ``trickle-stream`` an SSE stream of one small event every
+``--chunk-delay`` seconds, never ending.
 
 Once listening it prints one line, ``listening on http://HOST:PORT``; with ``--port 0`` the kernel
 picks the port, so whoever started it reads the port from that line and no other process can hold
@@ -44,6 +49,23 @@ REDIRECT = web.AppKey("redirect", str)
 HOSTILE = web.AppKey("hostile", str)
 SIZE = web.AppKey("size", int)
 EVENT = b"data: " + b"x" * (64 * 1024 - 8) + b"\n\n"  # one 64 KiB SSE event
+TRICKLED_EVENT = b'data: {"object": "chat.completion.chunk", "choices": []}\n\n'
+HOSTILE_MODES = ("", "huge", "stream", "endless", "bad-gzip", "headers", "html", "stall", "trickle", "trickle-stream")
+HOSTILE_HEADERS = {
+    "Content-Type": "application/json; charset=utf-7",
+    "Set-Cookie": "session=stolen; Path=/",
+    "Location": "http://127.0.0.1:1/internal",
+    "Alt-Svc": 'h3=":443"',
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Credentials": "true",
+    "WWW-Authenticate": 'Basic realm="engine"',
+    "Proxy-Authenticate": 'Basic realm="proxy"',
+    "Strict-Transport-Security": "max-age=31536000",
+    "X-RateLimit-Remaining-Requests": "999999",
+    "Connection": "X-Hop",
+    "X-Hop": "secret",
+    "X-Request-Id": "engine-request-1",
+}
 
 
 def _words(body: dict[str, Any]) -> list[str]:
@@ -85,9 +107,13 @@ async def hostile(request: web.Request, mode: str, size: int) -> web.StreamRespo
         return web.Response(body=b"this is not gzip", headers={"Content-Encoding": "gzip",
                                                                 "Content-Type": "application/json"})
     if mode == "headers":
-        return web.json_response({"object": "chat.completion", "choices": []}, headers={
-            "Set-Cookie": "session=stolen; Path=/", "Location": "http://127.0.0.1:1/internal",
-            "Alt-Svc": 'h3=":443"', "Connection": "X-Hop", "X-Hop": "secret", "X-Backend": request.app[NAME]})
+        return web.Response(body=b'{"object": "chat.completion", "choices": []}', status=request.app[FAIL] or 200,
+                            headers=HOSTILE_HEADERS | {"X-Backend": request.app[NAME]})
+    if mode == "html":
+        return web.Response(status=503, text="<html><body><h1>503 Service Unavailable</h1></body></html>",
+                            content_type="text/html", headers={"Access-Control-Allow-Origin": "*"})
+    if mode in ("stall", "trickle", "trickle-stream"):
+        return await _trickle(request, mode)
     event_stream = mode in ("stream", "endless")
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream" if event_stream else "application/json"})
     await response.prepare(request)
@@ -102,6 +128,29 @@ async def hostile(request: web.Request, mode: str, size: int) -> web.StreamRespo
         stats["cancelled"] = stats.get("cancelled", 0) + 1
         raise
     return response
+
+
+async def _trickle(request: web.Request, mode: str) -> web.StreamResponse:
+    """Headers and a first byte at once, then one byte (``trickle-stream``: one small event) every
+    ``--chunk-delay`` seconds (``stall``: none), until the client goes away (counted as
+    ``cancelled``; aiohttp cancels no handler when its client leaves, so ``stall`` looks at its
+    connection)."""
+    stats = request.app[STATS]
+    response = web.StreamResponse(headers={
+        "Content-Type": "text/event-stream" if mode == "trickle-stream" else "application/json"})
+    await response.prepare(request)
+    try:
+        piece = TRICKLED_EVENT if mode == "trickle-stream" else b" "
+        await response.write(piece if mode == "trickle-stream" else b"{")
+        while True:
+            await asyncio.sleep(request.app[DELAY] or 0.05)
+            if mode != "stall":
+                await response.write(piece)
+            elif request.transport is None or request.transport.is_closing():  # seen without a write
+                raise ConnectionResetError("the client went away")
+    except (asyncio.CancelledError, ConnectionError):
+        stats["cancelled"] = stats.get("cancelled", 0) + 1
+        raise
 
 
 async def _generate(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
@@ -217,7 +266,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--think", type=float, default=0.0, help="seconds before the first token (a model's prefill)")
     parser.add_argument("--fail", type=int, default=0, help="answer every generation with this HTTP status")
     parser.add_argument("--redirect", default="", help="answer every generation with a 307 to this URL + its path")
-    parser.add_argument("--hostile", default="", choices=("", "huge", "stream", "endless", "bad-gzip", "headers"),
+    parser.add_argument("--hostile", default="", choices=HOSTILE_MODES,
                         help="misbehave as a broken or hostile backend would (the gateway's tests)")
     parser.add_argument("--size", type=int, default=0, help="bytes of a huge or stream answer")
 

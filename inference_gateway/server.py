@@ -48,7 +48,6 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 from django.conf import settings
 from django.db import DatabaseError
-from multidict import CIMultiDictProxy
 from yarl import URL
 
 from governance.public import Governance
@@ -59,8 +58,11 @@ from inference_gateway.callers import Caller, Callers, NotAuthenticated
 from inference_gateway.catalog import AmbiguousModel, Catalog, ConflictingId
 from inference_gateway.conf import GatewaySettings
 from inference_gateway.db_thread import close_reads
+from inference_gateway.deadlines import Deadline, Deadlines
 from inference_gateway.errors import error_response, model_not_found
+from inference_gateway.headers import answer_headers, content_type
 from inference_gateway.last_request import LastRequests
+from inference_gateway.memory import Budget, Hold
 from inference_gateway.notices import CATALOG_TABLES, listen
 from inference_gateway.resolver import guarded_connector
 from inference_gateway.routes import Route
@@ -70,18 +72,10 @@ logger = logging.getLogger(__name__)
 
 GATEWAY = web.AppKey("gateway", "Gateway")
 API_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
-# Headers of a backend's answer the client never sees: those describing one connection or the
-# body's framing (the gateway does its own), and those that would make the answer the backend's
-# rather than the gateway's: cookies set for the gateway's host (every team calls it) and where to
-# go next (a redirect or a location naming the backend's own addresses).
-DROPPED_HEADERS = frozenset(
-    name.lower()
-    for name in ("Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Content-Length", "Date",
-                 "Server", "Upgrade", "Proxy-Authenticate", "Proxy-Authorization", "Trailer", "TE",
-                 "Set-Cookie", "Set-Cookie2", "Location", "Content-Location", "Refresh", "Alt-Svc",
-                 "Strict-Transport-Security", "Clear-Site-Data")
-)
 FIRST_BYTE = web.RequestKey("first_byte", float)  # seconds from the request to the answer's first byte
+HOLD = web.RequestKey("hold", Hold)  # the request's bytes in the process's budget (inference_gateway/memory.py)
+WRITE_SLICE = 1024 * 1024  # a buffered answer is written in slices: the socket's buffer never copies it whole
+OVERLOADED_RETRY_AFTER = "1"  # seconds: bytes in flight are given back as requests end
 NO_MODEL = "-"  # the metrics label of requests that named no model the caller may use
 _DECODER = json.JSONDecoder()
 
@@ -98,14 +92,6 @@ def usage_in(data: bytes) -> Any:
     except ValueError:
         return None
     return value
-
-
-def answer_headers(upstream: CIMultiDictProxy[str]) -> dict[str, str]:
-    """The backend's headers the client may see: not ``DROPPED_HEADERS``, nor those its
-    ``Connection`` header names (hop-by-hop by RFC 9110)."""
-    named = {name.strip().lower() for value in upstream.getall("Connection", ()) for name in value.split(",")}
-    return {name: value for name, value in upstream.items()
-            if name.lower() not in DROPPED_HEADERS and name.lower() not in named}
 
 
 def too_large(route: Route, cap: int) -> web.Response:
@@ -150,18 +136,23 @@ class Gateway:
         self.waker = Waker(config.wake_timeout, config.wake_poll)
         self.last_requests = LastRequests(config.stamp_interval)
         self.governance = Governance.from_django()  # team limits and the usage ledger (governance/)
+        self.memory = Budget(config.max_bytes_in_flight)  # bodies and buffered answers, all requests
+        self.deadlines = Deadlines()  # of the calls to backends: one sweep, no timer per call
+        self.sweeper: asyncio.Task | None = None
         self.session: aiohttp.ClientSession | None = None
         self.notices: asyncio.Task | None = None
         self.listening = asyncio.Event()  # set once catalog change notices arrive
 
     async def start(self, _app: web.Application) -> None:
         self.notices = asyncio.ensure_future(listen(self._changed, self.listening))
+        self.sweeper = asyncio.ensure_future(self.deadlines.sweep())
         # No cookie jar: one shared by every caller would hand one caller's cookies to the next.
         self.session = aiohttp.ClientSession(
             connector=guarded_connector(limit=0, ttl_dns_cache=10),
             cookie_jar=aiohttp.DummyCookieJar(),
+            # sock_read: silence between two reads; the total is the request's own deadline (_forward)
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout,
-                                          sock_read=self.config.upstream_timeout),
+                                          sock_read=self.config.upstream_idle_timeout),
             skip_auto_headers=("Accept-Encoding",),
             auto_decompress=False,
         )
@@ -174,9 +165,10 @@ class Gateway:
         self.governance.changed(table)
 
     async def stop(self, _app: web.Application) -> None:
-        if self.notices is not None:
-            self.notices.cancel()
-            await asyncio.gather(self.notices, return_exceptions=True)
+        for task in (self.notices, self.sweeper):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.last_requests.drain()
         if self.session is not None:
             await self.session.close()
@@ -212,6 +204,7 @@ class Gateway:
     async def serve(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
         model, response = NO_MODEL, None
+        hold = request[HOLD] = self.memory.hold()
         try:
             try:
                 model, response = await self._serve(request, started)
@@ -219,6 +212,7 @@ class Gateway:
                 response = self._database_unavailable(error)
             return response
         finally:
+            hold.release()
             status = response.status if response is not None else metrics.CLIENT_LEFT  # cancelled
             metrics.observe(model, status, time.monotonic() - started, request.get(FIRST_BYTE))
             self.governance.finish(request, status, time.monotonic() - started, request.get(FIRST_BYTE))
@@ -262,6 +256,27 @@ class Gateway:
         return route.id, await self._forward(request, route, body, started, caller)
 
     async def _read_body(self, request: web.Request) -> tuple[bytes, web.Response | None]:
+        """The request body, its bytes taken from the process's budget before it is read (its
+        Content-Length, or the most a body may be, until its size is known); a 503 when they do not
+        fit (see :meth:`_overloaded`)."""
+        hold = request[HOLD]
+        length = request.content_length  # None: chunked, the most a body may be is reserved
+        reserved = request.client_max_size if length is None else min(length, request.client_max_size)
+        if not hold.take(reserved):
+            return b"", self._overloaded()
+        body, refused = await self._receive_body(request)
+        if not hold.settle(reserved, len(body)):  # a compressed body, larger decoded
+            return b"", self._overloaded()
+        return body, refused
+
+    def _overloaded(self) -> web.Response:
+        """The process holds all the bytes it may (``GATEWAY_MAX_BYTES_IN_FLIGHT``): a 503 to retry
+        soon, as requests end and give theirs back."""
+        return error_response(503, f"the gateway holds all the request and answer bytes it may at once "
+                              f"({self.config.max_bytes_in_flight}, GATEWAY_MAX_BYTES_IN_FLIGHT); try again",
+                              "gateway_overloaded", headers={"Retry-After": OVERLOADED_RETRY_AFTER})
+
+    async def _receive_body(self, request: web.Request) -> tuple[bytes, web.Response | None]:
         """The request body, decoded as its Content-Encoding says; a 4xx in the OpenAI shape for a
         body too large, undecodable or too slow to arrive."""
         try:
@@ -300,7 +315,8 @@ class Gateway:
         refused) is marked failed and the next one tried (nothing was sent to the client yet). None
         reachable: wake once when the model is managed (it may have scaled to zero since the
         catalog last looked), else 502 with the reason. A replica that accepted the request but
-        sends no answer in time is a 504: the request may be running there, so it is not resent."""
+        sends no answer in time (silent for the idle limit, or not done by the call's deadline) is
+        a 504: the request may be running there, so it is not resent."""
         tried: set[str] = set()
         woken = False
         reason = "no ready replica"
@@ -326,18 +342,16 @@ class Gateway:
                 reason = f"{replica.url}: {refused_address}"
                 continue
             replica.outstanding += 1
+            deadline = self.deadlines.at(asyncio.get_running_loop().time() + self.config.upstream_timeout)
             try:
-                upstream = await self._send(request, replica, body)
-            except aiohttp.SocketTimeoutError:
-                replica.outstanding -= 1
-                self.balancer.failed(replica)
-                metrics.UPSTREAM_ERRORS.labels(route.id).inc()
-                return error_response(504, f"the backend of model {route.id} sent no answer within "
-                                      f"{self.config.upstream_timeout:g} s", "upstream_timeout")
+                with deadline:
+                    upstream = await self._send(request, replica, body)
             except (aiohttp.ClientConnectionError, aiohttp.InvalidURL, TimeoutError) as error:
                 replica.outstanding -= 1
                 self.balancer.failed(replica)
                 metrics.UPSTREAM_ERRORS.labels(route.id).inc()
+                if isinstance(error, TimeoutError) and not isinstance(error, aiohttp.ConnectionTimeoutError):
+                    return self._timed_out(route, error)  # it has the request: never resent
                 reason = f"{replica.url}: {type(error).__name__}: {error}"
                 continue
             except aiohttp.ClientResponseError as error:  # an answer that is not HTTP (bad status line, headers)
@@ -348,7 +362,7 @@ class Gateway:
                                       "upstream_broken")
             self.balancer.answered(replica, upstream.status)
             try:
-                response = await self._relay(request, upstream, route, started)
+                response = await self._relay(request, upstream, route, started, deadline)
             except BaseException:
                 upstream.close()  # cancelled (the client left) or failed: drop the call to the backend
                 raise
@@ -365,43 +379,89 @@ class Gateway:
         return await self.session.post(upstream_url(replica.url, request.path), data=body, headers=headers,
                                        allow_redirects=False)
 
+    def _timed_out(self, route: Route, error: TimeoutError) -> web.Response:
+        """504 for a backend that went silent (aiohttp's ``sock_read``) or was not done by the call's
+        deadline (every other timeout of the call), naming the limit it ran into."""
+        if isinstance(error, aiohttp.SocketTimeoutError):
+            what = f"sent nothing for {self.config.upstream_idle_timeout:g} s (GATEWAY_UPSTREAM_IDLE_SECONDS)"
+        else:
+            what = (f"did not finish its answer within {self.config.upstream_timeout:g} s "
+                    "(GATEWAY_UPSTREAM_TIMEOUT_SECONDS)")
+        return error_response(504, f"the backend of model {route.id} {what}", "upstream_timeout")
+
     async def _relay(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, started: float
+        self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, started: float,
+        deadline: Deadline,
     ) -> web.StreamResponse:
-        """The backend's answer as the gateway's own (see ``DROPPED_HEADERS``): a stream passed on
-        chunk by chunk, anything else read whole up to ``max_response_bytes`` (a 502 beyond)."""
+        """The backend's answer as the gateway's own (headers: ``inference_gateway.headers``): a
+        stream passed on chunk by chunk, anything else read whole up to ``max_response_bytes`` (a
+        502 beyond) and the process's budget (a 503 beyond), both until the call's ``deadline``."""
         if 300 <= upstream.status < 400:
             return error_response(502, f"the backend of model {route.id} answered {upstream.status} (a redirect); "
                                   "the gateway follows none", "upstream_redirect")
-        headers = self.governance.headers(request, answer_headers(upstream.headers))  # + x-ratelimit-*
+        content = content_type(upstream.headers, upstream.content_type)
+        if content is None:
+            return error_response(502, f"the backend of model {route.id} answered {upstream.status} with Content-Type "
+                                  f"{upstream.content_type}, which no OpenAI client reads (JSON, an event stream or "
+                                  "plain text)", "upstream_content_type")
+        headers = self.governance.headers(request, answer_headers(upstream.headers, self.config.passed_headers,
+                                                                  content))  # + x-ratelimit-*
         if upstream.content_type == "text/event-stream":
-            return await self._stream(request, upstream, route, started, headers)
-        cap = self.config.max_response_bytes
-        if upstream.content_length is not None and upstream.content_length > cap:
-            return too_large(route, cap)
-        data = bytearray()
+            return await self._stream(request, upstream, route, started, headers, deadline)
         try:
-            async for chunk in upstream.content.iter_any():
-                data += chunk
-                if len(data) > cap:
-                    return too_large(route, cap)
-        except TimeoutError:
-            return error_response(504, f"the backend of model {route.id} stopped sending its answer for "
-                                  f"{self.config.upstream_timeout:g} s", "upstream_timeout")
+            with deadline:
+                data = await self._read_whole(request, upstream, route)
+        except TimeoutError as error:
+            return self._timed_out(route, error)
         except aiohttp.ClientError as error:
             return error_response(502, f"the backend of model {route.id} sent a broken answer: {error}",
                                   "upstream_broken")
+        if isinstance(data, web.Response):
+            return data
         request[FIRST_BYTE] = time.monotonic() - started
         if upstream.status == 200:
             usage = usage_in(data)  # one search of the body, from its end
             metrics.count_usage(route.id, usage)
             self.governance.usage(request, usage)
-        response = web.StreamResponse(status=upstream.status, headers=headers)
+        return await self._write_whole(request, upstream.status, headers, data, route)
+
+    async def _read_whole(
+        self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route
+    ) -> bytearray | web.Response:
+        """A non-stream answer, every byte taken from the request's hold before it is kept (all of
+        a declared Content-Length at once); a 502 above the cap, a 503 when the budget is full."""
+        cap, hold = self.config.max_response_bytes, request[HOLD]
+        declared = upstream.content_length
+        if declared is not None and declared > cap:
+            return too_large(route, cap)
+        if declared is not None and not hold.take(declared):
+            return self._overloaded()
+        data = bytearray()
+        async for chunk in upstream.content.iter_any():
+            if declared is None and not hold.take(len(chunk)):
+                return self._overloaded()
+            data += chunk
+            if len(data) > cap:
+                return too_large(route, cap)
+        return data
+
+    async def _write_whole(
+        self, request: web.Request, status: int, headers: dict[str, str], data: bytearray, route: Route
+    ) -> web.StreamResponse:
+        """``data`` to the client in slices of ``WRITE_SLICE``, each sent before the next (the
+        socket's buffer never holds a second copy of a large answer); a client that does not read
+        for ``client_timeout`` is dropped."""
+        response = web.StreamResponse(status=status, headers=headers)
         response.content_length = len(data)
         await response.prepare(request)
         try:
             async with asyncio.timeout(self.config.client_timeout):  # a client that does not read is dropped
-                await response.write(data)
+                if len(data) <= WRITE_SLICE:
+                    await response.write(data)
+                else:
+                    view = memoryview(data)  # slices without copies; the transport may keep one
+                    for offset in range(0, len(data), WRITE_SLICE):
+                        await response.write(view[offset:offset + WRITE_SLICE])
                 await response.write_eof()
         except (TimeoutError, ConnectionError) as error:
             logger.info("answer of %s not taken by the client: %s", route.id, type(error).__name__)
@@ -411,37 +471,41 @@ class Gateway:
 
     async def _stream(
         self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, started: float,
-        headers: dict[str, str],
+        headers: dict[str, str], deadline: Deadline,
     ) -> web.StreamResponse:
         """Chunk by chunk with back-pressure: a chunk is read from the backend only once the last
         one was handed to the client, so a slow client slows the backend instead of filling memory.
         A client that takes no chunk for ``client_timeout`` is dropped, and so is the stream of a
-        backend that breaks off (the client sees the connection end, never a made-up last chunk)."""
+        backend that breaks off, goes silent for the idle limit or is not done by the call's
+        ``deadline`` (the client sees the connection end, never a made-up last chunk)."""
         response = web.StreamResponse(status=upstream.status, headers=headers)
         await response.prepare(request)
         loop = asyncio.get_running_loop()
         tap = self.governance.tap(request)  # reads usage, drops the usage chunk the client did not ask for
         try:
-            async with asyncio.timeout(None) as deadline:
-                async for chunk in upstream.content.iter_any():
-                    if FIRST_BYTE not in request:
-                        request[FIRST_BYTE] = time.monotonic() - started
-                    deadline.reschedule(loop.time() + self.config.client_timeout)
-                    await response.write(tap.feed(chunk) if tap is not None else chunk)
-                    deadline.reschedule(None)
-                    if tap is None and b'"usage"' in chunk:  # the tap reads it otherwise, from the stream's end
-                        metrics.count_usage(route.id, usage_in(chunk))
+            async with asyncio.timeout(None) as timeout:
+                with deadline:
+                    async for chunk in upstream.content.iter_any():
+                        if FIRST_BYTE not in request:
+                            request[FIRST_BYTE] = time.monotonic() - started
+                        timeout.reschedule(loop.time() + self.config.client_timeout)
+                        await response.write(tap.feed(chunk) if tap is not None else chunk)
+                        timeout.reschedule(None)
+                        if tap is None and b'"usage"' in chunk:  # the tap reads it otherwise, from the stream's end
+                            metrics.count_usage(route.id, usage_in(chunk))
                 if tap is not None:
-                    deadline.reschedule(loop.time() + self.config.client_timeout)
+                    timeout.reschedule(loop.time() + self.config.client_timeout)
                     await response.write(tap.end())
                     metrics.count_usage(route.id, tap.usage)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as error:
-            logger.info("stream of %s ended early: %s: %s", route.id, type(error).__name__, error)
+            past = " (past the call's deadline)" if loop.time() >= deadline.when else ""
+            logger.info("stream of %s ended early%s: %s: %s", route.id, past, type(error).__name__, error)
             metrics.UPSTREAM_ERRORS.labels(route.id).inc()
             if request.transport is not None:
                 request.transport.abort()
         return response
+
     async def metrics_view(self, request: web.Request) -> web.Response:
         """Prometheus exposition; like the portal's ``/metrics``, only for ``Bearer <METRICS_TOKEN>``."""
         expected = f"Bearer {settings.METRICS_TOKEN}"

@@ -362,7 +362,12 @@ GATEWAY_CALLER_TTL_SECONDS = env_int("GATEWAY_CALLER_TTL_SECONDS", 10)
 GATEWAY_LAST_REQUEST_INTERVAL_SECONDS = env_int("GATEWAY_LAST_REQUEST_INTERVAL_SECONDS", 5)
 GATEWAY_ENDPOINTS_TTL_SECONDS = env_int("GATEWAY_ENDPOINTS_TTL_SECONDS", 5)
 GATEWAY_EJECT_SECONDS = env_int("GATEWAY_EJECT_SECONDS", 10)
+# The most one call to a backend may take, from sending the request to the answer's last byte
+# (streams included: a backend sending a byte now and then cannot extend it), and the most it may
+# send nothing, before its headers or between two bytes (0: the same as the total). A non-stream
+# answer's generation is silence before its headers, so the idle limit bounds it too.
 GATEWAY_UPSTREAM_TIMEOUT_SECONDS = env_int("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", 600)
+GATEWAY_UPSTREAM_IDLE_SECONDS = env_int("GATEWAY_UPSTREAM_IDLE_SECONDS", 0)
 GATEWAY_WAKE_POLL_SECONDS = 0.5
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024)
 # Where a model may answer (inference_gateway/placement.py): loopback backends only in development
@@ -370,11 +375,18 @@ GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024)
 # What a hostile or broken peer may cost: the largest answer that is not a stream (a larger one is a
 # 502 upstream_response_too_large; streams pass through with a fixed buffer), seconds to connect
 # to a backend, and seconds a client may take to send its headers or body, or to read the answer
-# before the gateway gives up on it (GATEWAY_UPSTREAM_TIMEOUT_SECONDS is the backend's: headers and
-# between chunks).
+# before the gateway gives up on it (GATEWAY_UPSTREAM_*_SECONDS are the backend's).
 GATEWAY_MAX_RESPONSE_BYTES = env_int("GATEWAY_MAX_RESPONSE_BYTES", 32 * 1024 * 1024)
 GATEWAY_CONNECT_TIMEOUT_SECONDS = env_int("GATEWAY_CONNECT_TIMEOUT_SECONDS", 10)
 GATEWAY_CLIENT_TIMEOUT_SECONDS = env_int("GATEWAY_CLIENT_TIMEOUT_SECONDS", 30)
+# The bytes one gateway process holds whole at once, request bodies and non-stream answers of all
+# its requests together (inference_gateway/memory.py); beyond it, 503 gateway_overloaded. Per
+# process: a host's total is the workers times this. 7/8 of it must hold the largest body and
+# answer together.
+GATEWAY_MAX_BYTES_IN_FLIGHT = env_int("GATEWAY_MAX_BYTES_IN_FLIGHT", 256 * 1024 * 1024)
+# Backend response headers passed on besides Content-Type, Content-Encoding, Retry-After and
+# X-Request-Id (inference_gateway/headers.py: cookies, CORS, auth challenges are refused).
+GATEWAY_PASSED_HEADERS = env_list("GATEWAY_PASSED_HEADERS", [])
 # Gateway processes per pod or host (`manage.py gateway --workers`); 0: one per core (inference_gateway/workers.py).
 GATEWAY_WORKERS = env_int("GATEWAY_WORKERS", 0)
 # Where clients reach the gateway: the address the model pages' snippets name.

@@ -12,6 +12,9 @@ CELERY_TASK_ALWAYS_EAGER = True
 GATEWAY_ALLOW_LOOPBACK = True
 # One process per `manage.py gateway` a test starts; tests/gateway/test_workers.py asks for more.
 GATEWAY_WORKERS = 1
+# The test backend's own headers (devstack/openai_backend.py): which replica answered, and the trace
+# context it was called in; a backend's headers pass only when named (inference_gateway/headers.py).
+GATEWAY_PASSED_HEADERS = ["X-Backend", "X-Received-Traceparent"]
 
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     # A file, not shared in-memory: sync tests run watchers in threads, and an in-memory

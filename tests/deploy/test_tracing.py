@@ -44,7 +44,8 @@ def traced_process(command: list[str], collector: OtlpCollector) -> subprocess.P
     """``command`` on the test database, exporting its spans to ``collector`` within 0.1 s."""
     env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_BSP_SCHEDULE_DELAY": "100",
            "DATABASE_URL": session_database_url(), "DJANGO_SETTINGS_MODULE": "config.settings.local",
-           "DEBUG": "false", "WEB_CONCURRENCY": "1"}  # fmt: skip  # one web worker: serving, it has started
+           "DEBUG": "false", "WEB_CONCURRENCY": "1",  # one web worker: serving, it has started
+           "GATEWAY_PASSED_HEADERS": "X-Received-Traceparent"}  # fmt: skip  # the backend's echo, to the test
     return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
 
 

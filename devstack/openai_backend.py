@@ -17,7 +17,9 @@ A body that is not a request it understands is a 400, as vLLM answers.
 ``huge`` a JSON answer of ``--size`` bytes without Content-Length; ``stream`` an SSE stream of
 ``--size`` bytes, 64 KiB per event; ``endless`` an SSE stream that never ends; ``bad-gzip`` an
 answer labelled ``Content-Encoding: gzip`` that is not gzip; ``headers`` an answer with
-``Set-Cookie``, ``Location``, ``Alt-Svc`` and a header its ``Connection`` names hop-by-hop.
+``Set-Cookie``, ``Location``, ``Alt-Svc`` and a header its ``Connection`` names hop-by-hop;
+``no-usage`` its usual answers, but a stream never ends with a usage chunk, asked for or not (an
+engine without ``stream_options``).
 
 Once listening it prints one line, ``listening on http://HOST:PORT``; with ``--port 0`` the kernel
 picks the port, so whoever started it reads the port from that line and no other process can hold
@@ -72,7 +74,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             raise ValueError("stream_options must be an object")
     except Exception as error:  # any body it cannot read is the client's error
         return _bad_request(error)
-    if request.app[HOSTILE]:
+    if request.app[HOSTILE] and request.app[HOSTILE] != "no-usage":
         return await hostile(request, request.app[HOSTILE], request.app[SIZE])
     return await _generate(request, body)
 
@@ -156,7 +158,7 @@ async def _generate(request: web.Request, body: dict[str, Any]) -> web.StreamRes
             await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             if index < len(words) - 1 and request.app[DELAY]:
                 await asyncio.sleep(request.app[DELAY])
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (body.get("stream_options") or {}).get("include_usage") and request.app[HOSTILE] != "no-usage":
             last = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": body.get("model"),
                     "choices": [], "usage": _usage(len(words), len(words))}
             await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
@@ -217,7 +219,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--think", type=float, default=0.0, help="seconds before the first token (a model's prefill)")
     parser.add_argument("--fail", type=int, default=0, help="answer every generation with this HTTP status")
     parser.add_argument("--redirect", default="", help="answer every generation with a 307 to this URL + its path")
-    parser.add_argument("--hostile", default="", choices=("", "huge", "stream", "endless", "bad-gzip", "headers"),
+    parser.add_argument("--hostile", default="",
+                        choices=("", "huge", "stream", "endless", "bad-gzip", "headers", "no-usage"),
                         help="misbehave as a broken or hostile backend would (the gateway's tests)")
     parser.add_argument("--size", type=int, default=0, help="bytes of a huge or stream answer")
 

@@ -35,7 +35,7 @@ from django.db import DatabaseError
 
 from governance import metrics
 from governance.bodies import Asked, BodyRefused, asked, capped, prompt_estimate, reservation
-from governance.ledger import LedgerWriter, default_sink
+from governance.ledger import LedgerWriter, default_sink, spool_folder_for
 from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision, Limiter, counters_for
 from governance.models import Limit
 from governance.sse import UsageTap, upstream_body
@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 # thread, the re-read a change notice starts got ahead of the catalog's, and a new model waited
 # for both before its first request was routed.
 TABLE_READS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="governance-db")
+MOST_TOKENS = 2**53  # a count of usage beyond this is a broken backend's
 EMBEDDINGS = "/v1/embeddings"  # the one API path whose answers generate no tokens
 # the tables load_tables reads, whose change notices (governance migration 0003 and, for grants,
 # inference_gateway's 0002) make them read again
@@ -231,8 +232,9 @@ class Governance:
     def from_django(cls) -> Governance:
         if not settings.USAGE_LIMITS:
             return cls(False, None, None, 0)
-        writer = LedgerWriter(default_sink(), settings.USAGE_LEDGER_QUEUE_ROWS, settings.USAGE_LEDGER_BATCH_ROWS,
-                              settings.USAGE_LEDGER_FLUSH_SECONDS)
+        sink = default_sink()
+        writer = LedgerWriter(sink, settings.USAGE_LEDGER_QUEUE_ROWS, settings.USAGE_LEDGER_BATCH_ROWS,
+                              settings.USAGE_LEDGER_FLUSH_SECONDS, spool_folder_for(sink))
         counters = counters_for(settings.GOVERNANCE_REDIS_URL, settings.USAGE_LIMITS_LEASE_SECONDS)
         return cls(True, Limiter(counters), writer,
                    settings.USAGE_LIMITS_TTL_SECONDS, settings.USAGE_RESERVE_COMPLETION_TOKENS,
@@ -380,5 +382,7 @@ def _reported(usage: Any) -> bool:
 
 
 def _tokens(usage: Any, name: str) -> int:
+    """A count of the backend's ``usage``, not believed beyond ``MOST_TOKENS`` (a backend's 10**30
+    would overflow the limits' Redis counters and the spool's JSON)."""
     value = usage.get(name) if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and value > 0 else 0
+    return min(value, MOST_TOKENS) if isinstance(value, int) and value > 0 else 0

@@ -63,11 +63,8 @@ def _json_type(value: Any) -> str:
     return JSON_TYPES.get(type(value), type(value).__name__)
 
 
-def _integer(data: dict[str, Any], name: str, most: int) -> int | None:
-    """``data[name]`` as OpenAI reads an integer field (absent or null: None), else :class:`BodyRefused`."""
-    value = data.get(name)
-    if value is None:
-        return None
+def _integer(value: Any, name: str, most: int) -> int:
+    """A field's (not null) value as OpenAI reads an integer, else :class:`BodyRefused`."""
     if type(value) is not int:  # not bool (a subclass), not 10.0, not "10": OpenAI refuses them, vLLM would not
         raise BodyRefused(name, f"Invalid type for '{name}': expected an integer, but got {_json_type(value)} "
                           "instead.", "invalid_type")
@@ -78,6 +75,17 @@ def _integer(data: dict[str, Any], name: str, most: int) -> int | None:
         raise BodyRefused(name, f"Invalid '{name}': integer above maximum value. Expected a value <= {most}, but "
                           f"got {value} instead.", "integer_above_max_value")
     return value
+
+
+def _largest(data: dict[str, Any], names: tuple[str, ...], most: int) -> int | None:
+    """The largest of the integer fields ``names`` that are set (None: none is)."""
+    found = None
+    for name in names:
+        value = data.get(name)
+        if value is not None:
+            value = _integer(value, name, most)
+            found = value if found is None or value > found else found
+    return found
 
 
 def _boolean(data: dict[str, Any], name: str) -> bool:
@@ -101,9 +109,8 @@ def _prompts(data: dict[str, Any], path: str) -> int:
 
 def asked(data: dict[str, Any], path: str) -> Asked:
     """Read (and validate, :class:`BodyRefused`) the fields that decide what a request may generate."""
-    caps = [cap for cap in (_integer(data, name, MAX_TOKENS) for name in CAPS) if cap is not None]
-    counts = [count for count in (_integer(data, name, MAX_CHOICES) for name in COUNTS) if count is not None]
-    return Asked(max(caps, default=None), max(counts, default=1) * _prompts(data, path), _boolean(data, "stream"))
+    completions = (_largest(data, COUNTS, MAX_CHOICES) or 1) * (_prompts(data, path) if path == COMPLETIONS else 1)
+    return Asked(_largest(data, CAPS, MAX_TOKENS), completions, _boolean(data, "stream"))
 
 
 def reservation(request: Asked, body_bytes: int, completion_default: int, bytes_per_token: float,

@@ -93,8 +93,14 @@ class UsageTap:
     def feed(self, chunk: bytes) -> bytes:
         """What to send now, ``chunk`` included (all of it, at once, without ``strip``)."""
         start = self.EVENT_START
-        self.events += chunk.count(start) + (self._last + chunk[:len(start) - 1]).count(start)
-        self.done = self.done or DONE in chunk or DONE in self._last + chunk[:len(DONE) - 1]
+        self.events += chunk.count(start)
+        if self._last[-1:] == b"\n" and chunk.startswith(b"data:"):  # whole events (engines write them so)
+            self.events += 1  # the event that starts the chunk, its line's start in the last one
+            self.done = self.done or DONE in chunk
+        else:  # cut anywhere: a line start (or [DONE]) may straddle the two chunks
+            joint = self._last + chunk[:len(start) - 1]
+            self.events += joint.count(start)
+            self.done = self.done or DONE in chunk or DONE in joint
         self._last = chunk[1 - len(start):] if len(chunk) >= len(start) - 1 else (self._last + chunk)[1 - len(start):]
         sent = self._feed(chunk)
         return sent if self.strip else chunk

@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 # thread, the re-read a change notice starts got ahead of the catalog's, and a new model waited
 # for both before its first request was routed.
 TABLE_READS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="governance-db")
-MOST_TOKENS = 2**53  # a count of usage beyond this is a broken backend's
+MOST_TOKENS = 2**40  # a usage count beyond this is a broken backend's: held here, Redis counters never overflow
 EMBEDDINGS = "/v1/embeddings"  # the one API path whose answers generate no tokens
 # the tables load_tables reads, whose change notices (governance migration 0003 and, for grants,
 # inference_gateway's 0002) make them read again
@@ -383,6 +383,7 @@ def _reported(usage: Any) -> bool:
 
 def _tokens(usage: Any, name: str) -> int:
     """A count of the backend's ``usage``, not believed beyond ``MOST_TOKENS`` (a backend's 10**30
-    would overflow the limits' Redis counters and the spool's JSON)."""
+    would overflow the limits' Redis counters and the spool's JSON; the ledger fits what is left
+    to its columns)."""
     value = usage.get(name) if isinstance(usage, dict) else None
     return min(value, MOST_TOKENS) if isinstance(value, int) and value > 0 else 0

@@ -68,8 +68,12 @@ class Spool:
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SUFFIX}"
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        # locked under another name, then renamed (the lock stays with the file): no other process
+        # ever sees this spool unlocked and takes it for a dead one's
+        opening = self.path.with_suffix(".opening")
+        self.fd = os.open(opening, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(opening, self.path)
         self.size = 0
 
     @property

@@ -8,7 +8,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-import requests
 
 from accounts.models import Team
 from governance.bodies import MAX_TOKENS, Asked, BodyRefused, asked, capped, reservation
@@ -17,7 +16,7 @@ from governance.models import Limit, RequestRecord
 from governance.sse import UsageTap
 from tests.clusters.conftest import wait_for
 from tests.gateway.conftest import serve_model
-from tests.governance.test_limits import away_from_minute_end
+from tests.governance.test_limits import ask, away_from_minute_end
 
 
 def test_the_reservation_is_the_largest_cap_any_engine_honours_times_the_completions() -> None:
@@ -70,12 +69,6 @@ def test_a_streams_events_are_counted_however_it_is_cut() -> None:
     assert (tap.events, tap.streamed) == (1, 1)  # a stream cut before [DONE]: every event counted
 
 
-def post(gateway, api_key: str, body: dict, path: str = "/v1/chat/completions", **options) -> requests.Response:
-    body = {"messages": [{"role": "user", "content": "one two three"}], **body}
-    return requests.post(f"{gateway.url}{path}", json=body, timeout=60,
-                         headers={"Authorization": f"Bearer {api_key}"}, **options)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_fields_no_engine_reads_as_the_gateway_does_are_refused_before_the_backend(
     cluster, gateway, api_key, start_backend
@@ -84,12 +77,12 @@ def test_fields_no_engine_reads_as_the_gateway_does_are_refused_before_the_backe
     serve_model(cluster, "strict", backend.url)
     for field, value in (("stream", 1), ("stream", "true"), ("max_tokens", 2.0), ("max_tokens", "1000"),
                          ("max_tokens", -1), ("max_tokens", 10**12), ("max_completion_tokens", "5"), ("n", 1.0)):
-        answer = post(gateway, api_key, {"model": "strict", field: value})
+        answer = ask(gateway, api_key, "strict", **{field: value})
         assert answer.status_code == 400, (field, value, answer.text)
         error = answer.json()["error"]
         assert (error["type"], error["param"]) == ("invalid_request_error", field)
         assert f"'{field}'" in error["message"]
-    assert post(gateway, api_key, {"model": "strict", "stream": False, "max_tokens": 2}).status_code == 200
+    assert ask(gateway, api_key, "strict", stream=False, max_tokens=2).status_code == 200
     assert backend.stats() == {"/v1/chat/completions": 1}  # none of the refused reached it
 
 
@@ -103,9 +96,9 @@ def test_both_caps_present_reserve_the_larger_under_a_budget(
     backend = start_backend("replica-a", think=1.0)
     serve_model(cluster, "budgeted", backend.url)
     Limit.objects.create(team=Team.objects.get(name="team-a"), monthly_tokens=1_000)
-    body = {"model": "budgeted", "max_completion_tokens": 10, "max_tokens": 100}
     with ThreadPoolExecutor(20) as pool:
-        answers = list(pool.map(lambda _: post(gateway, api_key, body), range(20)))
+        answers = list(pool.map(lambda _: ask(gateway, api_key, "budgeted", max_completion_tokens=10, max_tokens=100),
+                                range(20)))
     served = [answer.json()["usage"]["completion_tokens"] for answer in answers if answer.status_code == 200]
     assert served and all(tokens == 100 for tokens in served)  # the engine honoured max_tokens
     assert sum(served) <= 1_000 and len(served) <= 1_000 // 101  # each reserved 100 + 1 for its prompt
@@ -125,12 +118,12 @@ def test_under_a_tokens_limit_every_engine_is_sent_the_cap_that_was_reserved(
     Limit.objects.create(team=Team.objects.get(name="team-a"), model="team-a/limited", tokens_per_minute=100_000)
     running = RunningGateway().start()
     try:
-        words = {"messages": [{"role": "user", "content": "a b c d e f g h i j"}]}
-        usage = post(running, api_key, {"model": "limited", **words}).json()["usage"]
+        words = [{"role": "user", "content": "a b c d e f g h i j"}]
+        usage = ask(running, api_key, "limited", messages=words).json()["usage"]
         assert usage["completion_tokens"] == 4  # no cap: USAGE_RESERVE_COMPLETION_TOKENS, sent as max_tokens
-        usage = post(running, api_key, {"model": "limited", "max_completion_tokens": 2, **words}).json()["usage"]
+        usage = ask(running, api_key, "limited", messages=words, max_completion_tokens=2).json()["usage"]
         assert usage["completion_tokens"] == 2  # an engine reading only max_tokens is sent the same cap
-        usage = post(running, api_key, {"model": "free", **words}).json()["usage"]
+        usage = ask(running, api_key, "free", messages=words).json()["usage"]
         assert usage["completion_tokens"] == 10  # no tokens limit: the body goes as it came
     finally:
         running.stop()
@@ -146,8 +139,8 @@ def test_a_stream_without_a_usage_chunk_is_counted_from_its_events(
     Limit.objects.create(team=team, tokens_per_minute=1_000_000)
     away_from_minute_end()
     words = " ".join(f"w{index}" for index in range(300))
-    answer = post(gateway, api_key, {"model": "silent", "stream": True, "max_tokens": 300,
-                                     "messages": [{"role": "user", "content": words}]})
+    answer = ask(gateway, api_key, "silent", stream=True, max_tokens=300,
+                 messages=[{"role": "user", "content": words}])
     assert answer.status_code == 200 and answer.text.count("data: ") == 301  # 300 tokens and [DONE]
     row = wait_for(lambda: RequestRecord.objects.filter(model="team-a/silent").first(), message="the stream's row")
     assert (row.stream, row.completion_tokens) == (True, 300)  # its events, less [DONE]

@@ -327,6 +327,7 @@ class LedgerWriter:
                     await asyncio.get_running_loop().run_in_executor(self._thread, self._recover)
             except (psycopg.Error, DatabaseError, OSError) as error:
                 logger.warning("usage ledger: spools of gone processes not written yet: %s", error)
+            metrics.LEDGER_QUEUED.set(len(self.queue))  # true while batches fail too, not only after one is written
             if not self._stopping:
                 with suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), backoff)

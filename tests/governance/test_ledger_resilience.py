@@ -48,7 +48,7 @@ def test_values_the_columns_cannot_hold_are_fitted() -> None:
     assert clamp(good) is good  # nothing to fit: the same tuple, nothing counted
 
 
-def test_a_row_the_database_refuses_is_set_aside_and_the_rest_of_its_batch_written() -> None:
+def test_a_row_the_database_refuses_is_set_aside_and_the_rest_of_its_batch_written(admin_client) -> None:
     sink = PostgresSink(conninfo_of(connection.settings_dict))
     rows = [row(f"team-{index}") for index in range(40)]
     rows[13] = row("poison", status="not a status")  # refused even alone: not a number
@@ -63,6 +63,8 @@ def test_a_row_the_database_refuses_is_set_aside_and_the_rest_of_its_batch_writt
     aside = SetAsideRecord.objects.get()
     assert orjson.loads(aside.values)[1] == "poison" and "smallint" in aside.error
     assert LedgerSpool.objects.get(name="a.spool").written_bytes == 400  # the mark moved past every row
+    page = admin_client.get("/admin/governance/setasiderecord/")  # staff see it, and why
+    assert page.status_code == 200 and "poison" in page.content.decode() and "smallint" in page.content.decode()
 
 
 def test_a_poison_row_through_the_gateway_stops_no_other_teams_rows(

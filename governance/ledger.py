@@ -114,8 +114,7 @@ class PostgresSink:
         """Write ``rows`` (their spool ``marks`` recorded with them); a row refused even alone is set
         aside. Raises on a failure of the connection, with :attr:`done` rows of the front done."""
         self.done = 0
-        if self.connection is None or self.connection.closed:
-            self.connection = psycopg.connect(self.conninfo, autocommit=False, connect_timeout=3)
+        self._connect()
         fitted = [clamp(row) for row in rows]
         clamped = sum(1 for row, fit in zip(rows, fitted, strict=True) if row is not fit)
         if clamped:
@@ -184,8 +183,7 @@ class PostgresSink:
 
     def written_bytes(self, spool: str) -> int:
         """How much of a spool file is in the ledger (0: none of it)."""
-        if self.connection is None or self.connection.closed:
-            self.connection = psycopg.connect(self.conninfo, autocommit=False, connect_timeout=3)
+        self._connect()
         with self.connection.cursor() as cursor:
             cursor.execute(f"SELECT written_bytes FROM {LedgerSpool._meta.db_table} WHERE name = %s", [spool])
             found = cursor.fetchone()
@@ -194,9 +192,14 @@ class PostgresSink:
 
     def forget(self, spool: str) -> None:
         """Drop a removed spool file's mark (a mark without its file is harmless, so this comes after)."""
+        self._connect()
         with self.connection.cursor() as cursor:
             cursor.execute(f"DELETE FROM {LedgerSpool._meta.db_table} WHERE name = %s", [spool])
         self.connection.commit()
+
+    def _connect(self) -> None:
+        if self.connection is None or self.connection.closed:
+            self.connection = psycopg.connect(self.conninfo, autocommit=False, connect_timeout=3)
 
     def close(self) -> None:
         if self.connection is not None:
@@ -313,9 +316,8 @@ class LedgerWriter:
         """Close the spool (removed, with its mark, when all its rows are written) and the sink."""
         if self.spool is not None:
             self.spool.close(remove=all_written)
-            if all_written:
-                with suppress(psycopg.Error, OSError):
-                    self.sink.forget(self.spool.name)
+            if all_written and self.spool.size:  # an empty spool never had a mark
+                self._forget(self.spool.name)
         self.sink.close()
 
     async def _run(self) -> None:

@@ -22,7 +22,8 @@ answer labelled ``Content-Encoding: gzip`` that is not gzip; ``headers`` an answ
 hop-by-hop; ``html`` a 503 HTML error page (a proxy's in front of the engine); ``stall`` a JSON
 answer's headers and first bytes, then silence; ``trickle`` a JSON answer sent one byte every
 ``--chunk-delay`` seconds, ``trickle-stream`` an SSE stream of one small event every
-``--chunk-delay`` seconds, never ending.
+``--chunk-delay`` seconds, never ending; ``no-usage`` its usual answers, but a stream never ends
+with a usage chunk, asked for or not (an engine without ``stream_options``).
 
 Once listening it prints one line, ``listening on http://HOST:PORT``; with ``--port 0`` the kernel
 picks the port, so whoever started it reads the port from that line and no other process can hold
@@ -50,7 +51,8 @@ HOSTILE = web.AppKey("hostile", str)
 SIZE = web.AppKey("size", int)
 EVENT = b"data: " + b"x" * (64 * 1024 - 8) + b"\n\n"  # one 64 KiB SSE event
 TRICKLED_EVENT = b'data: {"object": "chat.completion.chunk", "choices": []}\n\n'
-HOSTILE_MODES = ("", "huge", "stream", "endless", "bad-gzip", "headers", "html", "stall", "trickle", "trickle-stream")
+HOSTILE_MODES = ("", "huge", "stream", "endless", "bad-gzip", "headers", "html", "stall", "trickle", "trickle-stream",
+                 "no-usage")
 HOSTILE_HEADERS = {
     "Content-Type": "application/json; charset=utf-7",
     "Set-Cookie": "session=stolen; Path=/",
@@ -94,7 +96,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             raise ValueError("stream_options must be an object")
     except Exception as error:  # any body it cannot read is the client's error
         return _bad_request(error)
-    if request.app[HOSTILE]:
+    if request.app[HOSTILE] and request.app[HOSTILE] != "no-usage":
         return await hostile(request, request.app[HOSTILE], request.app[SIZE])
     return await _generate(request, body)
 
@@ -205,7 +207,7 @@ async def _generate(request: web.Request, body: dict[str, Any]) -> web.StreamRes
             await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             if index < len(words) - 1 and request.app[DELAY]:
                 await asyncio.sleep(request.app[DELAY])
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (body.get("stream_options") or {}).get("include_usage") and request.app[HOSTILE] != "no-usage":
             last = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": body.get("model"),
                     "choices": [], "usage": _usage(len(words), len(words))}
             await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from governance.models import GpuPrice, GpuSample, Limit, RequestRecord, TokenPrice
+from governance.models import GpuPrice, GpuSample, LedgerSpool, Limit, RequestRecord, SetAsideRecord, TokenPrice
 
 
 @admin.register(Limit)
@@ -53,3 +53,20 @@ class GpuSampleAdmin(ReadOnlyAdmin):
     list_filter = ["idle"]
     search_fields = ["team", "model", "node_pool"]
     date_hierarchy = "sampled_at"
+
+
+@admin.register(SetAsideRecord)
+class SetAsideRecordAdmin(ReadOnlyAdmin):
+    """Request records the database refused even alone (governance.ledger): what they held and why."""
+
+    list_display = ["set_aside_at", "error", "values"]
+    search_fields = ["values", "error"]
+    date_hierarchy = "set_aside_at"
+
+
+@admin.register(LedgerSpool)
+class LedgerSpoolAdmin(ReadOnlyAdmin):
+    """How far each gateway process's spool is written (a row left behind: a process that died and
+    whose spool no gateway has replayed yet, or was replayed before its mark was dropped)."""
+
+    list_display = ["name", "written_bytes", "updated_at"]

@@ -34,10 +34,11 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from governance import metrics
-from governance.ledger import LedgerWriter, default_sink
-from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision, Limiter, counters_for, reservation
+from governance.bodies import Asked, BodyRefused, asked, capped, prompt_estimate, reservation
+from governance.ledger import LedgerWriter, default_sink, spool_folder_for
+from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision, Limiter, counters_for
 from governance.models import Limit
-from governance.sse import UsageTap, with_usage_requested
+from governance.sse import UsageTap, upstream_body
 from governance.teams import Directory, load_directory
 from inference_gateway.public import CLIENT_LEFT, close_reads, read
 
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 # thread, the re-read a change notice starts got ahead of the catalog's, and a new model waited
 # for both before its first request was routed.
 TABLE_READS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="governance-db")
+MOST_TOKENS = 2**40  # a usage count beyond this is a broken backend's: held here, Redis counters never overflow
 EMBEDDINGS = "/v1/embeddings"  # the one API path whose answers generate no tokens
 # the tables load_tables reads, whose change notices (governance migration 0003 and, for grants,
 # inference_gateway's 0002) make them read again
@@ -67,6 +69,7 @@ class Admission:
     stream: bool = False
     tap: UsageTap | None = None
     tokens: dict[str, Any] | None = field(default=None)
+    prompt_estimate: int = 0  # the prompt's tokens as reserved: recorded when a stream brings no usage
 
 
 ADMISSION = web.RequestKey("usage_admission", Admission)
@@ -188,9 +191,8 @@ def refusal(decision: Decision, team: str) -> web.Response:
     who = f"team {team}" if team else "your requests"
     if check.kind != REQUESTS and decision.reserved > check.limit:
         per = "monthly budget" if check.kind == BUDGET else "tokens per minute limit"
-        message = (f"This request reserves {decision.reserved} tokens (its max_tokens, or "
-                   f"{settings.USAGE_RESERVE_COMPLETION_TOKENS} without one, plus its prompt, estimated), more than "
-                   f"the {per} of {who} ({check.limit}): it can never be admitted. Lower max_tokens.")
+        message = (f"This request reserves {_reserves(decision)}, more than the {per} of {who} "
+                   f"({check.limit}): it can never be admitted. Lower max_tokens.")
         error = {"message": message, "type": "invalid_request_error", "param": "max_tokens",
                  "code": "reservation_exceeds_limit"}
         headers = {name: value for name, value in decision.headers.items() if name != "Retry-After"}
@@ -206,9 +208,8 @@ def refusal(decision: Decision, team: str) -> web.Response:
         per = "requests per minute" if check.kind == REQUESTS else "tokens per minute"
         message = f"Rate limit reached for {who} on {per}: limit {check.limit}. Please try again in {wait}s."
         if check.kind == TOKENS:
-            message += (f" This request reserves {decision.reserved} tokens (its max_tokens, or "
-                        f"{settings.USAGE_RESERVE_COMPLETION_TOKENS} without one, plus its prompt, estimated), "
-                        f"{_used(decision)} of the limit are used or reserved.")
+            message += (f" This request reserves {_reserves(decision)}, {_used(decision)} of the limit are used "
+                        "or reserved.")
         error = {"message": message, "type": "requests" if check.kind == REQUESTS else "tokens", "param": None,
                  "code": "rate_limit_exceeded"}
     return web.json_response({"error": error}, status=429, headers=decision.headers)
@@ -231,8 +232,9 @@ class Governance:
     def from_django(cls) -> Governance:
         if not settings.USAGE_LIMITS:
             return cls(False, None, None, 0)
-        writer = LedgerWriter(default_sink(), settings.USAGE_LEDGER_QUEUE_ROWS, settings.USAGE_LEDGER_BATCH_ROWS,
-                              settings.USAGE_LEDGER_FLUSH_SECONDS)
+        sink = default_sink()
+        writer = LedgerWriter(sink, settings.USAGE_LEDGER_QUEUE_ROWS, settings.USAGE_LEDGER_BATCH_ROWS,
+                              settings.USAGE_LEDGER_FLUSH_SECONDS, spool_folder_for(sink))
         counters = counters_for(settings.GOVERNANCE_REDIS_URL, settings.USAGE_LIMITS_LEASE_SECONDS)
         return cls(True, Limiter(counters), writer,
                    settings.USAGE_LIMITS_TTL_SECONDS, settings.USAGE_RESERVE_COMPLETION_TOKENS,
@@ -277,10 +279,14 @@ class Governance:
         """The body to send upstream, or a 429 to answer instead (``data``: the body, parsed)."""
         if not self.enabled:
             return body, None
+        generates = request.path != EMBEDDINGS
+        try:
+            wanted = asked(data, request.path) if generates else Asked(None, 0, False)
+        except BodyRefused as error:  # before any counter: a field an engine would read otherwise than the gateway
+            return body, error.response()
         tables = await self.tables.get()
         team, team_id = tables.directory.caller(caller.user_id).team_for(route.cluster_id, route.namespace)
-        reserve = reservation(data, len(body), self.completion_reserve, self.bytes_per_token,
-                              generates=request.path != EMBEDDINGS)
+        reserve = reservation(wanted, len(body), self.completion_reserve, self.bytes_per_token, generates)
         try:
             decision = await self.limiter.admit(tables.applicable(team_id, route.id), caller.token_key, team, reserve)
         except OSError as error:  # RedisUnavailable
@@ -288,13 +294,17 @@ class Governance:
             logger.warning("limits unchecked, Redis unreachable: %s", error)
             decision = Decision([], [], now=time.time())
         admission = Admission(datetime.now(UTC), team, caller.username, caller.token_name, route.id,
-                              route.cluster_id, route.namespace, decision)
+                              route.cluster_id, route.namespace, decision, stream=wanted.stream,
+                              prompt_estimate=prompt_estimate(len(body), self.bytes_per_token))
         request[ADMISSION] = admission
         if decision.refused is not None:
             metrics.series(metrics.LIMITED, team, decision.refused.kind).inc()
             return body, refusal(decision, team)
-        body, admission.stream, strip = with_usage_requested(body, data)
-        if admission.stream:
+        # held to a tokens counter: every engine is told the cap that was reserved (governance.bodies)
+        held = generates and any(check.kind != REQUESTS for check in decision.checks)
+        body, strip = upstream_body(body, data, wanted.stream, capped(data, wanted, self.completion_reserve)
+                                    if held else {})
+        if wanted.stream:
             admission.tap = UsageTap(strip)
         return body, None
 
@@ -328,6 +338,9 @@ class Governance:
             return
         usage = admission.tap.usage if admission.tap is not None else admission.tokens
         prompt, completion = _tokens(usage, "prompt_tokens"), _tokens(usage, "completion_tokens")
+        counted = not _reported(usage) and admission.tap is not None and admission.tap.streamed > 0
+        if counted:  # a stream that ended without its usage chunk: its events, and the prompt as reserved
+            prompt, completion = admission.prompt_estimate, admission.tap.streamed
         team, model = admission.team, admission.model
         metrics.series(metrics.TEAM_REQUESTS, team, model, str(status)).inc()
         if prompt:
@@ -342,10 +355,19 @@ class Governance:
             return
         if _reported(usage):  # settle: what the backend reported, less what was reserved
             self.limiter.charge(decision.checks, prompt + completion - decision.reserved)
+        elif counted:  # the reservation stands (what was generated is counted, not reported), and any excess
+            self.limiter.charge(decision.checks, max(0, prompt + completion - decision.reserved))
         elif first_byte is None or 400 <= status != CLIENT_LEFT:
             self.limiter.charge(decision.checks, -decision.reserved)  # nothing generated: all given back
         # else the backend answered (or was cut off by the client) without its usage: what it took
         # is unknown, so the reservation stands, the most a request may take (docs/usage.md)
+
+
+def _reserves(decision: Decision) -> str:
+    """What a request reserves, and why that much (governance.bodies.reservation)."""
+    return (f"{decision.reserved} tokens (the larger of its max_tokens and max_completion_tokens, or "
+            f"{settings.USAGE_RESERVE_COMPLETION_TOKENS} without either, times the completions it asks for, "
+            "plus its prompt, estimated)")
 
 
 def _used(decision: Decision) -> int:
@@ -360,5 +382,8 @@ def _reported(usage: Any) -> bool:
 
 
 def _tokens(usage: Any, name: str) -> int:
+    """A count of the backend's ``usage``, not believed beyond ``MOST_TOKENS`` (a backend's 10**30
+    would overflow the limits' Redis counters and the spool's JSON; the ledger fits what is left
+    to its columns)."""
     value = usage.get(name) if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and value > 0 else 0
+    return min(value, MOST_TOKENS) if isinstance(value, int) and value > 0 else 0

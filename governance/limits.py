@@ -5,8 +5,8 @@ counter keyed by the scope and its window: the clock minute (requests, tokens) o
 month (tokens). A request is admitted by one atomic Redis script (:data:`ADMIT`) that reads every
 counter that applies to it and, when each has room for what the request adds to it, adds that:
 one request to each requests-per-minute counter, and to each tokens counter the tokens the request
-may take, **reserved** at admission (:func:`reservation`: ``max_tokens``, or
-``USAGE_RESERVE_COMPLETION_TOKENS`` when the request sets none, plus its prompt estimated at
+may take, **reserved** at admission (:func:`governance.bodies.reservation`: its
+completion cap, or ``USAGE_RESERVE_COMPLETION_TOKENS`` when the request sets none, plus its prompt estimated at
 ``USAGE_RESERVE_BYTES_PER_TOKEN`` bytes a token of its body). Once the answer is in, the
 difference between the backend's ``usage`` and the reservation is settled (:meth:`Limiter.charge`,
 gathered and sent in one pipeline every ``CHARGE_SECONDS``; a request that failed gives its
@@ -94,18 +94,6 @@ for i, key in ipairs(KEYS) do
 end
 return 0
 """
-
-
-def reservation(data: dict[str, Any], body_bytes: int, completion_default: int, bytes_per_token: float,
-                generates: bool = True) -> int:
-    """The tokens a request may take: its completion cap (``max_completion_tokens`` or
-    ``max_tokens``, else ``completion_default``; none for embeddings, ``generates=False``) plus its
-    prompt, estimated from the body's size."""
-    completion = 0
-    if generates:
-        cap = data.get("max_completion_tokens", data.get("max_tokens"))
-        completion = cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else completion_default
-    return completion + max(1, int(body_bytes / bytes_per_token + 0.999))
 
 
 @dataclass(frozen=True)

@@ -39,13 +39,30 @@ LEDGER_WRITTEN = Counter(
 LEDGER_LOST = Counter(
     "inference_portal_usage_ledger_lost_rows",
     "Request records the usage ledger could not keep (its queue was full while the database was unreachable, "
-    "or the gateway stopped before writing them).",
+    "a line of a dead process's spool could not be read back, or the gateway stopped before writing them "
+    "without a spool).",
     registry=GATEWAY_REGISTRY,
 )
 LEDGER_QUEUED = Gauge(
     "inference_portal_usage_ledger_queued_rows", "Request records waiting to be written to the usage ledger.",
     registry=GATEWAY_REGISTRY,
     multiprocess_mode="livesum",  # summed over the gateway's live workers; a stopped one's queue is gone with it
+)
+LEDGER_CLAMPED = Counter(
+    "inference_portal_usage_ledger_clamped_rows",
+    "Request records with a value the ledger's columns cannot hold (a name too long, a count out of range), "
+    "written with it cut to fit.",
+    registry=GATEWAY_REGISTRY,
+)
+LEDGER_SET_ASIDE = Counter(
+    "inference_portal_usage_ledger_set_aside_rows",
+    "Request records the database refused even alone: kept as set-aside records (admin) instead of the ledger.",
+    registry=GATEWAY_REGISTRY,
+)
+LEDGER_RECOVERED = Counter(
+    "inference_portal_usage_ledger_recovered_rows",
+    "Request records of a gateway process that died before writing them, written from its spool by another.",
+    registry=GATEWAY_REGISTRY,
 )
 LEDGER_FAILURES = Counter(
     "inference_portal_usage_ledger_write_failures", "Batches the ledger writer could not write (retried later).",

@@ -125,6 +125,36 @@ LEDGER_COLUMNS = ("started_at", "team", "username", "token_name", "model", "clus
                   "latency_ms", "first_byte_ms", "prompt_tokens", "completion_tokens", "stream")
 
 
+class SetAsideRecord(models.Model):
+    """A request record the ledger could not write even alone (and clamped to the table's columns):
+    kept here, as the values it had, with the database's reason, instead of being retried forever
+    and holding up every other team's rows (:mod:`governance.ledger`). Staff see them in the admin;
+    ``inference_portal_usage_ledger_set_aside_rows_total`` counts them."""
+
+    set_aside_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    values = models.TextField(help_text="The record's values, in the ledger's column order (JSON).")
+    error = models.TextField(help_text="Why the database refused it.")
+
+    class Meta:
+        ordering = ["-set_aside_at"]
+
+    def __str__(self) -> str:
+        return f"{self.set_aside_at:%Y-%m-%d %H:%M:%S} {self.error[:80]}"
+
+
+class LedgerSpool(models.Model):
+    """How far a gateway's spool file (:mod:`governance.spool`) is written to the ledger: updated in
+    the transaction that writes its rows, so a spool replayed after its gateway was killed resumes
+    exactly after the last row written, neither losing nor repeating one."""
+
+    name = models.CharField(max_length=255, primary_key=True, help_text="The spool file's name.")
+    written_bytes = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.written_bytes} bytes written"
+
+
 class GpuSample(models.Model):
     """What one model (or nobody: ``team == UNUSED``) held in one node pool over one sampling period.
 

@@ -18,19 +18,23 @@ import orjson
 
 EVENT_END = re.compile(rb"\r?\n\r?\n")
 USAGE = b'"usage"'
+DONE = b"[DONE]"
 
 
-def with_usage_requested(body: bytes, data: dict[str, Any]) -> tuple[bytes, bool, bool]:
-    """``(body to send, streamed, strip)`` for a request ``body`` (``data``, as the gateway parsed
-    it): a streamed request made to ask for usage, and whether the client did not ask for it itself
-    (so its usage chunk must be taken out). Only such a body is encoded again."""
-    if data.get("stream") is not True:
-        return body, False, False
-    options = data.get("stream_options")
-    if isinstance(options, dict) and options.get("include_usage") is True:
-        return body, True, False
-    data = {**data, "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True}}
-    return orjson.dumps(data), True, True
+def upstream_body(body: bytes, data: dict[str, Any], stream: bool, fields: dict[str, Any]) -> tuple[bytes, bool]:
+    """``(body to send, strip)`` for a request ``body`` (``data``, as the gateway parsed it):
+    ``fields`` set (:func:`governance.bodies.capped`) and a stream made to ask for usage, with
+    whether the client did not ask for it itself (so its usage chunk must be taken out). Only a
+    body that changes is encoded again."""
+    changes, strip = dict(fields), False
+    if stream:
+        options = data.get("stream_options")
+        if not (isinstance(options, dict) and options.get("include_usage") is True):
+            changes["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+            strip = True
+    if not changes:
+        return body, strip
+    return orjson.dumps({**data, **changes}), strip
 
 
 def usage_of_event(event: bytes) -> tuple[dict[str, Any] | None, bool]:
@@ -66,20 +70,47 @@ class UsageTap:
     memory, not its size. What this leaves: a usage event followed in the same chunk by more than
     ``HELD`` bytes of other events is passed on unread, which no engine sends (usage comes last).
     Without ``strip`` every chunk is passed on at once, as it came.
+
+    **Tokens without usage.** It also counts the stream's events (:attr:`streamed`), so that a
+    stream that ends without its usage chunk (the client left, or an engine that does not send one)
+    is still charged and recorded for what it sent: a ``data:`` line starts each event and cannot
+    occur inside one (JSON escapes a newline), so the count is one ``bytes.count`` per chunk, plus
+    the few bytes where a line start straddles two chunks.
     """
 
     HELD = 16 * 1024
     KEPT = 3
+    EVENT_START = b"\ndata:"
 
     def __init__(self, strip: bool) -> None:
         self.strip = strip
         self.usage: dict[str, Any] | None = None
         self._tail = b""
+        self.events = 0
+        self.done = False  # the stream's ``[DONE]`` event came
+        self._last = b"\n"  # the bytes before the next chunk: the stream's start is a line start
 
     def feed(self, chunk: bytes) -> bytes:
         """What to send now, ``chunk`` included (all of it, at once, without ``strip``)."""
+        start = self.EVENT_START
+        self.events += chunk.count(start)
+        if self._last[-1:] == b"\n" and chunk.startswith(b"data:"):  # whole events (engines write them so)
+            self.events += 1  # the event that starts the chunk, its line's start in the last one
+            self.done = self.done or DONE in chunk
+        else:  # cut anywhere: a line start (or [DONE]) may straddle the two chunks
+            joint = self._last + chunk[:len(start) - 1]
+            self.events += joint.count(start)
+            self.done = self.done or DONE in chunk or DONE in joint
+        self._last = chunk[1 - len(start):] if len(chunk) >= len(start) - 1 else (self._last + chunk)[1 - len(start):]
         sent = self._feed(chunk)
         return sent if self.strip else chunk
+
+    @property
+    def streamed(self) -> int:
+        """The completion tokens the stream carried, counted as engines stream them by default, one
+        token an event: its events less ``[DONE]`` and the usage-only one (the role-only first chunk
+        vLLM sends counts as one). Read when no usage came."""
+        return max(0, self.events - self.done - (self.usage is not None))
 
     def _feed(self, chunk: bytes) -> bytes:
         data = self._tail + chunk if self._tail else chunk

@@ -24,7 +24,6 @@ from governance.limits import (
     Limiter,
     LocalCounters,
     RedisCounters,
-    reservation,
 )
 from governance.models import Limit
 from tests.clusters.conftest import wait_for
@@ -156,14 +155,6 @@ def test_tokens_are_reserved_at_admission_and_the_difference_settled_with_the_us
     assert full.headers["x-ratelimit-remaining-tokens"] == "10" and full.headers["Retry-After"] == "60"
     assert again.refused is None and again.values == [60]  # 30 used, 30 reserved
     assert too_large.refused.kind == TOKENS  # more than the limit itself: never admitted
-
-
-def test_a_reservation_is_max_tokens_plus_the_prompt_estimated_from_the_body() -> None:
-    assert reservation({"max_tokens": 50}, 400, 1024, 4) == 150
-    assert reservation({"max_completion_tokens": 20, "max_tokens": 50}, 400, 1024, 4) == 120
-    assert reservation({}, 401, 1024, 4) == 1024 + 101  # no cap: the default; a byte more rounds up
-    assert reservation({"max_tokens": True}, 8, 1024, 1) == 1024 + 8  # not a number of tokens
-    assert reservation({"max_tokens": 50}, 400, 1024, 4, generates=False) == 100  # embeddings
 
 
 def chat(client: openai.OpenAI, model: str, text: str = "a b c", **options):

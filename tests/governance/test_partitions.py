@@ -42,7 +42,7 @@ def test_the_writer_creates_the_partition_a_row_finds_missing() -> None:
     sink = PostgresSink(conninfo_of(connection.settings_dict))
     at = datetime(2035, 7, 4, 12, tzinfo=UTC)
     try:
-        sink.write([(at, "t", "u", "k", "m", None, "", 200, 1.0, None, 1, 2, False)])
+        sink.write([(at, "t", "u", "k", "m", None, "", 200, 1.0, None, 1, 2, False)], [None])
     finally:
         sink.close()
     assert "y2035m07" in partitions()

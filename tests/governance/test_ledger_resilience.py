@@ -18,6 +18,7 @@ import requests
 from django.conf import settings
 from django.db import connection
 
+from accounts.models import NamespaceGrant, Team
 from governance.ledger import PostgresSink, clamp, conninfo_of
 from governance.models import LedgerSpool, RequestRecord, SetAsideRecord
 from governance.spool import Spool, spool_dir
@@ -70,23 +71,27 @@ def test_a_row_the_database_refuses_is_set_aside_and_the_rest_of_its_batch_writt
 def test_a_poison_row_through_the_gateway_stops_no_other_teams_rows(
     cluster, gateway, api_key, start_backend
 ) -> None:
-    """The issue's case: a model whose name is longer than the column, among other requests:
-    every request lands (the long name cut to fit), none waits behind it, nothing is lost."""
+    """The issue's case: a model whose gateway id is longer than the column, among other requests:
+    every request lands (the long id cut to fit), none waits behind it, nothing is lost."""
     backend = start_backend("replica-a")
-    long_name = "x" * 300  # a model name the API accepts (its spec), longer than the ledger's column
-    InferenceModel.objects.create(cluster=cluster, namespace="team-a", name="long-name", sync_state="Synced",
+    # The longest id the name rule lets through: a 63-character namespace, an org and a name of 96
+    # characters each (257 characters against the ledger's 253).
+    namespace, long_name = "n" * 63, "o" * 96 + "/" + "m" * 96
+    NamespaceGrant.objects.create(team=Team.objects.get(name="team-a"), cluster=None, namespace=namespace,
+                                  access=NamespaceGrant.Access.VIEW)
+    InferenceModel.objects.create(cluster=cluster, namespace=namespace, name="long-name", sync_state="Synced",
                                   spec={"modelName": long_name, "memory": "1Gi", "backendUrl": backend.url},
                                   status={"ready": True})
     serve_model(cluster, "plain", backend.url)
     before = metrics_text(gateway)
     headers = {"Authorization": f"Bearer {api_key}"}
     for index in range(30):
-        model = long_name if index % 10 == 0 else "plain"
+        model = f"{namespace}/{long_name}" if index % 10 == 0 else "plain"
         answer = requests.post(f"{gateway.url}/v1/chat/completions", headers=headers, timeout=30,
                                json={"model": model, "messages": [{"role": "user", "content": "a b"}]})
         assert answer.status_code == 200
     wait_for(lambda: RequestRecord.objects.count() == 30, message="all 30 rows written")
-    assert RequestRecord.objects.filter(model=f"team-a/{long_name}"[:253]).count() == 3
+    assert RequestRecord.objects.filter(model=f"{namespace}/{long_name}"[:253]).count() == 3
     after = metrics_text(gateway)
 
     def grew(name: str) -> float:

@@ -116,6 +116,8 @@ OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
 OIDC_USE_PKCE = True
 OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
 LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+# A sign-in that does not complete answers the login page with why (400/403), never a 500.
+OIDC_CALLBACK_CLASS = "accounts.views.PortalOIDCCallbackView"
 # Local accounts (user name and password) stay for break-glass; off: single sign-on only.
 LOCAL_ACCOUNTS = env_bool("LOCAL_ACCOUNTS", True)
 
@@ -387,8 +389,10 @@ GATEWAY_OWN_HOSTS = env_list("GATEWAY_OWN_HOSTS", [])
 CLUSTER_KUBECONFIG_DIR = env_str("CLUSTER_KUBECONFIG_DIR", "")
 
 # Clusters with impersonate_users on (clusters/kube/impersonation.py) see a person as this prefix + their
-# user name, in one group per team: this prefix + the team's name.
+# user name (the second for people of single sign-on, whose names the provider chose), in one group
+# per team: this prefix + the team's name. system: names are never impersonated.
 IMPERSONATE_USER_PREFIX = env_str("IMPERSONATE_USER_PREFIX", "")
+IMPERSONATE_OIDC_USER_PREFIX = env_str("IMPERSONATE_OIDC_USER_PREFIX", "oidc:")
 IMPERSONATE_GROUP_PREFIX = env_str("IMPERSONATE_GROUP_PREFIX", "portal:team:")
 
 # OIDC access tokens (JWTs) accepted by the inference gateway (accounts/access_tokens.py): the

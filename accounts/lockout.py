@@ -35,8 +35,12 @@ from accounts.devices import known_device
 
 
 def _username(credentials: Mapping[str, Any] | None) -> str | None:
+    """The user name as the password check reads it: DRF's CharField takes numbers as text and
+    trims spaces, so ``" vera "`` and ``"vera"`` are one person for the counts too."""
     value = (credentials or {}).get(get_user_model().USERNAME_FIELD)
-    return value if isinstance(value, str) and value else None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    return str(value).strip() or None
 
 
 def passes_lockout(request: Any, credentials: dict | None) -> bool:

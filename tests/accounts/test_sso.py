@@ -140,10 +140,15 @@ def test_the_providers_error_and_an_unreachable_provider_are_400_pages(live_serv
 
 
 def test_failed_sign_ins_lock_nobody_out(live_server, sso_provider, transactional_db):
-    """The provider checks passwords: failed callbacks name no user, count for nobody, refuse nobody."""
+    """The provider checks passwords: a failed sign-in names no user, counts for nobody and is
+    refused by no count (before, each counted against the one address everyone shares)."""
     User.objects.create_user("root", password="break-glass-pw")
-    for n in range(12):
-        requests.get(f"{live_server.url}/oidc/callback/?code=forged{n}&state=forged", timeout=10)
+    browser = requests.Session()
+    for n in range(12):  # each with a state this browser started, and a code the provider refuses
+        started = browser.get(f"{live_server.url}/oidc/authenticate/", allow_redirects=False, timeout=10)
+        state = parse_qs(urlsplit(started.headers["Location"]).query)["state"][0]
+        failed = browser.get(f"{live_server.url}/oidc/callback/?code=forged{n}&state={state}", timeout=10)
+        assert failed.status_code == 400 and "refused the sign-in code" in failed.text
     sso_login(live_server, "ada", "ada-password")
     assert Client().post("/login/", {"username": "root", "password": "break-glass-pw"}).status_code == 302
 

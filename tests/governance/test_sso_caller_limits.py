@@ -12,18 +12,15 @@ import pytest
 from accounts.models import ExternalIdentity, NamespaceGrant, Team
 from governance.models import Limit
 from tests.gateway.conftest import serve_model
+from tests.gateway.test_oidc_access_tokens import start_provider
 from tests.governance.test_limits import away_from_minute_end, chat
 from tests.support.oidc_provider import OidcProvider
 
 
 @pytest.fixture
 def provider(tmp_path, settings) -> Iterator[OidcProvider]:
-    idp = OidcProvider(workdir=tmp_path, redirect_uris=[])
-    idp.add_user("u-ada", "ada", "ada-password", groups=[])
-    idp.add_user("u-eve", "eve", "eve-password", groups=[])
-    idp.start()
-    for name, value in idp.portal_settings().items():
-        setattr(settings, name, value)
+    """The provider with ada and eve, the portal configured for it."""
+    idp = start_provider(tmp_path, settings)
     yield idp
     idp.stop()
 

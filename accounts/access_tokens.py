@@ -9,6 +9,15 @@ provider), then the issuer
 The subject must be a person who has signed in to the portal through single sign-on
 (``ExternalIdentity``) and is active: their teams, synced at that login, scope what they reach,
 exactly as for their API tokens.
+
+Only **access tokens** are credentials. An ID token is signed by the same keys, names the same
+person and carries the client id as its audience, yet it says who signed in to the portal, not
+what may be called, and it lives far longer (an hour where access tokens live minutes). It is told
+apart as providers mark it (:func:`not_an_access_token`): RFC 9068's header ``typ: at+jwt`` marks
+an access token; AWS Cognito's ``token_use`` and Keycloak's ``typ`` claim name the kind; where no
+marker is given (zitadel/oidc, the tests' provider, writes ``typ: JWT`` on both), a token with a
+claim only ID tokens carry (``nonce``, ``at_hash``, ``c_hash``, ``s_hash``: OpenID Connect Core
+3.1.3.6, 3.3.2.11) is one.
 """
 
 from __future__ import annotations
@@ -24,6 +33,22 @@ from accounts.models import ExternalIdentity
 
 class InvalidAccessToken(Exception):
     """The JWT is not one the portal accepts; the message says why."""
+
+
+ACCESS_TOKEN_TYPES = {"at+jwt", "application/at+jwt"}  # RFC 9068's header typ
+ID_TOKEN_ONLY_CLAIMS = ("nonce", "at_hash", "c_hash", "s_hash")
+
+
+def not_an_access_token(header: dict[str, Any], claims: dict[str, Any]) -> str | None:
+    """Why a verified JWT is not an access token (None: it is one), by the provider's own marks."""
+    if str(header.get("typ", "")).lower() in ACCESS_TOKEN_TYPES:
+        return None
+    if "token_use" in claims:  # AWS Cognito: "access" or "id"
+        return None if claims["token_use"] == "access" else f"token_use is {claims['token_use']!r}, not 'access'"
+    if isinstance(claims.get("typ"), str):  # Keycloak: "Bearer" (access), "ID", "Refresh", ...
+        return None if claims["typ"].lower() == "bearer" else f"its typ claim is {claims['typ']!r}, not 'Bearer'"
+    present = [claim for claim in ID_TOKEN_ONLY_CLAIMS if claim in claims]
+    return f"it carries {', '.join(present)}, claims of ID tokens only" if present else None
 
 
 def looks_like_jwt(key: str) -> bool:
@@ -58,6 +83,9 @@ def verify_access_token(token: str) -> tuple[Any, float]:
         raise InvalidAccessToken(f"the token's signing key is unknown to the provider: {error}") from None
     except jwt.InvalidTokenError as error:
         raise InvalidAccessToken(f"invalid access token: {error}") from None
+    reason = not_an_access_token(jwt.get_unverified_header(token), claims)  # the signature was checked above
+    if reason is not None:
+        raise InvalidAccessToken(f"not an access token ({reason}): send the provider's access token, not its ID token")
     identity = (
         ExternalIdentity.objects.select_related("user")
         .filter(issuer=settings.OIDC_ISSUER, subject=claims["sub"], user__is_active=True)

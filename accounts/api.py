@@ -1,8 +1,9 @@
 """``POST /api/token/``: username and password in, a new named, expiring token out.
 
-Never returns an existing key (only digests are stored, so it could not). Throttled per client
-address (DRF scope ``token``); wrong passwords also count towards django-axes' lockout, as the
-credentials go through ``authenticate(request=...)`` like the login form's.
+Never returns an existing key (only digests are stored, so it could not). Throttled (DRF scope
+``token``) and locked out by the rule of the login form (``accounts.lockout``: per person, per
+device from their known devices, per address only where it is a client's), as the credentials go
+through ``authenticate(request=...)`` like the form's.
 """
 
 from __future__ import annotations
@@ -17,19 +18,10 @@ from rest_framework.exceptions import Throttled
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from accounts.client_address import client_ip
+from accounts.lockout import AddressThrottle, PersonThrottle
 from accounts.tokens import TokenLimitReached, issue_token
-
-
-class TokenThrottle(ScopedRateThrottle):
-    """DRF's throttle believes any ``X-Forwarded-For``; this one counts the address the lockout
-    counts (``TRUSTED_PROXIES``), so a client cannot take a fresh allowance by writing the header."""
-
-    def get_ident(self, request: Request) -> str:
-        return client_ip(request)
 
 
 class TokenRequestSerializer(serializers.Serializer):
@@ -59,7 +51,7 @@ class TokenRequestSerializer(serializers.Serializer):
 class ObtainTokenView(APIView):
     authentication_classes = []
     permission_classes = [AllowAny]
-    throttle_classes = [TokenThrottle]
+    throttle_classes = [PersonThrottle, AddressThrottle]
     throttle_scope = "token"
 
     @extend_schema(request=TokenRequestSerializer, responses={201: OpenApiTypes.OBJECT}, summary="New API token")

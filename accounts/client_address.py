@@ -40,14 +40,35 @@ def _trusted(address: str, networks: tuple[Network, ...]) -> bool:
     return any(ip in network for network in networks)
 
 
-def client_ip(request: HttpRequest) -> str:
-    """The nearest address that is not a trusted proxy (``REMOTE_ADDR`` when no proxy is trusted)."""
+def _walk(request: HttpRequest) -> tuple[str, bool]:
+    """The nearest address that is not a trusted proxy, and whether a trusted proxy named it."""
     meta = getattr(request, "META", {})
     address = meta.get("REMOTE_ADDR", "") or ""
     if settings.WEB_LOCAL_PROXY and address in LOOPBACK:
         address = meta.get("HTTP_X_REAL_IP", "") or address
     networks = _networks(tuple(settings.TRUSTED_PROXIES))
     hops = [hop.strip() for hop in meta.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
+    named = False
     while hops and _trusted(address, networks):
-        address = hops.pop()
-    return address
+        address, named = hops.pop(), True
+    return address, named or not _trusted(address, networks)
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The nearest address that is not a trusted proxy (``REMOTE_ADDR`` when no proxy is trusted):
+    what the lockout records and logs show."""
+    return _walk(request)[0]
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The client's own address, or None where it cannot be told from a proxy's.
+
+    Without ``TRUSTED_PROXIES`` the connecting address may be an ingress that everyone shares, so
+    it is nobody's in particular; with them, the walk's address is a client's unless it is a
+    trusted proxy that named nobody (no ``X-Forwarded-For``). Counting per address uses only this
+    (docs/identity.md, "Failed logins"): a shared address never counts for the people behind it.
+    """
+    if not settings.TRUSTED_PROXIES:
+        return None
+    address, clients = _walk(request)
+    return address if clients and address else None

@@ -1,12 +1,12 @@
 """Known devices: the part of the lockout that a person's own browser passes.
 
-django-axes counts wrong passwords per user name and per client address and refuses either once
-it reaches the limit. Alone, that lets anyone lock anyone out (type nine wrong passwords for
-them). A browser that signed in as that person before carries a signed cookie naming a
-:class:`~accounts.models.KnownDevice`; axes treats the attempt as allowed (its whitelist
-callable), the password is still checked, and wrong passwords from that browser count against
-the device alone, which ends at the failure limit. Strangers (no cookie, another person's
-cookie, a forged or expired one) meet the per-account and per-address limits as before.
+django-axes counts wrong passwords per person (and per client address, where it is a client's:
+``accounts.lockout`` holds the rule). Alone, the person's count lets anyone lock anyone out (type
+ten wrong passwords for them). A browser or CLI that signed in as that person before carries a
+signed cookie naming a :class:`~accounts.models.KnownDevice`; the lockout lets its attempts
+through (``accounts.lockout.passes_lockout``), the password is still checked, and wrong passwords
+from it count against the device alone, which is forgotten at the failure limit. Strangers (no
+cookie, another person's cookie, a forged or expired one) meet the counts.
 """
 
 from __future__ import annotations
@@ -55,12 +55,6 @@ def known_device(request: HttpRequest | None, username: str | None) -> KnownDevi
     return KnownDevice.objects.filter(
         digest=_digest(str(secret)), user_id=user_pk, **{f"user__{username_field}": username}
     ).first()
-
-
-def is_known_device(request: HttpRequest, credentials: dict | None) -> bool:
-    """``AXES_WHITELIST_CALLABLE``: the attempt comes from a known device of the named account."""
-    username = (credentials or {}).get(get_user_model().USERNAME_FIELD)
-    return known_device(request, username) is not None
 
 
 def remember_device(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:

@@ -10,16 +10,47 @@ sites framework, none of which the portal needs beside its local break-glass acc
 from __future__ import annotations
 
 import hashlib
+import logging
+import re
+import unicodedata
 from functools import cache
 from typing import Any
 
+import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
+from django.core.exceptions import SuspiciousOperation
 from django.db import connections, router, transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from accounts.models import ExternalIdentity, GroupMapping
+
+log = logging.getLogger(__name__)
+FAILURE = "sso_failure"  # the request attribute saying why a sign-in failed, for the callback's page
+RESERVED_PREFIXES = ("system:",)  # Kubernetes' own users and groups (system:kube-controller-manager, ...)
+_NOT_IN_A_NAME = re.compile(r"[^a-z0-9._@+-]+")
+
+
+class NameRefused(SuspiciousOperation):
+    """The provider's user name is reserved: the person is not signed in (403, saying why)."""
+
+
+def portal_username(provider_name: str) -> str:
+    """The portal user name of a provider's ``preferred_username`` (docs/identity.md, "Single
+    sign-on"): NFKC-normalized and lower-cased, every run of characters outside ``a-z 0-9 . _ @ + -``
+    (Django's user name characters, ASCII) replaced by one ``-``, ``-`` and ``.`` trimmed from the
+    ends, at most 120 characters. A name that is reserved once normalized and lower-cased
+    (``system:``...) raises :class:`NameRefused`; one with nothing left is ``""``.
+
+    The name is what a cluster that impersonates people sees (after ``IMPERSONATE_OIDC_USER_PREFIX``),
+    so a provider's ``system:kube-controller-manager`` must never become a portal user of that name.
+    """
+    folded = unicodedata.normalize("NFKC", provider_name).casefold().strip()
+    if folded.startswith(RESERVED_PREFIXES):
+        raise NameRefused(f"the provider's user name {provider_name!r} is reserved ({folded.split(':')[0]}: names "
+                          "belong to Kubernetes); ask the provider's administrators for another")
+    return _NOT_IN_A_NAME.sub("-", folded).strip("-.")[:120]
 
 
 def sync_memberships(user: Any, groups: list[str]) -> None:
@@ -46,9 +77,28 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
     e-mail or name; a new one gets the provider's preferred user name when it is free."""
 
     def authenticate(self, request: Any, **kwargs: Any) -> Any:
+        """The signed-in person, or None with the reason on the request (:data:`FAILURE`): a code
+        the provider refuses (used twice, expired), a provider that cannot be reached or answers
+        nonsense, an ID token that does not verify. Each is the person's failed sign-in (a 4xx
+        page, ``accounts.views.PortalOIDCCallbackView``), never a server error."""
         if not settings.OIDC_RP_CLIENT_ID:  # single sign-on is not configured
             return None
-        return super().authenticate(request, **kwargs)
+        try:
+            return super().authenticate(request, **kwargs)
+        except requests.HTTPError as error:
+            answer = _error_of(error.response)
+            if error.response is not None and error.response.url == settings.OIDC_OP_TOKEN_ENDPOINT:
+                reason = f"the provider refused the sign-in code ({answer}): it was used already or has expired"
+            else:
+                reason = f"the provider refused to say who signed in ({answer})"
+        except requests.RequestException as error:
+            reason = f"the provider could not be reached or answered unreadably ({type(error).__name__})"
+        except (SuspiciousOperation, ValueError) as error:
+            reason = f"the provider's answer did not verify ({error})"
+        log.warning("single sign-on failed: %s", reason)
+        if request is not None:
+            setattr(request, FAILURE, reason)
+        return None
 
     def verify_claims(self, claims: dict[str, Any]) -> bool:
         return bool(claims.get("sub"))
@@ -58,11 +108,23 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
             external_identity__issuer=settings.OIDC_ISSUER, external_identity__subject=claims["sub"]
         )
 
+    def get_or_create_user(self, access_token: Any, id_token: Any, payload: Any) -> Any:
+        """mozilla-django-oidc's, keeping a refused name's reason for the page."""
+        try:
+            return super().get_or_create_user(access_token, id_token, payload)
+        except NameRefused as refused:
+            setattr(self.request, FAILURE, str(refused))
+            setattr(self.request, f"{FAILURE}_status", 403)
+            return None
+
     def create_user(self, claims: dict[str, Any]) -> Any:
-        base = str(claims.get("preferred_username") or claims["sub"])[:120]
+        """A new portal user named after the provider's user name (:func:`portal_username`), with
+        a suffix of the subject's digest when a user already has the name or none is left."""
+        digest = hashlib.sha256(claims["sub"].encode()).hexdigest()[:8]
+        base = portal_username(str(claims.get("preferred_username") or claims["sub"])) or f"user-{digest}"
         username = base
         if get_user_model().objects.filter(username=username).exists():
-            username = f"{base}.{hashlib.sha256(claims['sub'].encode()).hexdigest()[:8]}"
+            username = f"{base}.{digest}"
         with transaction.atomic():
             user = get_user_model().objects.create_user(username, email=claims.get("email", ""))
             user.set_unusable_password()
@@ -77,6 +139,19 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
         user.save(update_fields=["email", "first_name", "last_name"])
         sync_memberships(user, _groups(claims))
         return user
+
+
+def _error_of(response: requests.Response | None) -> str:
+    """The token endpoint's OAuth error (RFC 6749 5.2), or its HTTP status."""
+    if response is None:
+        return "no answer"
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    if isinstance(body, dict) and body.get("error"):
+        return f"{body['error']}: {body.get('error_description', '')}".strip(": ")[:200]
+    return f"HTTP {response.status_code}"
 
 
 class LocalAccountBackend(ModelBackend):

@@ -9,13 +9,16 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
+from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
+from mozilla_django_oidc.views import OIDCAuthenticationCallbackView
 
 from accounts.forms import NewTokenForm
 from accounts.models import ApiToken, NamespaceGrant
+from accounts.oidc import FAILURE
 from accounts.tokens import TokenLimitReached, active_tokens, issue_token
 
 NEW_KEY = "accounts.new_token_sealed"  # the session key holding a just-created token, sealed, until shown
@@ -120,6 +123,37 @@ class PortalLoginView(LoginView):
             sso_enabled=bool(settings.OIDC_RP_CLIENT_ID),
             sso_provider=settings.OIDC_PROVIDER_NAME,
             sso_failed=self.request.GET.get("sso") == "failed",
+            sso_failure=getattr(self.request, FAILURE, ""),
             local_accounts=settings.LOCAL_ACCOUNTS,
         )
         return context
+
+
+class PortalOIDCCallbackView(OIDCAuthenticationCallbackView):
+    """The provider's redirect back (``OIDC_CALLBACK_CLASS``): a sign-in that does not complete
+    answers the login page with why, as 400 (403 for a refused person), never a server error nor
+    a bare redirect: a reused or expired code, a state this browser did not start (or already
+    finished), the provider's own error, a provider that cannot be reached."""
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        if "code" in request.GET and "oidc_states" not in request.session:
+            setattr(request, FAILURE, "this sign-in was not started in this browser, or has already completed")
+        try:
+            return super().get(request)
+        except SuspiciousOperation:  # the state is not one this browser is waiting for
+            setattr(request, FAILURE, "this sign-in was not started in this browser, or has already completed")
+            return self.login_failure()
+
+    def login_failure(self) -> HttpResponse:
+        request = self.request
+        error = request.GET.get("error")
+        if error:
+            reason = f"the provider answered {error[:100]}: {request.GET.get('error_description', '')[:200]}"
+        elif getattr(self, "user", None) is not None and not self.user.is_active:
+            reason, request.sso_failure_status = "your portal account is deactivated", 403
+        else:
+            reason = getattr(request, FAILURE, "") or "the provider's answer named no one the portal can sign in"
+        setattr(request, FAILURE, reason)
+        response = PortalLoginView.as_view()(request)
+        response.status_code = getattr(request, f"{FAILURE}_status", 400)
+        return response

@@ -42,11 +42,20 @@ class NotAuthenticated(Exception):
 
 @dataclass(frozen=True)
 class Caller:
+    """A verified caller. ``token_key`` keys the limits' per-caller counters (``api_token_*``):
+    knox's ``token_key`` for an API token, ``person:<user id>`` for an identity provider's access
+    token, whose every token of one person is that person (an empty key would put every single
+    sign-on caller of a scope on one counter, so one team's person spent another's)."""
+
     user_id: int
     username: str
     visible: Callable[[int, str], bool]
-    token_name: str = ""  # the API token's name and first characters (knox's token_key), for the usage ledger
-    token_key: str = ""
+    token_name: str  # the API token's name, for the usage ledger ("" for an access token)
+    token_key: str
+
+    def __post_init__(self) -> None:
+        if not self.token_key:
+            raise ValueError("a caller's counter key (token_key) must not be empty")
 
 
 def key_from_header(header: str | None) -> str:
@@ -66,7 +75,7 @@ def verify(key: str) -> tuple[Caller, float]:
             user, expires = verify_access_token(key)
         except InvalidAccessToken as error:
             raise NotAuthenticated(str(error)) from None
-        return Caller(user.pk, user.get_username(), namespace_predicate(user, VIEW)), expires
+        return Caller(user.pk, user.get_username(), namespace_predicate(user, VIEW), "", f"person:{user.pk}"), expires
     try:
         user, token = TokenAuthentication().authenticate_credentials(key.encode())
     except AuthenticationFailed as error:

@@ -13,6 +13,7 @@ import enum
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
@@ -73,7 +74,12 @@ def apply_object(model: type[KubeObject], pk: int, gateway: ClusterGateway | Non
     if obj.sync_state not in (SyncState.PENDING_APPLY, SyncState.DELETING):
         return Outcome.NOTHING_TO_DO
     own_gateway = gateway is None
-    gateway = gateway or ClusterGateway(obj.cluster, acting_for=acting_for(obj))
+    if own_gateway:
+        try:
+            person = acting_for(obj)
+        except PermissionDenied as refused:  # a person Kubernetes reserves the name of: never sent as them
+            return _fail(obj, str(refused))
+        gateway = ClusterGateway(obj.cluster, acting_for=person)
     try:
         if obj.sync_state == SyncState.DELETING:
             return _delete(gateway, obj)

@@ -74,13 +74,11 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
-# django-axes counts failed logins (the login form, the admin's, POST /api/token/) per user name and,
-# separately, per client address (password spraying: many user names from one address), and
-# refuses either once LOGIN_FAILURE_LIMIT is reached, for AXES_COOLOFF_TIME; its backend goes first
-# so a refused attempt never reaches the password check. A browser that signed in as the person
-# before (a known device, accounts/devices.py) passes both: nobody locks another person out of
-# their own browser. A success never resets the counts (it would let a sprayer who owns one account
-# start again). The client address honours X-Forwarded-For only from TRUSTED_PROXIES.
+# django-axes counts failed logins (the login form, the admin's, POST /api/token/) and refuses for
+# AXES_COOLOFF_TIME once LOGIN_FAILURE_LIMIT is reached; who counts against what is one rule,
+# accounts/lockout.py (docs/identity.md, "Failed logins"): per person, per device from a person's
+# known devices; per address only where it is a client's (TRUSTED_PROXIES). Its backend goes
+# first so a refused attempt never reaches the password check. A success never resets the counts.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "accounts.oidc.LocalAccountBackend",
@@ -88,12 +86,13 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = "accounts.lockout.lockout_parameters"
 AXES_RESET_ON_SUCCESS = False
 AXES_CLIENT_IP_CALLABLE = "accounts.client_address.client_ip"
-AXES_WHITELIST_CALLABLE = "accounts.devices.is_known_device"
+AXES_WHITELIST_CALLABLE = "accounts.lockout.passes_lockout"
 # Proxies (addresses or networks, comma-separated, e.g. the ingress controller's pod range) whose
-# X-Forwarded-For entry is believed; empty: the connecting address is the client's.
+# X-Forwarded-For entry is believed; empty: the connecting address may be anyone's (an ingress), so
+# nothing is counted per address. The deploy sets it (platform/deploy, platform/helm).
 TRUSTED_PROXIES = [str(ipaddress.ip_network(entry, strict=False)) for entry in env_list("TRUSTED_PROXIES", [])]
 # Set by config/web_server.py for its workers: every request reaches them from the nginx in front of
 # them, on loopback, which names the address that connected to it in X-Real-IP.
@@ -117,6 +116,8 @@ OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
 OIDC_USE_PKCE = True
 OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
 LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+# A sign-in that does not complete answers the login page with why (400/403), never a 500.
+OIDC_CALLBACK_CLASS = "accounts.views.PortalOIDCCallbackView"
 # Local accounts (user name and password) stay for break-glass; off: single sign-on only.
 LOCAL_ACCOUNTS = env_bool("LOCAL_ACCOUNTS", True)
 
@@ -219,7 +220,8 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "clusters.web.api.exceptions.exception_handler",
-    # POST /api/token/ checks passwords: a few tries a minute per client address (accounts/api.py).
+    # POST /api/token/ checks passwords: a few tries a minute per person (per device from their known
+    # devices) and per client address where it is a client's (accounts/lockout.py).
     "DEFAULT_THROTTLE_RATES": {"token": env_str("TOKEN_THROTTLE_RATE", "10/min")},
 }
 
@@ -399,8 +401,10 @@ GATEWAY_OWN_HOSTS = env_list("GATEWAY_OWN_HOSTS", [])
 CLUSTER_KUBECONFIG_DIR = env_str("CLUSTER_KUBECONFIG_DIR", "")
 
 # Clusters with impersonate_users on (clusters/kube/impersonation.py) see a person as this prefix + their
-# user name, in one group per team: this prefix + the team's name.
+# user name (the second for people of single sign-on, whose names the provider chose), in one group
+# per team: this prefix + the team's name. system: names are never impersonated.
 IMPERSONATE_USER_PREFIX = env_str("IMPERSONATE_USER_PREFIX", "")
+IMPERSONATE_OIDC_USER_PREFIX = env_str("IMPERSONATE_OIDC_USER_PREFIX", "oidc:")
 IMPERSONATE_GROUP_PREFIX = env_str("IMPERSONATE_GROUP_PREFIX", "portal:team:")
 
 # OIDC access tokens (JWTs) accepted by the inference gateway (accounts/access_tokens.py): the

@@ -1,5 +1,6 @@
-"""The lockout cannot be turned against another person, spraying is limited per address, the
-client address believes X-Forwarded-For only from trusted proxies, and no live API key is ever
+"""The lockout cannot be turned against another person from any address, spraying is limited per
+address where the address is a client's (trusted proxies), the client address believes
+X-Forwarded-For only from trusted proxies, and no live API key is ever
 written to the database (sessions included)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from django.db import connection
 from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
-from accounts.client_address import client_ip
+from accounts.client_address import client_address, client_ip
 from accounts.devices import COOKIE
 from accounts.models import KnownDevice
 from tests.accounts.test_tokens import api_with
@@ -71,25 +72,93 @@ def test_another_persons_device_cookie_does_not_pass_the_lockout(world):
     assert login(forged, "otto", "pw-for-tests") == 429
 
 
-def test_spraying_many_user_names_from_one_address_is_limited(world):
-    sprayer = Client(REMOTE_ADDR="198.51.100.7")
-    codes = [login(sprayer, f"user{n}", "Winter2026!") for n in range(60)]
+INGRESS = "10.0.0.2"  # the ingress controller's pod, in TRUSTED_PROXIES where the tests set them
+
+
+def via_ingress(client: str, api: bool = False) -> Client:
+    """A browser (or API client) behind the ingress, which names it in X-Forwarded-For."""
+    return (APIClient if api else Client)(REMOTE_ADDR=INGRESS, HTTP_X_FORWARDED_FOR=client)
+
+
+def admin_login(browser: Client, username: str, password: str) -> int:
+    response = browser.post("/admin/login/", {"username": username, "password": password, "next": "/admin/"})
+    return response.status_code
+
+
+def token_request(client: APIClient, username: str, password: str) -> int:
+    return client.post("/api/token/", {"username": username, "password": password}, format="json").status_code
+
+
+@pytest.mark.parametrize("trusted", [[], ["10.0.0.0/8"]], ids=["no-trusted-proxies", "trusted-ingress"])
+def test_nobody_can_lock_other_people_out_from_any_address(world, settings, trusted):
+    """Issue 40 item 4: one person's wrong passwords (for someone, and sprayed over many names) once
+    locked every new browser and CLI behind the one ingress out. Now only strangers to the account
+    guessed at wait; other people sign in from new browsers, the admin and the API, staff too."""
+    settings.TRUSTED_PROXIES = trusted
+
+    def attacker(api: bool = False) -> Client:
+        return via_ingress("198.51.100.7", api) if trusted else (APIClient() if api else Client())
+
+    assert [login(attacker(), "vera", f"guess-{n}") for n in range(LIMIT + 1)][-1] == 429
+    for n in range(LIMIT + 1):
+        admin_login(attacker(), f"sprayed{n}", "Winter2026!")
+        token_request(attacker(api=True), f"sprayed-api{n}", "Winter2026!")
+    if trusted:  # the attacker's own address is a client's: it is locked out, whoever it names
+        assert login(attacker(), "otto", "pw-for-tests") == 429
+        elsewhere = lambda api=False: via_ingress("203.0.113.9", api)  # noqa: E731
+    else:  # the address is the ingress's, everyone's: it counts for nobody
+        elsewhere = attacker
+    assert login(elsewhere(), "otto", "pw-for-tests") == 302
+    assert admin_login(elsewhere(), "stan", "pw-for-tests") == 302
+    assert token_request(elsewhere(api=True), "wes", "pw-for-tests") == 201
+    assert login(elsewhere(), "vera", "pw-for-tests") == 429  # only the person guessed at, from new devices
+
+
+def test_known_devices_of_a_person_under_attack_sign_in_everywhere(world):
+    browser = signed_in_once("vera")
+    cli = APIClient()
+    assert token_request(cli, "vera", "pw-for-tests") == 201  # a CLI that keeps its cookies
+    assert COOKIE in cli.cookies
+    attacker = Client()
+    for n in range(LIMIT + 1):
+        login(attacker, "vera", f"guess-{n}")
+        token_request(APIClient(), "vera", f"guess-{n}")
+    assert token_request(APIClient(), "vera", "pw-for-tests") == 429
+    assert login(browser, "vera", "pw-for-tests") == 302
+    assert admin_login(browser, "vera", "pw-for-tests") == 200  # past the lockout, to "not a staff account"
+    assert token_request(cli, "vera", "pw-for-tests") == 201
+
+
+def test_spraying_many_user_names_from_one_client_address_is_limited(world, settings):
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    codes = [login(via_ingress("198.51.100.7"), f"user{n}", "Winter2026!") for n in range(LIMIT + 5)]
     assert codes[: LIMIT - 1] == [200] * (LIMIT - 1) and set(codes[LIMIT:]) == {429}
-    assert login(sprayer, "vera", "pw-for-tests") == 429  # a right password from there waits too
-    sprayed = APIClient(REMOTE_ADDR="198.51.100.7").post(
-        "/api/token/", {"username": "vera", "password": "pw-for-tests"}, format="json"
-    )
-    assert sprayed.status_code == 429
-    assert login(Client(REMOTE_ADDR="203.0.113.9"), "vera", "pw-for-tests") == 302  # elsewhere, unaffected
+    assert login(via_ingress("198.51.100.7"), "vera", "pw-for-tests") == 429  # a right password from there waits
+    assert token_request(via_ingress("198.51.100.7", api=True), "vera", "pw-for-tests") == 429
+    assert login(via_ingress("203.0.113.9"), "vera", "pw-for-tests") == 302  # elsewhere, unaffected
 
 
-def test_a_success_does_not_reset_the_addresss_count(world):
-    sprayer = Client(REMOTE_ADDR="198.51.100.7")
+def test_without_trusted_proxies_nothing_is_counted_per_address(world, settings):
+    settings.TRUSTED_PROXIES = []
+    codes = [login(Client(REMOTE_ADDR="198.51.100.7"), f"user{n}", "Winter2026!") for n in range(LIMIT + 5)]
+    assert set(codes) == {200}  # each name once: only the per-person counts, none reached
+    assert login(Client(REMOTE_ADDR="198.51.100.7"), "vera", "pw-for-tests") == 302
+
+
+def test_a_trusted_proxy_that_names_nobody_is_not_counted_as_a_client(world, settings):
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    codes = [login(Client(REMOTE_ADDR=INGRESS), f"user{n}", "Winter2026!") for n in range(LIMIT + 5)]
+    assert set(codes) == {200}
+    assert login(Client(REMOTE_ADDR=INGRESS), "vera", "pw-for-tests") == 302
+
+
+def test_a_success_does_not_reset_the_addresss_count(world, settings):
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
     for round_ in range(3):
         for n in range(LIMIT // 3):
-            login(sprayer, f"user{round_}-{n}", "Winter2026!")
-        login(Client(REMOTE_ADDR="198.51.100.7"), "otto", "pw-for-tests")  # the sprayer's own account
-    assert login(sprayer, "someone", "Winter2026!") == 429
+            login(via_ingress("198.51.100.7"), f"user{round_}-{n}", "Winter2026!")
+        login(via_ingress("198.51.100.7"), "otto", "pw-for-tests")  # the sprayer's own account
+    assert login(via_ingress("198.51.100.7"), "someone", "Winter2026!") == 429
 
 
 def request_from(remote: str, forwarded: str | None = None):
@@ -185,12 +254,23 @@ def test_the_sealed_key_is_shown_only_to_the_browser_that_created_it(world):
     assert 'id="token-key"' not in browser.get("/account/").content.decode()
 
 
-def test_the_token_endpoints_throttle_ignores_a_forged_forwarded_header(world, settings):
+def test_the_token_endpoints_throttle_counts_per_person_and_per_client_address(world, settings):
     settings.AXES_FAILURE_LIMIT = 100  # the throttle alone
-    codes = [
-        APIClient(HTTP_X_FORWARDED_FOR=f"192.0.2.{n}")
-        .post("/api/token/", {"username": f"nobody{n}", "password": "x"}, format="json")
-        .status_code
-        for n in range(12)
-    ]
-    assert codes == [400] * 10 + [429] * 2
+    forged = [token_request(APIClient(HTTP_X_FORWARDED_FOR=f"192.0.2.{n}"), " nobody " if n % 2 else "nobody", "x")
+              for n in range(12)]  # fmt: skip
+    assert forged == [400] * 10 + [429] * 2  # one person (spaces trimmed as the check does): no fresh allowance
+    assert token_request(APIClient(), "otto", "pw-for-tests") == 201  # another person, the same address
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    sprayed = [token_request(via_ingress("198.51.100.7", api=True), f"someone{n}", "x") for n in range(12)]
+    assert sprayed == [400] * 10 + [429] * 2  # one client address, where it is a client's
+    assert token_request(via_ingress("203.0.113.9", api=True), "wes", "pw-for-tests") == 201
+
+
+def test_the_address_counted_is_a_clients_only_with_trusted_proxies(settings):
+    settings.TRUSTED_PROXIES = []
+    assert client_address(request_from("198.51.100.7")) is None  # maybe an ingress: nobody's
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    assert client_address(request_from("10.1.2.3", "198.51.100.7")) == "198.51.100.7"
+    assert client_address(request_from("10.1.2.3", "10.0.0.1, 10.0.0.2")) == "10.0.0.1"  # named by the ingress
+    assert client_address(request_from("10.1.2.3")) is None  # the ingress named nobody
+    assert client_address(request_from("203.0.113.5", "1.2.3.4")) == "203.0.113.5"  # direct: its own

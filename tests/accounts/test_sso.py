@@ -9,9 +9,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 from django.contrib.auth.models import Group, Permission, User
+from django.core.exceptions import PermissionDenied
 from django.test import Client
 
 from accounts.models import ExternalIdentity, GroupMapping, Team
+from accounts.oidc import NameRefused, portal_username
+from clusters.kube.impersonation import identity_of
 
 
 def sso_login(live_server, username: str, password: str) -> requests.Session:
@@ -87,6 +90,109 @@ def test_local_accounts_can_be_switched_off(live_server, sso_provider, settings,
     assert browser.post("/login/", {"username": "root", "password": "break-glass-pw"}).status_code == 302
 
 
-def test_a_failed_sign_in_comes_back_to_the_login_page_saying_so(live_server, sso_provider, transactional_db):
+def callback_url(live_server, browser: requests.Session, username: str, password: str) -> str:
+    """Starts a sign-in in ``browser`` and signs in at the provider; the portal's callback URL (code
+    and state) the provider sends the browser back to, not yet visited."""
+    login_page = browser.get(f"{live_server.url}/oidc/authenticate/", timeout=10)
+    query = parse_qs(urlsplit(login_page.url).query)
+    done = browser.post(
+        login_page.url.split("/login/")[0] + "/login/username",
+        data={"id": query["authRequestID"][0], "username": username, "password": password},
+        allow_redirects=False, timeout=10,
+    )  # fmt: skip
+    back = browser.get(done.headers["Location"], allow_redirects=False, timeout=10)
+    assert back.headers["Location"].startswith(f"{live_server.url}/oidc/callback/"), back.headers["Location"]
+    return back.headers["Location"]
+
+
+def test_a_callback_this_browser_did_not_start_is_a_400_page_saying_so(live_server, sso_provider, transactional_db):
     back = requests.get(f"{live_server.url}/oidc/callback/?code=forged&state=forged", timeout=10)
-    assert back.url.startswith(f"{live_server.url}/login/") and "Single sign-on did not complete" in back.text
+    assert back.status_code == 400 and "Single sign-on did not complete" in back.text
+    assert "not started in this browser" in back.text and 'id="sso-login"' in back.text  # and how to start again
+
+
+def test_a_reused_code_with_a_valid_state_is_a_400_page_not_a_500(live_server, sso_provider, transactional_db):
+    """Issue 40 item 6: the token endpoint's refusal of a code already used was a server error."""
+    browser = requests.Session()
+    first = callback_url(live_server, browser, "ada", "ada-password")
+    assert browser.get(first, timeout=10).url.rstrip("/") == live_server.url  # signed in
+    code = parse_qs(urlsplit(first).query)["code"][0]
+    again = requests.Session()
+    fresh_state = parse_qs(urlsplit(callback_url(live_server, again, "ada", "ada-password")).query)["state"][0]
+    replay = again.get(f"{live_server.url}/oidc/callback/?code={code}&state={fresh_state}", timeout=10)
+    assert replay.status_code == 400, replay.text[-2000:]
+    assert "refused the sign-in code" in replay.text and "invalid_grant" in replay.text
+    assert "_auth_user_id" not in replay.text and again.get(f"{live_server.url}/account/", timeout=10).url.endswith(
+        "/login/?next=/account/"
+    )
+
+
+def test_the_providers_error_and_an_unreachable_provider_are_400_pages(live_server, sso_provider, settings,
+                                                                      transactional_db):
+    denied = requests.get(f"{live_server.url}/oidc/callback/?error=access_denied&error_description=no&state=s",
+                          timeout=10)  # fmt: skip
+    assert denied.status_code == 400 and "access_denied" in denied.text
+    browser = requests.Session()
+    back = callback_url(live_server, browser, "ada", "ada-password")
+    settings.OIDC_OP_TOKEN_ENDPOINT = "http://127.0.0.1:9/oauth/token"  # nothing listens on the discard port
+    unreachable = browser.get(back, timeout=30)
+    assert unreachable.status_code == 400 and "could not be reached" in unreachable.text
+
+
+def test_failed_sign_ins_lock_nobody_out(live_server, sso_provider, transactional_db):
+    """The provider checks passwords: a failed sign-in names no user, counts for nobody and is
+    refused by no count (before, each counted against the one address everyone shares)."""
+    User.objects.create_user("root", password="break-glass-pw")
+    browser = requests.Session()
+    for n in range(12):  # each with a state this browser started, and a code the provider refuses
+        started = browser.get(f"{live_server.url}/oidc/authenticate/", allow_redirects=False, timeout=10)
+        state = parse_qs(urlsplit(started.headers["Location"]).query)["state"][0]
+        failed = browser.get(f"{live_server.url}/oidc/callback/?code=forged{n}&state={state}", timeout=10)
+        assert failed.status_code == 400 and "refused the sign-in code" in failed.text
+    sso_login(live_server, "ada", "ada-password")
+    assert Client().post("/login/", {"username": "root", "password": "break-glass-pw"}).status_code == 302
+
+
+def test_provider_names_are_normalized_and_reserved_ones_refused(live_server, sso_provider, transactional_db):
+    sso_provider.add_user("u-ctrl", "system:kube-controller-manager", "ctrl-password", groups=[])
+    sso_provider.add_user("u-grace", "Grace Hopper/Ops", "grace-password", groups=[])
+    sso_provider.start()  # restarted: it reads its users at start
+    browser = requests.Session()
+    refused = browser.get(callback_url(live_server, browser, "system:kube-controller-manager", "ctrl-password"),
+                          timeout=10)  # fmt: skip
+    assert refused.status_code == 403 and "is reserved" in refused.text
+    assert not User.objects.filter(username__icontains="system").exists()
+    sso_login(live_server, "Grace Hopper/Ops", "grace-password")
+    grace = User.objects.get(external_identity__subject="u-grace")
+    assert grace.username == "grace-hopper-ops"
+    assert identity_of(grace)[0] == "oidc:grace-hopper-ops"  # what an impersonating cluster sees
+
+
+@pytest.mark.parametrize(
+    ("given", "name"),
+    [("Ada", "ada"), ("\uff21\uff24\uff21", "ada"), ("ada lovelace", "ada-lovelace"), ("a:b::c", "a-b-c"),
+     ("..ada..", "ada"), ("ada@example.com", "ada@example.com"), ("日本", "")],
+)  # fmt: skip
+def test_the_name_rule(given, name):
+    assert portal_username(given) == name
+
+
+@pytest.mark.parametrize(
+    "given", ["system:kube-controller-manager", "SYSTEM:admin", "\uff53\uff59\uff53\uff54\uff45\uff4d:node:x",
+              " system:x"],
+)
+def test_reserved_names_are_refused(given):
+    with pytest.raises(NameRefused, match="reserved"):
+        portal_username(given)
+
+
+def test_a_reserved_cluster_identity_is_never_impersonated(transactional_db, settings):
+    local = User.objects.create_user("system:masters-by-code")  # code can make one; forms cannot
+    with pytest.raises(PermissionDenied, match="reserved"):
+        identity_of(local)
+    settings.IMPERSONATE_OIDC_USER_PREFIX = "system:"  # a careless setting cannot reach them either
+    linked = User.objects.create_user("ada")
+    ExternalIdentity.objects.create(user=linked, issuer="https://idp.example", subject="u-ada")
+    with pytest.raises(PermissionDenied, match="reserved"):
+        identity_of(User.objects.get(pk=linked.pk))
+    assert identity_of(User.objects.create_user("bob"))[0] == "bob"  # local accounts: IMPERSONATE_USER_PREFIX

@@ -13,7 +13,11 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts.models import NamespaceGrant, Team
+from clusters.models import AuditEntry, Cluster, SyncState
+from clusters.sync.audit import Actor, record
+from clusters.sync.outbound import Outcome, apply_object
 from models_app.models import InferenceModel
+from tests.accounts.conftest import sample_in, store
 from tests.clusters.conftest import sample_manifest
 from tests.conftest import ALL_KIND_PERMS
 from tests.kube_rbac import wait_until_rbac_applies
@@ -140,3 +144,16 @@ def test_without_the_switch_the_portals_grants_alone_decide(kube, rbac, people):
     cluster.save()
     manifest = sample_manifest("inferencemodel-llama-2-70b.yaml", kube.namespace)
     assert api(bob).post(f"{URL}?cluster={cluster.name}", manifest, format="json").status_code == 201
+
+
+@pytest.mark.django_db
+def test_a_reserved_persons_change_is_never_sent_as_them(make_user):
+    """A user named system:... (code can make one; the forms and single sign-on cannot) is never
+    impersonated: the apply fails on the row, saying why, instead of reaching the cluster."""
+    cluster = Cluster.objects.create(name="east", server_url="https://127.0.0.1:9", impersonate_users=True,
+                                     auth_method=Cluster.AuthMethod.TOKEN)  # fmt: skip
+    row = store(cluster, sample_in("InferenceModel", "ml"))
+    InferenceModel.objects.filter(pk=row.pk).update(sync_state=SyncState.PENDING_APPLY)
+    record(row, AuditEntry.Action.UPDATED, Actor("system:masters", AuditEntry.Source.API, make_user("system:masters")))
+    assert apply_object(InferenceModel, row.pk) == Outcome.ERROR
+    assert "reserved" in InferenceModel.objects.get(pk=row.pk).last_error

@@ -77,6 +77,19 @@ def test_values_set_image_urls_by_reference_ingress_and_service_monitor(helm) ->
     assert monitor["selector"]["matchExpressions"][0]["values"] == ["web", "gateway"]
 
 
+def test_trusted_proxies_default_to_the_ingress_pod_range_and_can_be_set(helm) -> None:
+    """Failed logins count per client address only with trusted proxies (accounts/lockout.py): the
+    chart and the base trust the common pod networks by default; a value replaces them."""
+    config = ("ConfigMap", "inference-portal", "inference-portal")
+    default = {key(d): d for d in helm_template(helm, {})}[config]["data"]["TRUSTED_PROXIES"]
+    base = {key(d): d for d in rendered()}[config]["data"]["TRUSTED_PROXIES"]
+    assert default == base == "10.244.0.0/16,10.42.0.0/16"
+    mine = {key(d): d for d in helm_template(helm, {"trustedProxies": ["100.64.0.0/10"]})}[config]
+    assert mine["data"]["TRUSTED_PROXIES"] == "100.64.0.0/10"
+    none = {key(d): d for d in helm_template(helm, {"trustedProxies": []})}[config]
+    assert none["data"]["TRUSTED_PROXIES"] == ""
+
+
 def test_every_object_applies_with_server_side_dry_run(helm, kube, admin_client) -> None:
     values = {**SAME_AS_BASE, "managedNamespaces": [kube.namespace],
               "ingress": {"enabled": True, "host": "portal.example"}}  # fmt: skip

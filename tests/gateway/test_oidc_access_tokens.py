@@ -4,14 +4,18 @@ expiry; the caller is scoped to their teams' namespaces exactly as with an API t
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from accounts.access_tokens import not_an_access_token
 from accounts.models import ExternalIdentity, NamespaceGrant, Team
 from clusters.models import Cluster
-from inference_gateway.callers import Callers, NotAuthenticated, verify
+from governance.gateway import LimitView
+from governance.limits import Limiter, LocalCounters
+from inference_gateway.callers import Caller, Callers, NotAuthenticated, verify
 from tests.gateway.test_callers import closed_reads, run  # noqa: F401 - a fixture
 from tests.support.oidc_provider import OidcProvider
 
@@ -93,3 +97,55 @@ def test_a_forged_token_is_refused(provider, ada):
     header, payload, _ = provider.access_token("ada", "ada-password").split(".")
     with pytest.raises(NotAuthenticated):
         verify(f"{header}.{payload}.c2lnbmF0dXJl")
+
+
+def test_each_single_sign_on_person_has_their_own_per_caller_count(provider, ada, make_user):
+    """Issue 40 item 5: every access-token caller once had the empty key, one counter for all of
+    them: one team's person spent another's. Now the key is the person (all their tokens)."""
+    eve = make_user("eve")
+    ExternalIdentity.objects.create(user=eve, issuer=provider.issuer, subject="u-eve")
+    ada_first, ada_second = (verify(provider.access_token("ada", "ada-password"))[0] for _ in range(2))
+    eve_caller = verify(provider.access_token("eve", "eve-password"))[0]
+    assert ada_first.token_key == ada_second.token_key == f"person:{ada[0].pk}" != eve_caller.token_key
+    rule = [LimitView("7:*", None, None, None, 1, None)]  # api_token_requests_per_minute=1
+
+    async def calls() -> list[bool]:
+        limiter = Limiter(LocalCounters(), lambda: 1_900_000_000.0)
+        callers = (ada_first, ada_second, eve_caller)
+        return [(await limiter.admit(rule, caller.token_key, "team")).refused is None for caller in callers]
+
+    assert asyncio.run(calls()) == [True, False, True]  # ada's second token is ada; eve is not
+
+
+def test_a_caller_never_has_an_empty_counter_key():
+    with pytest.raises(ValueError, match="token_key"):
+        Caller(1, "ada", lambda cluster, namespace: True, "", "")
+
+
+@pytest.mark.parametrize("nonce", [None, "n-0S6_WzA2Mj"], ids=["without-nonce", "with-nonce"])
+def test_an_id_token_is_no_gateway_credential(provider, ada, nonce):
+    """Issue 40 item 6: the provider's ID token (same keys, same person, the client as audience,
+    an hour's life) was accepted like its 5-minute access token."""
+    tokens = provider.tokens("ada", "ada-password", nonce=nonce)
+    assert verify(tokens["access_token"])[0].username == "ada"
+    with pytest.raises(NotAuthenticated, match="not an access token"):
+        verify(tokens["id_token"])
+    with pytest.raises(NotAuthenticated, match="not an access token"):
+        run(lambda: Callers(ttl=10).caller(f"Bearer {tokens['id_token']}"))
+
+
+@pytest.mark.parametrize(
+    ("header", "claims", "access"),
+    [
+        ({"typ": "at+jwt"}, {"nonce": "n"}, True),  # RFC 9068 marks it: decided by the mark
+        ({"typ": "JWT"}, {"token_use": "access"}, True),  # AWS Cognito
+        ({"typ": "JWT"}, {"token_use": "id"}, False),
+        ({"typ": "JWT"}, {"typ": "Bearer", "nonce": "n"}, True),  # Keycloak (older ones put nonce in both)
+        ({"typ": "JWT"}, {"typ": "ID"}, False),
+        ({"typ": "JWT"}, {"jti": "1", "client_id": "portal"}, True),  # zitadel/oidc's access token
+        ({"typ": "JWT"}, {"at_hash": "x", "client_id": "portal"}, False),  # ... and its ID token
+        ({}, {"c_hash": "x"}, False),
+    ],
+)
+def test_how_providers_mark_their_tokens(header, claims, access):
+    assert (not_an_access_token(header, claims) is None) is access

@@ -133,6 +133,11 @@ class OidcProvider:
 
     def access_token(self, username: str, password: str, scope: str = "openid profile email groups") -> str:
         """The user's JWT access token, through the login page (authorization code + PKCE)."""
+        return self.tokens(username, password, scope)["access_token"]
+
+    def tokens(self, username: str, password: str, scope: str = "openid profile email groups",
+               nonce: str | None = None) -> dict:
+        """The token endpoint's answer for the user (access and ID tokens), as access_token() signs in."""
         verifier = secrets.token_urlsafe(48)
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
         session = requests.Session()
@@ -146,6 +151,7 @@ class OidcProvider:
                 "state": "s",
                 "code_challenge": challenge,
                 "code_challenge_method": "S256",
+                **({"nonce": nonce} if nonce else {}),
             },
             timeout=10,
         )
@@ -170,4 +176,4 @@ class OidcProvider:
             timeout=10,
         )
         tokens.raise_for_status()
-        return tokens.json()["access_token"]
+        return tokens.json()

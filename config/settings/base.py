@@ -217,7 +217,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "clusters.web.api.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "clusters.web.api.schema.PortalAutoSchema",  # documents every operation's errors
     "EXCEPTION_HANDLER": "clusters.web.api.exceptions.exception_handler",
     # POST /api/token/ checks passwords: a few tries a minute per client address (accounts/api.py).
     "DEFAULT_THROTTLE_RATES": {"token": env_str("TOKEN_THROTTLE_RATE", "10/min")},

@@ -49,7 +49,27 @@ class BudgetUse:
 
 @cache
 def _redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    timeout = settings.GOVERNANCE_REDIS_TIMEOUT_SECONDS
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+
+
+_skip_redis_until = 0.0  # the circuit (as the gateway's, governance.resp): after a failure, Redis is left alone
+
+
+def _read_counters(url: str, keys: list[str]) -> list[int] | None:
+    """The counters' values, or None when Redis failed now or within ``GOVERNANCE_REDIS_RETRY_SECONDS``:
+    every portal page shows the banner, and a hung Redis must not add its timeout to each."""
+    global _skip_redis_until
+    if time.monotonic() < _skip_redis_until:
+        return None
+    try:
+        values = _redis(url).mget(keys)
+    except redis.RedisError as error:
+        _skip_redis_until = time.monotonic() + settings.GOVERNANCE_REDIS_RETRY_SECONDS
+        logger.warning("budget use unavailable for %s s: Redis at the limits' URL: %s",
+                       settings.GOVERNANCE_REDIS_RETRY_SECONDS, error)
+        return None
+    return [int(value or 0) for value in values]
 
 
 def _ledger_used(limit: Limit, now: float) -> int:
@@ -74,12 +94,9 @@ def budget_uses(limits: Iterable[Limit] | None = None, now: float | None = None)
     url = settings.GOVERNANCE_REDIS_URL
     if url:
         month, _ = month_bounds(now)
-        try:
-            values = _redis(url).mget([budget_key(limit.scope, month) for limit in limits])
-        except redis.RedisError as error:
-            logger.warning("budget use unavailable: Redis at the limits' URL: %s", error)
+        used = _read_counters(url, [budget_key(limit.scope, month) for limit in limits])
+        if used is None:
             return []
-        used = [int(value or 0) for value in values]
     else:
         used = [_ledger_used(limit, now) for limit in limits]
     return [

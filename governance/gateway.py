@@ -233,7 +233,8 @@ class Governance:
             return cls(False, None, None, 0)
         writer = LedgerWriter(default_sink(), settings.USAGE_LEDGER_QUEUE_ROWS, settings.USAGE_LEDGER_BATCH_ROWS,
                               settings.USAGE_LEDGER_FLUSH_SECONDS)
-        counters = counters_for(settings.GOVERNANCE_REDIS_URL, settings.USAGE_LIMITS_LEASE_SECONDS)
+        counters = counters_for(settings.GOVERNANCE_REDIS_URL, settings.USAGE_LIMITS_LEASE_SECONDS,
+                                settings.GOVERNANCE_REDIS_TIMEOUT_SECONDS, settings.GOVERNANCE_REDIS_RETRY_SECONDS)
         return cls(True, Limiter(counters), writer,
                    settings.USAGE_LIMITS_TTL_SECONDS, settings.USAGE_RESERVE_COMPLETION_TOKENS,
                    settings.USAGE_RESERVE_BYTES_PER_TOKEN)

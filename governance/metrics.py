@@ -100,3 +100,15 @@ LIMITS_UNCHECKED = Counter(
     "Requests let through unchecked because the limits' Redis could not be reached.",
     registry=GATEWAY_REGISTRY,
 )
+LIMITS_REDIS_CIRCUIT_OPENED = Counter(
+    "inference_portal_limit_redis_circuit_opened",
+    "Times the limits' Redis failed (refused, reset, or no answer within GOVERNANCE_REDIS_TIMEOUT_SECONDS) and "
+    "was then left alone for GOVERNANCE_REDIS_RETRY_SECONDS, requests going through unchecked meanwhile.",
+    registry=GATEWAY_REGISTRY,
+)
+LIMITS_COUNTERS_LOST = Counter(
+    "inference_portal_limit_counters_lost",
+    "Times this gateway found the limits' counters lost (Redis restarted without persistence, or flushed): "
+    "the windows in progress were counted from then only.",
+    registry=GATEWAY_REGISTRY,
+)

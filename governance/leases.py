@@ -172,9 +172,10 @@ class LeaseBook:
         return {key: entry for key, entry in returns.items() if entry[1] > now}
 
     def reports(self, now: float) -> list[Lease]:
-        """Leases whose unused units Redis should be told of (they changed since it was last told)."""
+        """Leases whose unused units Redis should be told of: every one holding units (whose reclaim
+        flag is looked at with it), and those it was told of before."""
         return [lease for lease in self.leases.values()
-                if lease.held != lease.reported and lease.resets_at > now and not lease.refilling]
+                if (lease.held or lease.reported) and lease.resets_at > now and not lease.refilling]
 
     def reclaim(self, lease: Lease) -> None:
         """Another replica was refused for want of units this one leased: all of them go back."""

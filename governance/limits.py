@@ -82,7 +82,8 @@ local n = #KEYS - 1
 local rid = ARGV[4 * n + 1]
 local since = redis.call('GET', KEYS[n + 1])
 if not since then
-  since = redis.call('TIME')[1]
+  local t = redis.call('TIME')
+  since = t[1] .. '.' .. string.format('%06d', t[2])
   redis.call('SET', KEYS[n + 1], since)
 end
 local values = {}

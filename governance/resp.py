@@ -137,6 +137,7 @@ class PipelinedRedis:
             async with asyncio.timeout(self.timeout):
                 return await future
         except TimeoutError:
+            protocol.lost = True  # never used again, even before the loop reports the connection lost
             protocol.transport.abort()  # the answers that follow would be matched to the wrong commands
             raise RedisUnavailable(f"Redis did not answer within {self.timeout} s") from None
 

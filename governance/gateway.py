@@ -37,6 +37,7 @@ from governance import metrics
 from governance.ledger import LedgerWriter, default_sink
 from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision, Limiter, counters_for, reservation
 from governance.models import Limit
+from governance.resp import CircuitOpen
 from governance.sse import UsageTap, with_usage_requested
 from governance.teams import Directory, load_directory
 from inference_gateway.public import CLIENT_LEFT, close_reads, read
@@ -270,7 +271,8 @@ class Governance:
         try:
             await self.limiter.flush()
         except OSError as error:  # RedisUnavailable: kept for the next flush
-            logger.warning("tokens not charged to the limits yet, Redis unreachable: %s", error)
+            if not isinstance(error, CircuitOpen):
+                logger.warning("tokens not charged to the limits yet, Redis unreachable: %s", error)
 
     async def admit(
         self, request: web.Request, caller: Any, route: Any, body: bytes, data: dict[str, Any]
@@ -286,7 +288,8 @@ class Governance:
             decision = await self.limiter.admit(tables.applicable(team_id, route.id), caller.token_key, team, reserve)
         except OSError as error:  # RedisUnavailable
             metrics.LIMITS_UNCHECKED.inc()
-            logger.warning("limits unchecked, Redis unreachable: %s", error)
+            if not isinstance(error, CircuitOpen):  # logged once per failure, not for every request after it
+                logger.warning("limits unchecked, Redis unreachable: %s", error)
             decision = Decision([], [], now=time.time())
         admission = Admission(datetime.now(UTC), team, caller.username, caller.token_name, route.id,
                               route.cluster_id, route.namespace, decision)

@@ -41,6 +41,10 @@ class RedisUnavailable(OSError):
     """The connection failed or an answer did not come in time."""
 
 
+class CircuitOpen(RedisUnavailable):
+    """Not asked: Redis failed less than ``retry_seconds`` ago (the failure was reported then)."""
+
+
 class _Protocol(asyncio.Protocol):
     def __init__(self) -> None:
         self.reader = hiredis.Reader()
@@ -147,7 +151,7 @@ class PipelinedRedis:
         if self.open_until:
             left = self.open_until - self.clock()
             if left > 0:
-                raise RedisUnavailable(f"Redis not asked for {left:.2f} s more after a failure: {self.last_failure}")
+                raise CircuitOpen(f"Redis not asked for {left:.2f} s more after a failure: {self.last_failure}")
             self.open_until = 0.0  # half open: this command tries Redis again
         try:
             return await self._send(await self._connection(), command)

@@ -200,3 +200,32 @@ def test_counters_lost_by_a_redis_restart_are_said_lost(own_redis, caplog) -> No
     assert after.headers[COUNTED_SINCE] >= before[-1].headers[COUNTED_SINCE]
     assert sample("inference_portal_limit_counters_lost_total") == lost + 1
     assert "the limits' counters were lost" in caplog.text
+
+
+@pytest.fixture
+def hung_limits(hung, settings) -> HungServer:
+    """The gateway's limits pointed at a hung Redis (listed before ``gateway``, which reads it)."""
+    settings.GOVERNANCE_REDIS_URL = f"redis://127.0.0.1:{hung.port}/0"
+    settings.GOVERNANCE_REDIS_RETRY_SECONDS = 3600
+    return hung
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_gateway_serves_through_a_hung_redis_unchecked_and_counted(cluster, hung_limits, gateway, api_key,
+                                                                       start_backend) -> None:
+    """Fail-open: every request is answered, the first after one timeout, the others without
+    asking Redis; each is counted as unchecked."""
+    from accounts.models import Team
+    from tests.gateway.conftest import serve_model, settles_at
+
+    unchecked = sample("inference_portal_limit_checks_failed_total")  # the gateway serves in this process
+    backend = start_backend("replica-a")
+    serve_model(cluster, "limited", backend.url)
+    Limit.objects.create(team=Team.objects.get(name="team-a"), requests_per_minute=1)
+    client = gateway.client(api_key)
+    answers = [client.chat.completions.with_raw_response.create(
+        model="limited", messages=[{"role": "user", "content": "hi"}]) for _ in range(5)]
+    assert [answer.http_response.status_code for answer in answers] == [200] * 5  # a limit of 1, unchecked
+    assert not any(name.startswith("x-ratelimit") for name in answers[-1].headers)
+    assert len(hung_limits.connections) == 1
+    settles_at(lambda: sample("inference_portal_limit_checks_failed_total"), unchecked + 5)

@@ -229,3 +229,37 @@ def test_the_gateway_serves_through_a_hung_redis_unchecked_and_counted(cluster, 
     assert not any(name.startswith("x-ratelimit") for name in answers[-1].headers)
     assert len(hung_limits.connections) == 1
     settles_at(lambda: sample("inference_portal_limit_checks_failed_total"), unchecked + 5)
+
+
+@pytest.fixture
+def restartable_limits(own_redis, settings):
+    """The gateway's limits in this test's own Redis (listed before ``gateway``, which reads it)."""
+    port, _, _ = own_redis
+    settings.GOVERNANCE_REDIS_URL = f"redis://127.0.0.1:{port}/0"
+    settings.GOVERNANCE_REDIS_RETRY_SECONDS = 0
+    return own_redis
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_gateway_says_which_answers_were_counted_since_a_redis_restart(cluster, restartable_limits, gateway,
+                                                                           api_key, start_backend) -> None:
+    from accounts.models import Team
+    from tests.gateway.conftest import serve_model
+    from tests.governance.test_limits import ask, away_from_minute_end
+
+    _, processes, start = restartable_limits
+    backend = start_backend("replica-a")
+    serve_model(cluster, "limited", backend.url)
+    Limit.objects.create(team=Team.objects.get(name="team-a"), requests_per_minute=1_000)
+    away_from_minute_end()  # the restart's window is the minute of the answers
+    first = ask(gateway, api_key, "limited")
+    processes[-1].terminate()
+    processes[-1].wait(timeout=10)
+    start()
+    # fail-open while the connection the restart cut fails once; then counted again, said since when
+    after = wait_for(lambda: [answer for answer in [ask(gateway, api_key, "limited")]
+                              if answer.headers.get("x-ratelimit-remaining-requests") == "999"],
+                     message="an answer counted by the restarted Redis")[0]
+    assert after.status_code == 200
+    assert after.headers[COUNTED_SINCE] >= first.headers[COUNTED_SINCE]
+    assert after.headers[COUNTED_SINCE].endswith("Z")

@@ -65,6 +65,7 @@ class Lease:
     last_period_use: int = 0
     last_used: float = 0.0
     refilling: bool = False
+    granting: int = 0  # admissions of this counter in flight to Redis (they may add to what it holds)
     reported: int = 0  # ``held`` as Redis was last told (-1: to be told again)
 
     @property
@@ -175,7 +176,8 @@ class LeaseBook:
         """Leases whose unused units Redis should be told of: every one holding units (whose reclaim
         flag is looked at with it), and those it was told of before."""
         return [lease for lease in self.leases.values()
-                if (lease.held or lease.reported) and lease.resets_at > now and not lease.refilling]
+                if (lease.held or lease.reported) and lease.resets_at > now and not lease.refilling
+                and not lease.granting]  # units granted meanwhile would be overwritten by an older count
 
     def reclaim(self, lease: Lease) -> None:
         """Another replica was refused for want of units this one leased: all of them go back."""

@@ -317,12 +317,17 @@ class RedisCounters(Counters):
             for index in remote:
                 check, take = checks[index], takes[index]
                 args += [check.limit, _lifetime(check.resets_at, now), take.remote, take.want]
+            for index in remote:
+                takes[index].lease.granting += 1
             try:
                 answer = await self.redis.evalsha(ADMIT, [*(checks[index].key for index in remote), MARKER],
                                                   [*args, self.replica])
             except BaseException:
                 LeaseBook.undo(takes)
                 raise
+            finally:
+                for index in remote:
+                    takes[index].lease.granting -= 1
             self._counted_since(answer[1])
             if refused := int(answer[0]):
                 LeaseBook.undo(takes)

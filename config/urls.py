@@ -9,6 +9,7 @@ from rest_framework.permissions import IsAuthenticated
 
 from accounts.api import ObtainTokenView
 from accounts.views import PortalLoginView
+from clusters.web.api.exceptions import not_found
 from config.dashboard import HomeView
 from config.metrics_view import metrics
 
@@ -57,3 +58,5 @@ urlpatterns = [
     path("api/", include(api_patterns)),
     path("metrics", metrics, name="prometheus-django-metrics"),
 ]
+
+handler404 = not_found  # JSON under /api/, the portal's page elsewhere

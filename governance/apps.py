@@ -10,6 +10,6 @@ class GovernanceConfig(AppConfig):
     def ready(self) -> None:
         from prometheus_client.core import REGISTRY
 
-        from governance.metrics import BudgetCollector
+        from governance.budgets import BudgetCollector
 
         REGISTRY.register(BudgetCollector())

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 
 import redis
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import F, Sum, prefetch_related_objects
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from accounts.models import Team
 from governance.limits import budget_key, month_bounds
@@ -49,7 +51,27 @@ class BudgetUse:
 
 @cache
 def _redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    timeout = settings.GOVERNANCE_REDIS_TIMEOUT_SECONDS
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+
+
+_skip_redis_until = 0.0  # the circuit (as the gateway's, governance.resp): after a failure, Redis is left alone
+
+
+def _read_counters(url: str, keys: list[str]) -> list[int] | None:
+    """The counters' values, or None when Redis failed now or within ``GOVERNANCE_REDIS_RETRY_SECONDS``:
+    every portal page shows the banner, and a hung Redis must not add its timeout to each."""
+    global _skip_redis_until
+    if time.monotonic() < _skip_redis_until:
+        return None
+    try:
+        values = _redis(url).mget(keys)
+    except redis.RedisError as error:
+        _skip_redis_until = time.monotonic() + settings.GOVERNANCE_REDIS_RETRY_SECONDS
+        logger.warning("budget use unavailable for %s s: Redis at the limits' URL: %s",
+                       settings.GOVERNANCE_REDIS_RETRY_SECONDS, error)
+        return None
+    return [int(value or 0) for value in values]
 
 
 def _ledger_used(limit: Limit, now: float) -> int:
@@ -74,12 +96,9 @@ def budget_uses(limits: Iterable[Limit] | None = None, now: float | None = None)
     url = settings.GOVERNANCE_REDIS_URL
     if url:
         month, _ = month_bounds(now)
-        try:
-            values = _redis(url).mget([budget_key(limit.scope, month) for limit in limits])
-        except redis.RedisError as error:
-            logger.warning("budget use unavailable: Redis at the limits' URL: %s", error)
+        used = _read_counters(url, [budget_key(limit.scope, month) for limit in limits])
+        if used is None:
             return []
-        used = [int(value or 0) for value in values]
     else:
         used = [_ledger_used(limit, now) for limit in limits]
     return [
@@ -112,3 +131,35 @@ def _user_limits_sql() -> str:
         f"WHERE members.{quote(members.m2m_reverse_name())} = %s AND limits.{quote('monthly_tokens')} IS NOT NULL "
         f"ORDER BY teams.{quote('name')}, limits.{quote('model')}"
     )
+
+
+def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+    labels = ["team", "model"]
+    return (
+        GaugeMetricFamily("inference_portal_team_budget_used_tokens",
+                          "Tokens used this calendar month (UTC) against a monthly budget.", labels=labels),
+        GaugeMetricFamily("inference_portal_team_budget_used_ratio",
+                          "Share of a monthly token budget used this month (1 = spent).", labels=labels),
+        GaugeMetricFamily("inference_portal_team_budget_warning",
+                          "1 when a monthly budget is at least 80% used (the portal warns the team).", labels=labels),
+    )
+
+
+class BudgetCollector(Collector):
+    """Every monthly budget's use, read from the limits' counters at scrape time."""
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield from _families()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        used, ratio, warning = _families()
+        try:
+            uses = budget_uses()
+        except DatabaseError:  # the database is away: /metrics still answers, /readyz says why
+            uses = []
+        for use in uses:
+            labels = [use.team, use.model]
+            used.add_metric(labels, use.used)
+            ratio.add_metric(labels, use.ratio)
+            warning.add_metric(labels, 1.0 if use.warn else 0.0)
+        yield from (used, ratio, warning)

@@ -38,6 +38,7 @@ from governance.bodies import Asked, BodyRefused, asked, capped, prompt_estimate
 from governance.ledger import LedgerWriter, default_sink, spool_folder_for
 from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision, Limiter, counters_for
 from governance.models import Limit
+from governance.resp import CircuitOpen
 from governance.sse import UsageTap, upstream_body
 from governance.teams import Directory, load_directory
 from inference_gateway.public import CLIENT_LEFT, close_reads, read
@@ -235,7 +236,8 @@ class Governance:
         sink = default_sink()
         writer = LedgerWriter(sink, settings.USAGE_LEDGER_QUEUE_ROWS, settings.USAGE_LEDGER_BATCH_ROWS,
                               settings.USAGE_LEDGER_FLUSH_SECONDS, spool_folder_for(sink))
-        counters = counters_for(settings.GOVERNANCE_REDIS_URL, settings.USAGE_LIMITS_LEASE_SECONDS)
+        counters = counters_for(settings.GOVERNANCE_REDIS_URL, settings.USAGE_LIMITS_LEASE_SECONDS,
+                                settings.GOVERNANCE_REDIS_TIMEOUT_SECONDS, settings.GOVERNANCE_REDIS_RETRY_SECONDS)
         return cls(True, Limiter(counters), writer,
                    settings.USAGE_LIMITS_TTL_SECONDS, settings.USAGE_RESERVE_COMPLETION_TOKENS,
                    settings.USAGE_RESERVE_BYTES_PER_TOKEN)
@@ -271,7 +273,8 @@ class Governance:
         try:
             await self.limiter.flush()
         except OSError as error:  # RedisUnavailable: kept for the next flush
-            logger.warning("tokens not charged to the limits yet, Redis unreachable: %s", error)
+            if not isinstance(error, CircuitOpen):
+                logger.warning("tokens not charged to the limits yet, Redis unreachable: %s", error)
 
     async def admit(
         self, request: web.Request, caller: Any, route: Any, body: bytes, data: dict[str, Any]
@@ -291,7 +294,8 @@ class Governance:
             decision = await self.limiter.admit(tables.applicable(team_id, route.id), caller.token_key, team, reserve)
         except OSError as error:  # RedisUnavailable
             metrics.LIMITS_UNCHECKED.inc()
-            logger.warning("limits unchecked, Redis unreachable: %s", error)
+            if not isinstance(error, CircuitOpen):  # logged once per failure, not for every request after it
+                logger.warning("limits unchecked, Redis unreachable: %s", error)
             decision = Decision([], [], now=time.time())
         admission = Admission(datetime.now(UTC), team, caller.username, caller.token_name, route.id,
                               route.cluster_id, route.namespace, decision, stream=wanted.stream,

@@ -18,6 +18,17 @@ a lease is at most ``1/LEASE_SHARE`` of the counter's room when it is taken (non
 back what it has not used after ``idle_seconds`` (5 s) without use, when it stops, and whenever the
 limit changes; units of a window that has ended are simply void with their key.
 
+**Leases never refuse below the limit.** Each replica's unused units of a counter are kept in
+Redis beside it (a hash by replica, updated when units are leased, given back, and at every flush,
+``CHARGE_SECONDS``). A request that finds no room where the room is there but leased to other
+replicas (the counter less what the others hold unused, as they last said, has room for it) is not
+refused: the admission script raises the counter's reclaim flag, the holders give back everything
+they hold of it at their next flush, and the request is asked again (every ``RECLAIM_POLL_SECONDS``,
+for at most ``RECLAIM_SECONDS``). It is refused only when the room is really gone, or when a holder
+did not answer in time (a replica stopped without giving back: its units stay counted until its hash
+entry and the window expire). Near a limit a replica leases nothing anyway (under ``LEASE_SHARE``
+units left), so the wait happens once per window, at its end, and only where leases were taken.
+
 **Rates.** What to lease is the use of the last ``lease_seconds`` period that had any, remembered
 per counter series (a scope's requests or tokens, whatever the window), so a pause or a new minute
 starts leasing at once instead of going back to Redis for every request until the rate is seen again.
@@ -34,6 +45,9 @@ from typing import Any
 
 LEASE_SHARE = 16  # a lease takes at most this fraction of a counter's room
 IDLE_SECONDS = 5.0  # unused units are given back after this long without a request
+RECLAIM_SECONDS = 0.3  # how long a request waits for other replicas to give leased units back
+RECLAIM_POLL_SECONDS = 0.02  # how often it asks Redis again meanwhile
+RECLAIM_FLAG_SECONDS = 1.0  # how long a counter's reclaim flag stays up (holders look at every flush)
 RATE_MEMORY_SECONDS = 120.0  # a series' rate is forgotten after this long without a whole period of use
 
 
@@ -51,6 +65,8 @@ class Lease:
     last_period_use: int = 0
     last_used: float = 0.0
     refilling: bool = False
+    granting: int = 0  # admissions of this counter in flight to Redis (they may add to what it holds)
+    reported: int = 0  # ``held`` as Redis was last told (-1: to be told again)
 
     @property
     def used(self) -> int:
@@ -155,6 +171,20 @@ class LeaseBook:
             self.rates = {series: rate for series, rate in self.rates.items() if now - rate[1] < RATE_MEMORY_SECONDS}
         returns, self.returns = self.returns, {}
         return {key: entry for key, entry in returns.items() if entry[1] > now}
+
+    def reports(self, now: float) -> list[Lease]:
+        """Leases whose unused units Redis should be told of: every one holding units (whose reclaim
+        flag is looked at with it), and those it was told of before."""
+        return [lease for lease in self.leases.values()
+                if (lease.held or lease.reported) and lease.resets_at > now and not lease.refilling
+                and not lease.granting]  # units granted meanwhile would be overwritten by an older count
+
+    def reclaim(self, lease: Lease) -> None:
+        """Another replica was refused for want of units this one leased: all of them go back."""
+        if lease.held:
+            self.hand_back(lease.key, lease.held, lease.resets_at)
+            lease.value -= lease.held
+            lease.held = 0
 
     def hand_back(self, key: str, units: int, resets_at: float) -> None:
         """Queue ``units`` of counter ``key`` to be given back at the next :meth:`give_back`."""

@@ -34,56 +34,101 @@ from __future__ import annotations
 import asyncio
 import calendar
 import contextlib
+import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from governance.leases import IDLE_SECONDS, LEASE_SHARE, Lease, LeaseBook
+from governance import metrics
+from governance.leases import (
+    IDLE_SECONDS,
+    LEASE_SHARE,
+    RECLAIM_FLAG_SECONDS,
+    RECLAIM_POLL_SECONDS,
+    RECLAIM_SECONDS,
+    Lease,
+    LeaseBook,
+)
 from governance.resp import PipelinedRedis
 
+logger = logging.getLogger(__name__)
 REQUESTS, TOKENS, BUDGET = "requests", "tokens", "budget"
 MINUTE = 60
 PREFIX = "ip:limits"
+MARKER = f"{PREFIX}-counted-since"  # outside PREFIX: staff clearing the counters by pattern keep it
 CHARGE_SECONDS = 0.05
+# on answers whose windows began before the counters were (Redis lost them): when counting began
+COUNTED_SINCE = "x-ratelimit-counted-since"
 
-# KEYS: one counter per check. ARGV: per check its limit, its key's lifetime in seconds, what this
-# request adds to it (1 for a request, its reserved tokens) and the lease units the replica would
-# like beyond that (governance.leases). A counter has room when it stays within its limit after
-# adding at least 1 (one at its limit refuses every request). Admitted: returns 0, every counter's
-# value after adding, then the units leased from each (at most 1/LEASE_SHARE of the room left).
-# Refused: the 1-based index of the first check without room and every value as it was.
+# KEYS: one counter per check, then MARKER. ARGV: per check its limit, its key's lifetime in
+# seconds, what this request adds to it (1 for a request, its reserved tokens) and the lease units
+# the replica would like beyond that (governance.leases); then the replica's id. A counter has room
+# when it stays within its limit after adding at least 1 (one at its limit refuses every request).
+# Admitted: returns 0, SINCE, every counter's value after adding, then the units leased from each
+# (at most 1/LEASE_SHARE of the room left; each replica's leased units are kept in the counter's
+# HELD hash). Refused: the 1-based index of the first check without room, SINCE and every value as
+# it was; the index is negative when the room is there but leased to other replicas, unused as far
+# as they last said: then the counter's RECLAIM flag asks them to give their units back, and the
+# replica asks again (governance.leases, "Leases never refuse below the limit").
+# SINCE: the Unix time (Redis' clock) the counters have been counted since, kept in MARKER, a key
+# without expiry: when Redis lost its data (restarted without persistence, flushed) MARKER is gone
+# with the counters and is set again, so every answer says which windows were counted in full.
 ADMIT = """
-local values = {}
-for i, key in ipairs(KEYS) do
-  values[i] = tonumber(redis.call('GET', key) or '0')
+local n = #KEYS - 1
+local rid = ARGV[4 * n + 1]
+local since = redis.call('GET', KEYS[n + 1])
+if not since then
+  local t = redis.call('TIME')
+  since = t[1] .. '.' .. string.format('%06d', t[2])
+  redis.call('SET', KEYS[n + 1], since)
 end
-for i = 1, #KEYS do
-  if values[i] + math.max(tonumber(ARGV[4 * i - 1]), 1) > tonumber(ARGV[4 * i - 3]) then
-    return {i, unpack(values)}
+local values = {}
+for i = 1, n do
+  values[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
+end
+for i = 1, n do
+  local limit, amount = tonumber(ARGV[4 * i - 3]), math.max(tonumber(ARGV[4 * i - 1]), 1)
+  if values[i] + amount > limit then
+    local code, others = i, 0
+    local held = redis.call('HGETALL', KEYS[i] .. ':h')
+    for j = 1, #held, 2 do
+      if held[j] ~= rid then others = others + tonumber(held[j + 1]) end
+    end
+    if others > 0 and values[i] - others + amount <= limit then
+      redis.call('SET', KEYS[i] .. ':r', '1', 'PX', RECLAIM_MS)
+      code = -i
+    end
+    return {code, since, unpack(values)}
   end
 end
-local answer = {0}
+local answer = {0, since}
 local extras = {}
-for i, key in ipairs(KEYS) do
+for i = 1, n do
   local amount = tonumber(ARGV[4 * i - 1])
   local extra = math.floor((tonumber(ARGV[4 * i - 3]) - values[i] - amount) / SHARE)
   extra = math.max(0, math.min(tonumber(ARGV[4 * i]), extra))
   extras[i] = extra
   if amount + extra > 0 then
-    values[i] = redis.call('INCRBY', key, amount + extra)
-    if values[i] == amount + extra then redis.call('EXPIRE', key, ARGV[4 * i - 2]) end
+    values[i] = redis.call('INCRBY', KEYS[i], amount + extra)
+    if values[i] == amount + extra then redis.call('EXPIRE', KEYS[i], ARGV[4 * i - 2]) end
   end
-  answer[i + 1] = values[i]
+  if extra > 0 then
+    redis.call('HINCRBY', KEYS[i] .. ':h', rid, extra)
+    redis.call('EXPIRE', KEYS[i] .. ':h', ARGV[4 * i - 2])
+  end
+  answer[i + 2] = values[i]
 end
-for i = 1, #KEYS do answer[#KEYS + 1 + i] = extras[i] end
+for i = 1, n do answer[n + 2 + i] = extras[i] end
 return answer
-""".replace("SHARE", str(LEASE_SHARE))
+""".replace("SHARE", str(LEASE_SHARE)).replace("RECLAIM_MS", str(int(RECLAIM_FLAG_SECONDS * 1000)))
 
 # Units given back: leased and unused, or tokens reserved beyond a request's usage. KEYS: counters;
-# ARGV: the units of each. A counter is lowered by at most its value: one that is gone (expired, or
+# ARGV: the units of each, then (for leases) the replica's id, whose HELD entry goes: it gives back
+# every unit it held. A counter is lowered by at most its value: one that is gone (expired, or
 # deleted while the units were in it) stays gone, never negative, which would admit as many beyond
 # the limit.
 GIVE_BACK = """
@@ -91,8 +136,29 @@ for i, key in ipairs(KEYS) do
   local value = tonumber(redis.call('GET', key) or '0')
   local units = math.min(value, tonumber(ARGV[i]))
   if units > 0 then redis.call('DECRBY', key, units) end
+  if ARGV[#KEYS + 1] then redis.call('HDEL', key .. ':h', ARGV[#KEYS + 1]) end
 end
 return 0
+"""
+
+# What a replica holds unused of each leased counter, as of now (KEYS: counters; ARGV: the
+# replica's id, then per counter its units and its key's lifetime). Returns per counter whether
+# another replica was refused for want of units leased (the RECLAIM flag): then this one gives
+# them back.
+REPORT = """
+local rid = ARGV[1]
+local flags = {}
+for i, key in ipairs(KEYS) do
+  local units = tonumber(ARGV[2 * i])
+  if units > 0 then
+    redis.call('HSET', key .. ':h', rid, units)
+    redis.call('EXPIRE', key .. ':h', ARGV[2 * i + 1])
+  else
+    redis.call('HDEL', key .. ':h', rid)
+  end
+  flags[i] = redis.call('EXISTS', key .. ':r')
+end
+return flags
 """
 
 
@@ -105,6 +171,7 @@ class Check:
     limit: int
     resets_at: float  # Unix time the window ends
     team: str
+    starts_at: float = 0.0  # Unix time the window began
 
 
 @dataclass
@@ -117,6 +184,7 @@ class Decision:
     now: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     reserved: int = 0  # tokens the request reserves in each tokens counter (added when admitted)
+    since: float = 0.0  # the counters' (Counters.since) as of this admission
 
 
 def month_bounds(now: float) -> tuple[str, float]:
@@ -146,6 +214,7 @@ def _checks(limits: tuple[Any, ...], token_key: str, minute: int, team: str) -> 
     """Worked out once per scope, token and minute: the same for every request of that minute."""
     minute_ends = (minute + 1) * MINUTE
     month, month_ends = _month_of_minute(minute)
+    month_starts = datetime(int(month[:4]), int(month[4:]), 1, tzinfo=UTC).timestamp()
     checks: list[Check] = []
     for limit in limits:
         scope = limit.scope
@@ -156,12 +225,18 @@ def _checks(limits: tuple[Any, ...], token_key: str, minute: int, team: str) -> 
             (TOKENS, f"{PREFIX}:t:{scope}:k:{token_key}:{minute}", limit.api_token_tokens_per_minute, minute_ends),
             (BUDGET, budget_key(scope, month), limit.monthly_tokens, month_ends),
         ]
-        checks += [Check(kind, key, figure, ends, team) for kind, key, figure, ends in figures if figure]
+        checks += [Check(kind, key, figure, ends, team, ends - MINUTE if kind != BUDGET else month_starts)
+                   for kind, key, figure, ends in figures if figure]
     return tuple(checks)
 
 
 class Counters:
-    """Where the counters live: :class:`RedisCounters` or :class:`LocalCounters`."""
+    """Where the counters live: :class:`RedisCounters` or :class:`LocalCounters`.
+
+    ``since``: the Unix time the counters have been counted since (Redis lost them, or this process
+    started, for counters in memory); a window that began before it was counted in full."""
+
+    since: float = 0.0
 
     async def admit(self, checks: Sequence[Check], amounts: list[int], now: float) -> tuple[int, list[int]]:
         """Add ``amounts`` to the checks' counters if each has room (see :data:`ADMIT`)."""
@@ -189,14 +264,40 @@ def _lifetime(resets_at: float, now: float) -> int:
 class RedisCounters(Counters):
     """Counters in one Redis, shared by every gateway replica (one pipelined connection per
     process), with quota leases for busy counters (:mod:`governance.leases`; ``lease_seconds=0``
-    turns them off: every request asks Redis)."""
+    turns them off: every request asks Redis). ``timeout`` and ``retry_seconds``: the client's
+    (:class:`governance.resp.PipelinedRedis`: a hung Redis costs one timeout per ``retry_seconds``)."""
 
-    def __init__(self, url: str, lease_seconds: float = 0.0, idle_seconds: float = IDLE_SECONDS) -> None:
-        self.redis = PipelinedRedis(url)
+    def __init__(self, url: str, lease_seconds: float = 0.0, idle_seconds: float = IDLE_SECONDS,
+                 timeout: float = 0.25, retry_seconds: float = 1.0) -> None:
+        self.redis = PipelinedRedis(url, timeout, retry_seconds, on_open=metrics.LIMITS_REDIS_CIRCUIT_OPENED.inc)
         self.book = LeaseBook(lease_seconds, idle_seconds)
+        self.replica = uuid.uuid4().hex[:16]  # names this process's leased units in Redis
         self._refills: set[asyncio.Task] = set()
 
+    def _counted_since(self, since: Any) -> None:
+        """SINCE of an answer: a new one (other than the first this process sees) means Redis lost the counters."""
+        since = float(since)
+        if self.since and since > self.since:
+            metrics.LIMITS_COUNTERS_LOST.inc()
+            logger.warning("the limits' counters were lost (Redis restarted without persistence, or flushed): "
+                           "windows that began before %s were counted from then only, and their answers say so "
+                           "(x-ratelimit-counted-since)", datetime.fromtimestamp(since, UTC).isoformat())
+        self.since = max(self.since, since)
+
     async def admit(self, checks: Sequence[Check], amounts: list[int], now: float) -> tuple[int, list[int]]:
+        """:meth:`_admit`; a refusal for want of units other replicas leased waits for them to be
+        given back (:mod:`governance.leases`, at most ``RECLAIM_SECONDS``) and asks again."""
+        deadline = None
+        while True:
+            refused, values = await self._admit(checks, amounts, now)
+            if refused >= 0:
+                return refused, values
+            deadline = deadline or time.monotonic() + RECLAIM_SECONDS
+            if time.monotonic() >= deadline:
+                return -refused, values
+            await asyncio.sleep(RECLAIM_POLL_SECONDS)
+
+    async def _admit(self, checks: Sequence[Check], amounts: list[int], now: float) -> tuple[int, list[int]]:
         takes = self.book.plan(checks, amounts, now)
         if not LeaseBook.all_local(takes):
             remote = [index for index, take in enumerate(takes) if take.by_redis]
@@ -204,19 +305,27 @@ class RedisCounters(Counters):
             for index in remote:
                 check, take = checks[index], takes[index]
                 args += [check.limit, _lifetime(check.resets_at, now), take.remote, take.want]
+            for index in remote:
+                takes[index].lease.granting += 1
             try:
-                answer = await self.redis.evalsha(ADMIT, [checks[index].key for index in remote], args)
+                answer = await self.redis.evalsha(ADMIT, [*(checks[index].key for index in remote), MARKER],
+                                                  [*args, self.replica])
             except BaseException:
                 LeaseBook.undo(takes)
                 raise
+            finally:
+                for index in remote:
+                    takes[index].lease.granting -= 1
+            self._counted_since(answer[1])
             if refused := int(answer[0]):
                 LeaseBook.undo(takes)
-                for index, value in zip(remote, answer[1:], strict=True):
+                for index, value in zip(remote, answer[2:], strict=True):
                     takes[index].lease.value = int(value)
-                return remote[refused - 1] + 1, [take.lease.used for take in takes]
+                index = remote[abs(refused) - 1] + 1
+                return index if refused > 0 else -index, [take.lease.used for take in takes]
             count = len(remote)
-            LeaseBook.granted([takes[index] for index in remote], [int(value) for value in answer[1:1 + count]],
-                              [int(extra) for extra in answer[1 + count:]])
+            LeaseBook.granted([takes[index] for index in remote], [int(value) for value in answer[2:2 + count]],
+                              [int(extra) for extra in answer[2 + count:]])
         for lease, want in self.book.refills(takes, now):
             task = asyncio.get_running_loop().create_task(self._refill(lease, want, now))
             self._refills.add(task)
@@ -225,13 +334,14 @@ class RedisCounters(Counters):
 
     async def _refill(self, lease: Lease, want: int, now: float) -> None:
         """:data:`ADMIT` with no request of its own (amount 0): only the lease, off the request path."""
-        args = [lease.limit, _lifetime(lease.resets_at, now), 0, want]
+        args = [lease.limit, _lifetime(lease.resets_at, now), 0, want, self.replica]
         try:
-            answer = await self.redis.evalsha(ADMIT, [lease.key], args)
+            answer = await self.redis.evalsha(ADMIT, [lease.key, MARKER], args)
+            self._counted_since(answer[1])
         except OSError:  # RedisUnavailable: the next request goes to Redis itself
-            answer = [1, lease.value]
-        extra = int(answer[2]) if int(answer[0]) == 0 else 0  # refused: no room left to lease
-        self.book.refilled(lease, int(answer[1]), extra)
+            answer = [1, 0, lease.value]
+        extra = int(answer[3]) if int(answer[0]) == 0 else 0  # refused: no room left to lease
+        self.book.refilled(lease, int(answer[2]), extra)
 
     async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
         """Charges are added; tokens given back (reservations larger than the usage) go through
@@ -248,16 +358,32 @@ class RedisCounters(Counters):
             self.book.charged(key, tokens)
 
     async def release(self, now: float, everything: bool = False) -> None:
+        """Tell Redis what this replica holds unused (:data:`REPORT`), give back what another
+        replica is waiting for, and what is idle or outdated (:data:`GIVE_BACK`)."""
+        reports = [] if everything else self.book.reports(now)
+        if reports:
+            args: list[object] = [self.replica]
+            for lease in reports:
+                args += [lease.held, _lifetime(lease.resets_at, now)]
+            sent = [lease.held for lease in reports]
+            flags = await self.redis.evalsha(REPORT, [lease.key for lease in reports], args)
+            for lease, held, flag in zip(reports, sent, flags, strict=True):
+                lease.reported = held
+                if int(flag):
+                    self.book.reclaim(lease)
         returns = self.book.give_back(now, everything)
         if not returns:
             return
         keys = list(returns)
         try:
-            await self.redis.evalsha(GIVE_BACK, keys, [returns[key][0] for key in keys])
+            await self.redis.evalsha(GIVE_BACK, keys, [*(returns[key][0] for key in keys), self.replica])
         except BaseException:
             for key, (units, ends) in returns.items():  # kept for the next release
                 self.book.hand_back(key, units, ends)
             raise
+        for key in keys:  # its entry went with them; a lease that holds units again says so at the next flush
+            if (lease := self.book.leases.get(key)) is not None:
+                lease.reported = 0 if not lease.held else -1
 
     async def close(self) -> None:
         await asyncio.gather(*self._refills)  # their units are in the counter: wait to give them back
@@ -267,10 +393,12 @@ class RedisCounters(Counters):
 
 
 class LocalCounters(Counters):
-    """Counters in this process's memory: for one gateway without Redis (the embedded demo)."""
+    """Counters in this process's memory: for one gateway without Redis (the embedded demo); they
+    are counted since the process started (``since``)."""
 
     def __init__(self) -> None:
         self.values: dict[str, tuple[int, float]] = {}  # key -> (value, expires)
+        self.since = time.time()
 
     def _get(self, key: str, now: float) -> int:
         value, expires = self.values.get(key, (0, 0.0))
@@ -298,8 +426,10 @@ class LocalCounters(Counters):
         return [self._get(key, now) for key in keys]
 
 
-def counters_for(url: str, lease_seconds: float = 0.0) -> Counters:
-    return RedisCounters(url, lease_seconds) if url else LocalCounters()
+def counters_for(url: str, lease_seconds: float = 0.0, timeout: float = 0.25, retry_seconds: float = 1.0) -> Counters:
+    if not url:
+        return LocalCounters()
+    return RedisCounters(url, lease_seconds, timeout=timeout, retry_seconds=retry_seconds)
 
 
 def _reset(seconds: float) -> str:
@@ -334,7 +464,13 @@ def headers_for(decision: Decision) -> dict[str, str]:
             headers[f"x-ratelimit-reset-{suffix}"] = _reset(resets_at - decision.now)
     if decision.refused is not None:
         headers["Retry-After"] = str(max(1, int(decision.refused.resets_at - decision.now + 0.999)))
+    if decision.since and any(check.starts_at < decision.since for check in decision.checks):
+        headers[COUNTED_SINCE] = _iso(decision.since)
     return headers
+
+
+def _iso(moment: float) -> str:
+    return datetime.fromtimestamp(int(moment), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Limiter:
@@ -353,7 +489,8 @@ class Limiter:
             return Decision(checks, [], now=now)
         amounts = [1 if check.kind == REQUESTS else reserve for check in checks]
         refused, values = await self.counters.admit(checks, amounts, now)
-        decision = Decision(checks, values, checks[refused - 1] if refused else None, now, reserved=reserve)
+        decision = Decision(checks, values, checks[refused - 1] if refused else None, now, reserved=reserve,
+                            since=self.counters.since)
         decision.headers = headers_for(decision)
         return decision
 

@@ -3,7 +3,7 @@
 The gateway's counters live in its own registry (``inference_gateway.metrics.REGISTRY``, served on
 the gateway's ``/metrics``); every replica counts its own requests, so staff sum over replicas.
 Budget use is one number across replicas (the Redis counter), so the portal's ``/metrics`` reads
-it at scrape time (:class:`BudgetCollector`) instead of each replica guessing it.
+it at scrape time (:class:`governance.budgets.BudgetCollector`) instead of each replica guessing it.
 
 Labels are bounded: team names (a database table staff manage), model names from the gateway's
 catalog, HTTP statuses.
@@ -11,12 +11,9 @@ catalog, HTTP statuses.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import cache
 
 from prometheus_client import Counter, Gauge
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from inference_gateway.public import REGISTRY as GATEWAY_REGISTRY
 
@@ -76,44 +73,20 @@ def series(metric: Counter, *labels: str) -> Counter:
     return metric.labels(*labels)
 
 
-def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
-    labels = ["team", "model"]
-    return (
-        GaugeMetricFamily("inference_portal_team_budget_used_tokens",
-                          "Tokens used this calendar month (UTC) against a monthly budget.", labels=labels),
-        GaugeMetricFamily("inference_portal_team_budget_used_ratio",
-                          "Share of a monthly token budget used this month (1 = spent).", labels=labels),
-        GaugeMetricFamily("inference_portal_team_budget_warning",
-                          "1 when a monthly budget is at least 80% used (the portal warns the team).", labels=labels),
-    )
-
-
-class BudgetCollector(Collector):
-    """Every monthly budget's use, read from the limits' counters at scrape time."""
-
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        yield from _families()
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        from django.db import DatabaseError
-
-        from governance.budgets import budget_uses
-
-        used, ratio, warning = _families()
-        try:
-            uses = budget_uses()
-        except DatabaseError:  # the database is away: /metrics still answers, /readyz says why
-            uses = []
-        for use in uses:
-            labels = [use.team, use.model]
-            used.add_metric(labels, use.used)
-            ratio.add_metric(labels, use.ratio)
-            warning.add_metric(labels, 1.0 if use.warn else 0.0)
-        yield from (used, ratio, warning)
-
-
 LIMITS_UNCHECKED = Counter(
     "inference_portal_limit_checks_failed",
     "Requests let through unchecked because the limits' Redis could not be reached.",
+    registry=GATEWAY_REGISTRY,
+)
+LIMITS_REDIS_CIRCUIT_OPENED = Counter(
+    "inference_portal_limit_redis_circuit_opened",
+    "Times the limits' Redis failed (refused, reset, or no answer within GOVERNANCE_REDIS_TIMEOUT_SECONDS) and "
+    "was then left alone for GOVERNANCE_REDIS_RETRY_SECONDS, requests going through unchecked meanwhile.",
+    registry=GATEWAY_REGISTRY,
+)
+LIMITS_COUNTERS_LOST = Counter(
+    "inference_portal_limit_counters_lost",
+    "Times this gateway found the limits' counters lost (Redis restarted without persistence, or flushed): "
+    "the windows in progress were counted from then only.",
     registry=GATEWAY_REGISTRY,
 )

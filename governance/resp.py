@@ -8,6 +8,13 @@ in order, and each answer resolves the oldest waiting future (the "auto-pipelini
 and Lettuce). Commands
 are encoded and answers parsed by hiredis (C). A connection that fails, or an answer that takes
 more than ``timeout`` seconds, fails every command waiting on it; the next command reconnects.
+
+**A Redis that hangs costs one timeout, not one per request.** A failure (refused, reset, or no
+answer within ``timeout``: 0.25 s by default, ``GOVERNANCE_REDIS_TIMEOUT_SECONDS``) opens a circuit
+for ``retry_seconds``: every command meanwhile fails at once, without touching the network; the
+first command after it tries Redis again (and opens the circuit again if that fails too). What the
+callers do with the failure is theirs: the gateway lets the request through unchecked and counts it
+(docs/usage.md).
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -30,6 +39,10 @@ def _sha1(script: str) -> str:
 
 class RedisUnavailable(OSError):
     """The connection failed or an answer did not come in time."""
+
+
+class CircuitOpen(RedisUnavailable):
+    """Not asked: Redis failed less than ``retry_seconds`` ago (the failure was reported then)."""
 
 
 class _Protocol(asyncio.Protocol):
@@ -75,7 +88,8 @@ class _Protocol(asyncio.Protocol):
 class PipelinedRedis:
     """``await call("GET", key)``; ``await evalsha(script, keys, args)`` loads the script when Redis lacks it."""
 
-    def __init__(self, url: str, timeout: float = 2.0) -> None:
+    def __init__(self, url: str, timeout: float = 0.25, retry_seconds: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic, on_open: Callable[[], None] | None = None) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("redis", "rediss"):
             raise ValueError(f"GOVERNANCE_REDIS_URL: {url!r} is not a redis:// or rediss:// URL")
@@ -85,6 +99,9 @@ class PipelinedRedis:
         self.password = unquote(parts.password) if parts.password else None
         self.db = int(parts.path.lstrip("/") or 0)
         self.timeout = timeout
+        self.retry_seconds, self.clock, self.on_open = retry_seconds, clock, on_open
+        self.open_until = 0.0  # the circuit: commands fail at once until then (clock's time)
+        self.last_failure = ""
         self._protocol: _Protocol | None = None
         self._connecting: asyncio.Future | None = None
 
@@ -124,12 +141,30 @@ class PipelinedRedis:
             async with asyncio.timeout(self.timeout):
                 return await future
         except TimeoutError:
+            protocol.lost = True  # never used again, even before the loop reports the connection lost
             protocol.transport.abort()  # the answers that follow would be matched to the wrong commands
             raise RedisUnavailable(f"Redis did not answer within {self.timeout} s") from None
 
     async def call(self, *command: Any) -> Any:
-        """One command's reply; an error reply is returned as ``hiredis.ReplyError``."""
-        return await self._send(await self._connection(), command)
+        """One command's reply; an error reply is returned as ``hiredis.ReplyError``. Fails at once
+        (:class:`RedisUnavailable`) while the circuit is open."""
+        if self.open_until:
+            left = self.open_until - self.clock()
+            if left > 0:
+                raise CircuitOpen(f"Redis not asked for {left:.2f} s more after a failure: {self.last_failure}")
+            self.open_until = 0.0  # half open: this command tries Redis again
+        try:
+            return await self._send(await self._connection(), command)
+        except RedisUnavailable as error:
+            self._open(str(error))
+            raise
+
+    def _open(self, failure: str) -> None:
+        if not self.open_until:
+            self.last_failure = failure
+            self.open_until = self.clock() + self.retry_seconds
+            if self.on_open is not None:
+                self.on_open()
 
     async def evalsha(self, script: str, keys: list[str], args: list[Any]) -> Any:
         sha = _sha1(script)

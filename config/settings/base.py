@@ -218,7 +218,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "clusters.web.api.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "clusters.web.api.schema.PortalAutoSchema",  # documents every operation's errors
     "EXCEPTION_HANDLER": "clusters.web.api.exceptions.exception_handler",
     # POST /api/token/ checks passwords: a few tries a minute per person (per device from their known
     # devices) and per client address where it is a client's (accounts/lockout.py).
@@ -417,6 +417,11 @@ OIDC_JWKS_REFRESH_COOLDOWN_SECONDS = env_int("OIDC_JWKS_REFRESH_COOLDOWN_SECONDS
 # Redis so every gateway replica enforces the same numbers (empty: in each gateway's memory, for
 # one gateway). USAGE_LIMITS=false turns limits and the ledger off in the gateway.
 GOVERNANCE_REDIS_URL = env_str("GOVERNANCE_REDIS_URL", CACHE_URL)
+# How long the gateway and the portal wait for that Redis (connecting, or an answer), and how long
+# they then leave it alone (the circuit: requests go through unchecked at once, counted) before
+# trying again: a hung Redis costs one timeout per this many seconds, not one per request.
+GOVERNANCE_REDIS_TIMEOUT_SECONDS = env_float("GOVERNANCE_REDIS_TIMEOUT_SECONDS", 0.25, above=0)
+GOVERNANCE_REDIS_RETRY_SECONDS = env_float("GOVERNANCE_REDIS_RETRY_SECONDS", 1.0, at_least=0)
 USAGE_LIMITS = env_bool("USAGE_LIMITS", True)
 # The gateway re-reads limits and teams on change notices (PostgreSQL); this is the safety net (and
 # all there is on SQLite): how stale its copy may be when a notice is lost.

@@ -40,6 +40,8 @@ class LimitViewSet(viewsets.ModelViewSet):
             return rows
         return rows.filter(team__members=self.request.user)
 
+    @extend_schema(responses={201: LimitSerializer, 200: LimitSerializer},
+                   description="Sets a scope's limit: 201 for a new scope, 200 for one that had a limit (updated).")
     def create(self, request: Request, *args, **kwargs) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)

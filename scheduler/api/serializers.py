@@ -82,3 +82,28 @@ class PlanRequestSerializer(serializers.Serializer):
             raise serializers.ValidationError(field_error_detail(invalid.errors)) from None
         attrs["proposals"] = proposals
         return attrs
+
+
+class PoolHolderSerializer(serializers.Serializer):
+    """One model holding memory in a pool (:class:`scheduler.holdings.Holding`), as the API names it."""
+
+    model = serializers.CharField(source="label", help_text="Kind namespace/name.")
+    memory_bytes = serializers.IntegerField()
+    gpus = serializers.IntegerField(source="gpu_count")
+
+
+class PoolAccountSerializer(serializers.Serializer):
+    """One node pool's budget accounting (:class:`scheduler.accounting.PoolAccount`): the answer of
+    ``GET /api/planning/pools/`` is a list of these, and the schema says so."""
+
+    cluster = serializers.CharField(source="cluster_name")
+    pool = serializers.CharField()
+    budget_bytes = serializers.IntegerField(allow_null=True, help_text="Null: no NodePool row sets a budget.")
+    allocated_bytes = serializers.IntegerField()
+    reserved_bytes = serializers.IntegerField()
+    observed_bytes = serializers.IntegerField()
+    free_bytes = serializers.IntegerField(allow_null=True, help_text="Budget less committed; null without a budget.")
+    rightsizing_savings_bytes = serializers.IntegerField()
+    gpus_used = serializers.IntegerField()
+    holders = PoolHolderSerializer(many=True, help_text="The models the user may see; others are counted only.")
+    holders_total = serializers.IntegerField()

@@ -17,7 +17,7 @@ from accounts.public import (
 )
 from clusters.validation.schemas import ManifestInvalid
 from clusters.web.api.exceptions import field_error_detail
-from scheduler.api.serializers import PlanRequestSerializer
+from scheduler.api.serializers import PlanRequestSerializer, PoolAccountSerializer
 from scheduler.plan_pages import DEFAULT_LIMIT, MAX_LIMIT, PlanChanged, first_page, next_page, parse_limit
 from scheduler.planner import plan, plan_to_dict
 from scheduler.visibility import hidden_proposals, redact_plan, visible_pool_accounts
@@ -76,25 +76,6 @@ class PlanView(APIView):
 class PoolAccountsView(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Budget accounting per node pool")
+    @extend_schema(responses={200: PoolAccountSerializer(many=True)}, summary="Budget accounting per node pool")
     def get(self, request: Request) -> Response:
-        return Response(
-            [
-                {
-                    "cluster": a.cluster_name,
-                    "pool": a.pool,
-                    "budget_bytes": a.budget_bytes,
-                    "allocated_bytes": a.allocated_bytes,
-                    "reserved_bytes": a.reserved_bytes,
-                    "observed_bytes": a.observed_bytes,
-                    "free_bytes": a.free_bytes,
-                    "rightsizing_savings_bytes": a.rightsizing_savings_bytes,
-                    "gpus_used": a.gpus_used,
-                    "holders": [
-                        {"model": h.label, "memory_bytes": h.memory_bytes, "gpus": h.gpu_count} for h in a.holders
-                    ],
-                    "holders_total": a.holders_total,
-                }
-                for a in visible_pool_accounts(request.user)
-            ]
-        )
+        return Response(PoolAccountSerializer(visible_pool_accounts(request.user), many=True).data)

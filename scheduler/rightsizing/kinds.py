@@ -5,7 +5,8 @@ Right-sizing imports no serving app. A kind is judged when it declares ``pod_lab
 plural); its recommendation can be applied when it names ``pod_memory_path`` and implements
 ``spec_with_pod_memory()``; a refresh writes its status when ``rightsizing_status`` is set (its
 CRD's status has the fields of writeback.py and it projects ``observed_peak_bytes`` and
-``utilization_percent``). Rights are the kind's own change permission.
+``utilization_percent``). Applying needs the kind's own change permission; refreshing is staff's
+(:func:`may_refresh`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from django.http import Http404
 
+from accounts.public import is_unrestricted
 from clusters.models import KubeObject
 from clusters.web.services import object_removed
 from scheduler.rightsizing.conf import serving_kinds
@@ -41,6 +43,16 @@ def _slug(model: type[KubeObject]) -> str:
 def refresh_permissions() -> list[str]:
     """A refresh writes the status of the kinds that carry right-sizing fields: their change rights."""
     return [model.permission("change") for model in serving_kinds() if getattr(model, "rightsizing_status", False)]
+
+
+def may_refresh(user: Any) -> bool:
+    """Whether ``user`` may refresh right-sizing (the API, the page's button and its POST alike).
+
+    Staff only, with the change right of the kinds a refresh writes: a refresh queries a cluster's
+    Prometheus and writes the right-sizing status of every serving object in the cluster, whichever
+    team's, so a team member, who may change only their own namespaces, may not start one.
+    """
+    return is_unrestricted(user) and user.has_perms(refresh_permissions())
 
 
 def applicable(model: type[KubeObject]) -> bool:

@@ -19,7 +19,7 @@ from accounts.public import CHANGE, VIEW, restrict, visible_cluster_ids
 from clusters.models import Cluster
 from clusters.sync.audit import Actor
 from clusters.validation.quantities import format_bytes
-from clusters.validation.schemas import ManifestInvalid
+from clusters.validation.schemas import ManifestInvalid, clip
 from scheduler.rightsizing.apply import apply_recommendation
 from scheduler.rightsizing.charts import gpu_chart, model_chart, pool_chart
 from scheduler.rightsizing.conf import default_policy
@@ -29,7 +29,7 @@ from scheduler.rightsizing.kinds import (
     applicable,
     apply_kinds,
     kind_for_slug,
-    refresh_permissions,
+    may_refresh,
 )
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.refresh import refresh_clusters
@@ -93,7 +93,7 @@ def report_page(request: HttpRequest) -> HttpResponse:
             "clusters": Cluster.objects.values_list("name", flat=True),
             "query_without_ordering": query.urlencode(),
             "export_query": request.GET.urlencode(),
-            "can_change": request.user.has_perms(refresh_permissions()),
+            "can_change": may_refresh(request.user),
             "apply_kinds": apply_kinds(request.user),
         },
     )
@@ -160,9 +160,12 @@ def export(request: HttpRequest, fmt: str) -> HttpResponse:
 @require_POST
 @login_required
 def refresh(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perms(refresh_permissions()):
-        raise PermissionDenied("refreshing writes right-sizing status: it needs the right to change those objects")
-    for done in refresh_clusters(request.POST.get("cluster") or None, visible_cluster_ids(request.user, CHANGE)):
+    if not may_refresh(request.user):
+        raise PermissionDenied("refreshing writes the right-sizing status of every team's objects: staff only")
+    name = request.POST.get("cluster") or None  # the form's "all clusters" is empty
+    if name is not None and not Cluster.objects.filter(name=name).exists():
+        messages.error(request, f'cluster: "{clip(name)}" is not a registered cluster')
+    for done in refresh_clusters(name, visible_cluster_ids(request.user, CHANGE)):
         if done.ok:
             messages.success(
                 request, f"{done.cluster.name}: {done.models_with_data}/{done.models_seen} models with data"

@@ -95,6 +95,7 @@ def test_idle_and_outdated_leases_go_back_to_the_counter(limits_redis) -> None:
         counters = RedisCounters(REDIS_URL, lease_seconds=0.25, idle_seconds=1.0)
         limiter = Limiter(counters, clock)
         await admit_many(limiter, clock, [limit(requests_per_minute=100_000)], 600)
+        await asyncio.gather(*counters._refills)  # idle: the last refill is in, as it is long before 1 s passes
         holding = int(limits_redis.get(MINUTE_KEY))
         clock.now += 0.5
         await limiter.flush()  # not idle long enough yet
@@ -188,3 +189,58 @@ def test_a_settlement_never_takes_a_deleted_counter_below_zero(limits_redis) -> 
 
     asyncio.run(settle_after_delete())
     assert int(limits_redis.get(key) or 0) == 0
+
+
+async def flushing(limiter: Limiter) -> None:
+    """A gateway's flush loop (governance.gateway: every CHARGE_SECONDS), here as often as the loop turns."""
+    while True:
+        await limiter.flush()
+        await asyncio.sleep(0.005)
+
+
+def busy_then_other(rule: list, reserve: int, first: int) -> tuple[int, int]:
+    """Two leasing replicas, flushing as gateways do: ``first`` requests to the first (busy: it
+    leases ahead), then every request to the second until it is refused 3 times in a row. The
+    first replica's unused units are what the second would be refused for. (requests admitted,
+    index of the first refusal)."""
+    clock = Clock(MOMENT)
+
+    async def race() -> list:
+        limiters = [Limiter(RedisCounters(REDIS_URL, lease_seconds=0.25), clock) for _ in range(2)]
+        loops = [asyncio.get_running_loop().create_task(flushing(limiter)) for limiter in limiters]
+        decisions, streak = [], 0
+        try:
+            while streak < 3:
+                limiter = limiters[0] if len(decisions) < first else limiters[1]
+                decision = await limiter.admit(rule, "key1", "team-a", reserve)
+                decisions.append(decision)
+                streak = streak + 1 if decision.refused else 0
+                clock.now += STEP
+                await asyncio.sleep(0)
+        finally:
+            for loop in loops:
+                loop.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            for limiter in limiters:
+                await limiter.counters.close()
+        return decisions
+
+    decisions = asyncio.run(race())
+    refusals = [index for index, decision in enumerate(decisions) if decision.refused]
+    return len(decisions) - len(refusals), refusals[0]
+
+
+def test_two_replicas_leasing_a_small_limit_admit_exactly_the_limit(limits_redis) -> None:
+    """30 requests a minute between two replicas: what the busy one leased ahead never makes the
+    other refuse while the count is below 30 (it is reclaimed first), and never lets a 31st in."""
+    admitted, first_refusal = busy_then_other([limit(requests_per_minute=30)], 0, 12)
+    assert (admitted, first_refusal) == (30, 30), "refused below the limit, or admitted past it"
+    assert int(limits_redis.get(MINUTE_KEY)) == 30
+
+
+def test_two_replicas_leasing_a_budget_admit_until_it_is_spent(limits_redis) -> None:
+    """A 1,000-token monthly budget, requests reserving 10 tokens each and using them all: between
+    two leasing replicas it admits 100 requests, no more, and refuses none before."""
+    admitted, first_refusal = busy_then_other([limit(monthly_tokens=1_000)], 10, 30)
+    assert (admitted, first_refusal) == (100, 100), f"refused at {first_refusal * 10} tokens"
+    assert int(limits_redis.get(f"{PREFIX}:m:7:*:{MOMENT:%Y%m}")) == 1_000

@@ -14,7 +14,6 @@ from django.conf import settings
 
 from accounts.models import Team
 from devstack.ports import free_port, wait_serving
-from governance.leases import LEASE_SHARE
 from governance.limits import PREFIX
 from governance.models import Limit
 from tests.clusters.conftest import wait_for
@@ -86,8 +85,8 @@ def test_two_replicas_admit_one_limit_between_them(cluster, api_key, start_backe
 def test_busy_replicas_admit_from_leases_without_passing_the_limit(cluster, api_key, start_backend, replicas,
                                                                     limits_redis) -> None:
     """A limit large enough for quota leases (governance.leases): each replica admits most requests
-    from units it leased ahead. Together they still admit no more than the limit, lose little of it
-    to units the other held at the end, and give back what they did not use once idle."""
+    from units it leased ahead. Together they admit exactly the limit: none over, and none refused
+    for units the other held (reclaimed first); what they did not use goes back once idle."""
     backend = start_backend("replica-a")
     serve_model(cluster, "shared", backend.url)
     team = Team.objects.get(name="team-a")
@@ -95,6 +94,6 @@ def test_busy_replicas_admit_from_leases_without_passing_the_limit(cluster, api_
     answers, minute = burst_from_zero(replicas, asker(api_key), limits_redis, 300, 16)
     assert {answer.status_code for answer in answers} == {200, 429}
     admitted = sum(answer.status_code == 200 for answer in answers)
-    assert 400 - 2 * (400 // LEASE_SHARE) <= admitted <= 400
+    assert admitted == 400
     wait_for(lambda: int(limits_redis.get(f"{PREFIX}:r:{team.pk}:*:{minute}") or 0) == admitted, timeout=30,
              message=f"the counter back at the {admitted} requests admitted, unused leases given back")

@@ -127,7 +127,7 @@ def test_apply_edits_spec_memory_through_the_portal_edit(make_user, reported):
     assert "has no change to apply" in again
 
 
-def test_api_apply_and_refresh_need_the_change_permission(api_as, reported, prometheus):
+def test_api_apply_needs_the_change_permission_and_refresh_is_staffs(api_as, reported, prometheus):
     cluster, models = reported
     model = models["default/rounding"]
     assert api_as().post(f"/api/rightsizing/models/{model.pk}/apply/").status_code == 403
@@ -135,11 +135,23 @@ def test_api_apply_and_refresh_need_the_change_permission(api_as, reported, prom
     response = editor.post(f"/api/rightsizing/models/{model.pk}/apply/")
     assert response.status_code == 200 and response.json()["spec"]["memory"] == "32Gi"
     assert editor.post(f"/api/rightsizing/models/{models['default/no-data'].pk}/apply/").status_code == 400
-    refreshed = editor.post("/api/rightsizing/refresh/", {"cluster": cluster.name}, format="json")
+    # a refresh writes every team's objects' status: a member with the change right may not start one
+    for body in ({"cluster": cluster.name}, {}, {"cluster": ""}):
+        refused = editor.post("/api/rightsizing/refresh/", body, format="json")
+        assert refused.status_code == 403 and "staff only" in refused.json()["detail"]
+    assert api_as(staff=True).post("/api/rightsizing/refresh/", {}, format="json").status_code == 403  # no change right
+    staff = api_as(perms=CHANGE, staff=True)
+    refreshed = staff.post("/api/rightsizing/refresh/", {"cluster": cluster.name}, format="json")
     assert refreshed.status_code == 200 and refreshed.json()[0]["ok"] is True
     assert Refresh.objects.filter(cluster=cluster).count() == 2
-    unknown = editor.post("/api/rightsizing/refresh/", {"cluster": "nope"}, format="json")
+    unknown = staff.post("/api/rightsizing/refresh/", {"cluster": "nope"}, format="json")
     assert unknown.status_code == 400 and unknown.json()["cluster"] == ['cluster: "nope" is not a registered cluster']
+    for blank in ("", "  "):
+        empty = staff.post("/api/rightsizing/refresh/", {"cluster": blank}, format="json")
+        assert empty.status_code == 400 and f'cluster: "{blank}" is empty' in empty.json()["cluster"][0]
+        form = staff.post("/api/rightsizing/refresh/", {"cluster": blank})  # form-encoded alike
+        assert form.status_code == 400 and "is empty" in form.json()["cluster"][0]
+    assert Refresh.objects.filter(cluster=cluster).count() == 2  # nothing refused was refreshed
     history = editor.get(f"/api/rightsizing/models/{model.pk}/history/").json()
     assert len(history) == 2 and history[0]["peak_bytes"] == 30 * GI + 512 * 1024**2
 
@@ -149,10 +161,23 @@ def test_page_refresh_button_reports_failure(make_user, reported):
     cluster.prometheus_url = "http://127.0.0.1:9"
     cluster.save()
     client = Client()
-    client.force_login(make_user("editor", perms=CHANGE))
+    client.force_login(make_user("staff-editor", perms=CHANGE, staff=True))
     html = client.post("/rightsizing/refresh/", follow=True).content.decode()
     assert "is unreachable (ConnectionError); the last report is kept" in html
     assert "Consider reducing memory from 80Gi to 78Gi" in html
+    unknown = client.post("/rightsizing/refresh/", {"cluster": "nope"}, follow=True).content.decode()
+    assert "cluster: &quot;nope&quot; is not a registered cluster" in unknown
+
+
+def test_page_refresh_is_staffs_and_its_button_shown_to_staff_only(make_user, reported):
+    member = Client()
+    member.force_login(make_user("member-editor", perms=CHANGE))
+    assert "Refresh now" not in member.get("/rightsizing/").content.decode()
+    assert member.post("/rightsizing/refresh/").status_code == 403
+    assert Refresh.objects.count() == 1  # the fixture's only
+    staff = Client()
+    staff.force_login(make_user("staff-editor", perms=CHANGE, staff=True))
+    assert "Refresh now" in staff.get("/rightsizing/").content.decode()
 
 
 def _page_figures(client: Client) -> tuple[int, int]:

@@ -9,6 +9,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, IntegrityError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -37,3 +39,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]):
     elif isinstance(exc, RecursionError):
         exc = exceptions.ValidationError({"request": ["values are nested too deeply to process"]})
     return drf_exception_handler(exc, context)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 404 (``handler404``): under ``/api/`` in DRF's JSON shape, as every other API error
+    is (a path no route matches, such as a kind or an id the URL's converter refuses); pages keep
+    the portal's HTML page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": f"no API endpoint or object at {clip(request.path)}"}, status=404)
+    return page_not_found(request, exception)

@@ -9,6 +9,7 @@ from typing import Any
 from rest_framework import serializers
 
 from clusters.validation.quantities import quantity_to_int
+from clusters.validation.schemas import clip
 from scheduler.rightsizing.models import Observation, Refresh
 from scheduler.rightsizing.policy import Policy
 
@@ -174,13 +175,20 @@ class ObservationSerializer(serializers.ModelSerializer):
 
 
 class RefreshRequestSerializer(serializers.Serializer):
-    cluster = serializers.CharField(required=False, help_text="A cluster name; all clusters with Prometheus if absent.")
+    cluster = serializers.CharField(
+        required=False, allow_blank=True, trim_whitespace=False,
+        help_text="A registered cluster's name; absent: every cluster with a Prometheus URL.",
+    )
 
     def validate_cluster(self, value: str) -> str:
+        """Blank or unknown names a 400 naming the field (absent is the way to say every cluster)."""
         from clusters.models import Cluster
 
+        if not value.strip():
+            raise serializers.ValidationError(f'cluster: "{value}" is empty; name a cluster, or leave cluster out '
+                                              "to refresh every cluster with a Prometheus URL")
         if not Cluster.objects.filter(name=value).exists():
-            raise serializers.ValidationError(f'cluster: "{value}" is not a registered cluster')
+            raise serializers.ValidationError(f'cluster: "{clip(value)}" is not a registered cluster')
         return value
 
 

@@ -26,19 +26,20 @@ from scheduler.rightsizing.api.serializers import (
 from scheduler.rightsizing.apply import apply_recommendation
 from scheduler.rightsizing.conf import default_policy
 from scheduler.rightsizing.filters import report_filters
-from scheduler.rightsizing.kinds import DEFAULT_SLUG, kind_for_slug, refresh_permissions
+from scheduler.rightsizing.kinds import DEFAULT_SLUG, kind_for_slug, may_refresh
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.policy import evaluate
 from scheduler.rightsizing.refresh import refresh_clusters
 from scheduler.rightsizing.report import build_report, last_refreshes, pool_totals, row_for
 
 
-class CanWriteRightsizingStatus(BasePermission):
-    """Refreshing writes the status of the kinds that carry right-sizing fields: the right to change them."""
+class MayRefresh(BasePermission):
+    """Refreshing writes the right-sizing status of every team's objects: staff's (:func:`may_refresh`)."""
+
+    message = "refreshing writes the right-sizing status of every team's objects: staff only"
 
     def has_permission(self, request, view) -> bool:
-        user = request.user
-        return bool(user and user.is_authenticated and user.has_perms(refresh_permissions()))
+        return may_refresh(request.user)
 
 
 class CanChangeTheKind(BasePermission):
@@ -100,7 +101,7 @@ class HistoryView(APIView):
 
 
 class RefreshView(APIView):
-    permission_classes = [CanWriteRightsizingStatus]
+    permission_classes = [MayRefresh]
 
     @extend_schema(request=RefreshRequestSerializer, responses=RefreshSerializer(many=True), tags=["rightsizing"])
     def post(self, request: Request) -> Response:

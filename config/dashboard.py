@@ -19,11 +19,11 @@ from accounts.access import VIEW, restrict, visible_clusters
 from clusters.kinds import all_models
 from clusters.models import KubeObject, SyncState
 from runs_app.models import InferenceRun
-from scheduler.charts import pool_usage_chart
+from scheduler.admission.usage import USAGE_CLUSTER_COLUMNS, pool_usage_of
+from scheduler.planning.charts import pool_usage_chart
 from scheduler.pool_totals import rows_by_sync_state
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.report import build_report
-from scheduler.usage import USAGE_CLUSTER_COLUMNS, pool_usage_of
 
 RECENT = 8
 CLUSTER_COLUMNS = ("name", "auth_method", "healthy", "last_full_resync_at", "last_error")  # home.html's clusters table

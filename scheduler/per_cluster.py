@@ -1,5 +1,5 @@
 """What a process keeps per cluster between plans (:mod:`scheduler.holdings_cache`'s holdings,
-:mod:`scheduler.baseline`'s placements): a few clusters' worth, the least recently used dropped
+:mod:`scheduler.planning.baseline`'s placements): a few clusters' worth, the least recently used dropped
 first, shared by the process's threads."""
 
 from __future__ import annotations

@@ -18,12 +18,13 @@ tests/test_architecture.py holds the other apps to this module (and ``scheduler.
   ``PrometheusClient``, ``PrometheusError``.
 """
 
-from scheduler.admission import Demand, admit, release
-from scheduler.api.calculator_serializers import CalculatorRequestSerializer
-from scheduler.calculator_answer import Answer, Row, answer
-from scheduler.calculator_fit import GPU_TYPES
-from scheduler.calculator_forms import CalculatorForm
-from scheduler.calculator_links import VLLM_IMAGE, object_name
+from scheduler.admission.admit import Demand, admit, release
+from scheduler.calculator.answer import Answer, Row, answer
+from scheduler.calculator.api.serializers import CalculatorRequestSerializer
+from scheduler.calculator.fit import GPU_TYPES
+from scheduler.calculator.forms import CalculatorForm
+from scheduler.calculator.links import VLLM_IMAGE, object_name
+from scheduler.calculator.presets import Preset, all_presets, preset
 from scheduler.consumption import (
     GPU_RESOURCE_BY_ACCELERATOR,
     PodShape,
@@ -35,10 +36,9 @@ from scheduler.durations import parse_duration
 from scheduler.forms import PlanForm
 from scheduler.holdings import Holding, ModelKey, load_holdings
 from scheduler.idle import idle_since
-from scheduler.plan_pages import PAGE_LIMIT, first_page
+from scheduler.planning.pages import PAGE_LIMIT, first_page
 from scheduler.pool_totals import rows_by_sync_state
 from scheduler.pools import node_pool_of
-from scheduler.presets import Preset, all_presets, preset
 from scheduler.refresh import refresh_node_pools
 from scheduler.rightsizing.charts import model_chart
 from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError

@@ -58,13 +58,48 @@ def test_no_import_cycle(graph: grimp.ImportGraph) -> None:
 
 def test_clusters_layers_import_downwards_only(graph: grimp.ImportGraph) -> None:
     illegal = graph.find_illegal_dependencies_for_layers(layers=CLUSTERS_LAYERS, containers={"clusters"})
-    described = [
+    assert not illegal, "imports against clusters/' layers:\n" + "\n".join(_described(illegal))
+
+
+def _described(illegal: set[grimp.PackageDependency]) -> list[str]:
+    """Each illegal dependency as ``importer imports imported: head -> ... -> tail``, one a line."""
+    return [
         f"{dependency.importer} imports {dependency.imported}: "
         + "; ".join(" -> ".join((", ".join(sorted(route.heads)), *route.middle, ", ".join(sorted(route.tails))))
                     for route in dependency.routes)
         for dependency in sorted(illegal, key=lambda dependency: (dependency.importer, dependency.imported))
     ]
-    assert not illegal, "imports against clusters/' layers:\n" + "\n".join(described)
+
+
+# scheduler/, by concern, top to bottom: its pages, API, face and Django's places may use every
+# concern; right-sizing builds on the calculator; where models go (planning) and how much memory one
+# needs (calculator) do not know each other, and both ask admission (who may have how much) about
+# the pools' books; admission reads only the shared records every concern starts from. The docstring
+# of each sub-package's __init__.py says what it decides.
+SCHEDULER_LAYERS = (
+    grimp.Layer("admin", "api", "apps", "forms", "management", "migrations", "public", "tasks", "templatetags",
+                "urls", "views", independent=False),
+    "rightsizing",
+    grimp.Layer("planning", "calculator"),
+    "admission",
+    grimp.Layer("consumption", "durations", "holdings", "holdings_cache", "idle", "models", "nodes", "per_cluster",
+                "pool_totals", "pools", "refresh", "savings", independent=False),
+)
+
+
+def test_scheduler_concerns_import_downwards_only(graph: grimp.ImportGraph) -> None:
+    """Each module of scheduler/ sits in one of the layers (a new one has to be placed), and none
+    imports a layer above its own or a sibling concern of its layer."""
+    placed = {
+        tail for layer in SCHEDULER_LAYERS
+        for tail in (layer.module_tails if isinstance(layer, grimp.Layer) else {layer})
+    }
+    unplaced = sorted(
+        module for module in graph.find_children("scheduler") if module.removeprefix("scheduler.") not in placed
+    )
+    assert not unplaced, f"modules of scheduler/ in no layer of SCHEDULER_LAYERS: {unplaced}"
+    illegal = graph.find_illegal_dependencies_for_layers(layers=SCHEDULER_LAYERS, containers={"scheduler"})
+    assert not illegal, "imports against scheduler/'s layers:\n" + "\n".join(_described(illegal))
 
 
 # The domain apps, each reached by the others through its public face only: ``<app>.public`` for

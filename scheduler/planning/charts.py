@@ -15,8 +15,8 @@ from pygal.style import LightSolarizedStyle, Style
 
 from config.charts import chart, render
 from config.lru import LeastRecentlyUsed
-from scheduler.accounting import PoolAccount
-from scheduler.quotas import QuotaRow
+from scheduler.admission.accounting import PoolAccount
+from scheduler.admission.quotas import QuotaRow
 
 GI = 1024**3
 

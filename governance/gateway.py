@@ -33,13 +33,14 @@ from aiohttp import web
 from django.conf import settings
 from django.db import DatabaseError
 
+from common.db_thread import close_reads, read
+from common.gateway_metrics import CLIENT_LEFT
 from governance import metrics
 from governance.ledger import LedgerWriter, default_sink
 from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision, Limiter, counters_for, reservation
 from governance.models import Limit
 from governance.sse import UsageTap, with_usage_requested
 from governance.teams import Directory, load_directory
-from inference_gateway.public import CLIENT_LEFT, close_reads, read
 
 logger = logging.getLogger(__name__)
 # The tables' re-reads have a thread (and kept connection) of their own: in the gateway's read

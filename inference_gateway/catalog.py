@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from inference_gateway.db_thread import read
+from common.db_thread import read
 from inference_gateway.models import SharedGatewayId
 from inference_gateway.placement import GONE, Policy
 from inference_gateway.routes import ROUTE_BUILDERS, Route, route_for

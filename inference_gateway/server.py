@@ -52,13 +52,13 @@ from django.db import DatabaseError
 from multidict import CIMultiDictProxy
 from yarl import URL
 
+from common.db_thread import close_reads
 from governance.public import Governance
 from inference_gateway import metrics
 from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.callers import Caller, Callers, NotAuthenticated
 from inference_gateway.catalog import AmbiguousModel, Catalog, ConflictingId
 from inference_gateway.conf import GatewaySettings
-from inference_gateway.db_thread import close_reads
 from inference_gateway.errors import error_response, model_not_found
 from inference_gateway.last_request import LastRequests
 from inference_gateway.notices import CATALOG_TABLES, listen

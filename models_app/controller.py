@@ -32,6 +32,7 @@ from clusters.models import Cluster, SyncState
 from clusters.sync.handover import remove_finalizer
 from clusters.sync.inbound import upsert_from_cluster
 from clusters.validation.quantities import quantity_to_int
+from common.durations import parse_duration
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import MemoryReservation
 from scheduler.public import (
@@ -41,7 +42,6 @@ from scheduler.public import (
     admit,
     idle_since,
     node_pool_of,
-    parse_duration,
     release,
     shapes_from_json,
 )

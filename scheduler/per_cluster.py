@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from config.lru import LeastRecentlyUsed
+from common.lru import LeastRecentlyUsed
 
 KEPT_CLUSTERS = 8
 """Clusters a process keeps: 12,000 models' holdings take about 8 MB, their placement 2.5 MB more,

@@ -29,7 +29,7 @@ from django.utils import timezone
 from clusters.models import Cluster
 from clusters.validation.quantities import format_bytes
 from clusters.validation.schemas import FieldError, ManifestInvalid
-from config.gc_tuning import collector_paused
+from common.gc_tuning import collector_paused
 from scheduler.admission.quotas import what_if
 from scheduler.holdings import Holding, ModelKey, dependencies_of, with_last_requests
 from scheduler.holdings_cache import cluster_holdings
@@ -169,7 +169,7 @@ def plan(
     Running models keep their place (they are placed first, in their own biggest-first order)
     unless ``repack``: then everything is placed together, biggest first.
 
-    The collector is paused meanwhile (:func:`config.gc_tuning.collector_paused`): placing
+    The collector is paused meanwhile (:func:`common.gc_tuning.collector_paused`): placing
     10,000 models allocates as many items and misses while the page's rows stay alive, and each
     full collection walked them all (about a third of ``plan()``'s time).
     """

@@ -15,7 +15,6 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from accounts.models import ALL_NAMESPACES, NamespaceGrant
-from clusters.models import Cluster
 
 VIEW, ADD, CHANGE, DELETE = "view", "add", "change", "delete"
 ACTIONS = (VIEW, ADD, CHANGE, DELETE)
@@ -131,10 +130,11 @@ def visible_cluster_ids(user: Any, action: str = VIEW) -> set[int] | None:
     return {cluster_id for cluster_id, _ in scopes}
 
 
-def visible_clusters(user: Any) -> QuerySet[Cluster]:
+def visible_clusters(user: Any) -> QuerySet:
     """Clusters the user's teams have a namespace in (every one for staff or an every-cluster grant).
 
     Node pools, their budgets and node names belong to a cluster: only these clusters' are shown.
     """
     ids = visible_cluster_ids(user)
-    return Cluster.objects.all() if ids is None else Cluster.objects.filter(pk__in=ids)
+    clusters = NamespaceGrant.cluster.field.related_model.objects  # Cluster's, by the grants' relation
+    return clusters.all() if ids is None else clusters.filter(pk__in=ids)

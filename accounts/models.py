@@ -6,8 +6,6 @@ from django.conf import settings
 from django.db import models
 from knox.models import AbstractAuthToken
 
-from clusters.models import Cluster
-
 ALL_NAMESPACES = "*"
 
 
@@ -37,8 +35,9 @@ class NamespaceGrant(models.Model):
         EDIT = "edit", "View and edit"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="grants")
+    # by label, not by import: accounts sits below clusters in the apps' layers (docs/architecture.md)
     cluster = models.ForeignKey(
-        Cluster, null=True, blank=True, on_delete=models.CASCADE, help_text="Empty: every cluster."
+        "clusters.Cluster", null=True, blank=True, on_delete=models.CASCADE, help_text="Empty: every cluster."
     )
     namespace = models.CharField(max_length=63, help_text="A namespace name, or * for every namespace.")
     access = models.CharField(max_length=4, choices=Access.choices, default=Access.EDIT)

@@ -2,7 +2,7 @@
 
 Figures: ``validation.manifests_per_s`` (schema + rules per manifest), ``api.list_inprocess_p50_ms`` and
 ``api.list_inprocess_p99_ms`` (GET /api/inferencemodels/?limit=50 over 2,000 rows, with the garbage
-collector tuned as the web entry points tune it, config.gc_tuning), ``api.list_inprocess_p99_ms_gc_untuned``
+collector tuned as the web entry points tune it, common.gc_tuning), ``api.list_inprocess_p99_ms_gc_untuned``
 (as many requests first, with CPython's default collector: the difference is the GC pauses the
 tuning removes), ``api.list_gc_pause_*`` (the collector's CPU time within one request: its pauses,
 apart from the machine's load, which stretches every wall-clock latency alike),
@@ -32,7 +32,7 @@ from rest_framework.test import APIClient
 from bench.web_worker import collector_as_in_web_workers
 from clusters.models import Cluster, SyncState
 from clusters.validation.manifests import resolve_kind, validate_manifest
-from config.gc_tuning import load_application_code
+from common.gc_tuning import load_application_code
 from models_app.models import InferenceModel
 
 ROWS = 2_000

@@ -1,7 +1,7 @@
 """Capacity: the memory calculator against measured GPU memory.
 
 ``calculator.max_abs_error_pct``: the largest |calculated / measured - 1| over every case of
-scheduler/data/gpu-measurements/ (27 cases, 9 architectures, one NVIDIA H200), in percent; target
+scheduler/calculator/data/gpu-measurements/ (27 cases, 9 architectures, one NVIDIA H200), in percent; target
 at most 5. It measures the calculator's arithmetic against torch's peak plus the CUDA context of
 that one GPU and software stack (PyTorch SDPA, chunked prefill); it leaves out other engines'
 kernels and allocators, and other GPUs.
@@ -13,7 +13,7 @@ experts) at 512 to 32,768 tokens per step, one NVIDIA H100, each from its config
 
 from __future__ import annotations
 
-from scheduler.calculator_check import compare, compare_architectures
+from scheduler.calculator.check import compare, compare_architectures
 
 
 def run() -> dict[str, float]:

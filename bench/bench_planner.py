@@ -1,11 +1,11 @@
 """Planner time: placement alone, then the real ``plan()`` with the database, on 50 pools x 20 GPU nodes.
 
-``planner.ms_<n>``: :func:`scheduler.placement.place` (the hot loop, no ORM) for n pods with the
+``planner.ms_<n>``: :func:`scheduler.planning.placement.place` (the hot loop, no ORM) for n pods with the
 GPU dimension (GPU count, per-GPU memory for weights and KV cache, CPU), beside the n log n ratio
 for the same sizes (``planner.nlogn_growth_*``), so a figure far above it means the algorithm
 stopped scaling. Targets: 1,000 under 50 ms, growth 1k -> 10k at most x13.
 
-``planner.plan_ms_<n>``: :func:`scheduler.planner.plan` on PostgreSQL with n InferenceModels in
+``planner.plan_ms_<n>``: :func:`scheduler.planning.planner.plan` on PostgreSQL with n InferenceModels in
 one cluster (reading pools, nodes and holdings, placing them, and suggesting what would make a
 proposal fit that does not: idle models and right-sizing). Targets: 10k under 500 ms, 100k
 under 10 s. Every figure is the median of 3 runs.
@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 
 from bench.planner_data import GI, NODE_CPU, NODE_GPUS, NODE_MEMORY, NODES, NOW, POOLS, add_models, make_cluster
-from scheduler.placement import Item, NodeSpace, PoolSpace, place
-from scheduler.planner import plan
-from scheduler.proposals import proposal_from_request
+from scheduler.planning.placement import Item, NodeSpace, PoolSpace, place
+from scheduler.planning.planner import plan
+from scheduler.planning.proposals import proposal_from_request
 
 SIZES = (100, 1_000, 10_000)
 RUNS = 3

@@ -1,6 +1,6 @@
 """Admission with team quotas at scale.
 
-``quota.admit_ms_10000``: one :func:`scheduler.admission.admit` of a new 16Gi, one-GPU model on
+``quota.admit_ms_10000``: one :func:`scheduler.admission.admit.admit` of a new 16Gi, one-GPU model on
 PostgreSQL, in a cluster of 10,000 InferenceModels over 50 pools x 20 GPU nodes and 10 team
 namespaces, every team with a quota in every pool (guaranteed a tenth of the pool, borrowing up to
 another tenth): the pool-row lock, the pool's running models and reservations, the quotas and the
@@ -18,7 +18,7 @@ import time
 
 from accounts.models import NamespaceGrant, Team
 from bench.planner_data import GI, NOW, add_models, make_cluster
-from scheduler.admission import Demand, admit, release
+from scheduler.admission.admit import Demand, admit, release
 from scheduler.models import NodePool, TeamQuota
 
 MODELS, TEAMS, RUNS = 10_000, 10, 15

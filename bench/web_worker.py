@@ -1,7 +1,7 @@
 """Benchmarks measure pages in a process set up as the web workers are.
 
 ``config/wsgi.py`` and ``config/asgi.py`` load the application's code and freeze what is alive
-(:mod:`config.gc_tuning`) before the first request. A benchmark process that skips it makes every
+(:mod:`common.gc_tuning`) before the first request. A benchmark process that skips it makes every
 full collection walk Django's few hundred thousand startup objects, a pause of about 150 ms that
 no served request pays; measuring pages there would time the benchmark, not the portal.
 """
@@ -12,7 +12,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from config.gc_tuning import load_application_code, tune_collector
+from common.gc_tuning import load_application_code, tune_collector
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from django.utils.functional import Promise
 from django.utils.safestring import SafeString
 from django.utils.translation import get_language
 
-from config.lru import LeastRecentlyUsed
+from common.lru import LeastRecentlyUsed
 
 register = template.Library()  # {% load admin_nav %} (settings.TEMPLATES' libraries)
 

@@ -1,12 +1,12 @@
-"""ASGI entry point; traces when an OTLP endpoint is set (config.tracing, before the middleware
-loads); the collector is tuned once the application is loaded (config.gc_tuning)."""
+"""ASGI entry point; traces when an OTLP endpoint is set (common.tracing, before the middleware
+loads); the collector is tuned once the application is loaded (common.gc_tuning)."""
 
 import os
 
 from django.core.asgi import get_asgi_application
 
-from config.gc_tuning import tune_after_startup
-from config.tracing import configure_tracing
+from common.gc_tuning import tune_after_startup
+from common.tracing import configure_tracing
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 configure_tracing("inference-portal-web")

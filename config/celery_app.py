@@ -20,12 +20,12 @@ app.autodiscover_tasks(["clusters.sync"])  # the sync's tasks live in a sub-pack
 @worker_ready.connect
 @worker_process_init.connect
 def _tune_collector(**_: object) -> None:
-    """A worker's tasks decode JSON as requests do: freeze the startup heap (see config.gc_tuning).
+    """A worker's tasks decode JSON as requests do: freeze the startup heap (see common.gc_tuning).
 
     ``worker_process_init`` runs in each prefork child once it is set up, ``worker_ready`` in the
     main process (the solo and thread pools run tasks there).
     """
-    from config.gc_tuning import tune_collector
+    from common.gc_tuning import tune_collector
 
     tune_collector()
 
@@ -33,9 +33,9 @@ def _tune_collector(**_: object) -> None:
 @worker_ready.connect
 @worker_process_init.connect
 def _tracing(**_: object) -> None:
-    """Traces of the tasks run here, when an OTLP endpoint is set (config.tracing), in the process
+    """Traces of the tasks run here, when an OTLP endpoint is set (common.tracing), in the process
     that runs them (as ``_tune_collector``)."""
-    from config.tracing import configure_tracing
+    from common.tracing import configure_tracing
 
     configure_tracing("inference-portal-worker")
 
@@ -44,7 +44,7 @@ def _polling_interval_seconds() -> float:
     """POLLING_INTERVAL (a duration such as ``1m`` or ``300s``), as the reference controller reads it."""
     from django.conf import settings
 
-    from scheduler.durations import parse_duration
+    from common.durations import parse_duration
 
     interval = parse_duration(settings.POLLING_INTERVAL)
     if not interval:

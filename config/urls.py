@@ -1,4 +1,7 @@
-"""URL map: portal pages, admin, REST API with its OpenAPI schema, Prometheus metrics."""
+"""URL map: portal pages, admin, REST API with its OpenAPI schema, Prometheus metrics.
+
+It mounts each app's URL maps (``<app>.urls`` and the like) and nothing else of the apps: the
+layer rule of docs/architecture.md, held by tests/test_architecture.py."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -7,10 +10,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
 
-from accounts.api import ObtainTokenView
-from accounts.views import PortalLoginView
+from accounts import sign_in_urls
 from clusters.web.api.exceptions import not_found
-from config.dashboard import HomeView
 from config.metrics_view import metrics
 
 api_patterns = [
@@ -21,7 +22,7 @@ api_patterns = [
     path("", include("scheduler.rightsizing.api.urls")),
     path("", include("inference_gateway.api")),
     path("", include("governance.api.urls")),
-    path("token/", ObtainTokenView.as_view(), name="api-token"),
+    path("", include(sign_in_urls.api_urlpatterns)),
     # anonymous users see nothing but the login page: the schema and its docs need a login too;
     # the docs are pages for people, so they send a logged-out visitor to the login page
     path("schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]), name="api-schema"),
@@ -42,8 +43,7 @@ api_patterns = [
 ]
 
 urlpatterns = [
-    path("", HomeView.as_view(), name="home"),
-    path("login/", PortalLoginView.as_view(), name="login"),
+    path("", include(sign_in_urls)),
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -21,7 +21,7 @@ runs):
 The two live and die together: either ending ends the other, and this process exits non-zero, so
 the container restarts. SIGTERM or SIGINT stops both gracefully (nginx finishes the requests it
 holds, gunicorn's workers theirs within ``graceful_timeout``). Both children end with this process
-even when it is killed outright (config.child_processes).
+even when it is killed outright (common.child_processes).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from clusters.validation.limits import MAX_REQUEST_BODY_BYTES
-from config.child_processes import die_with_parent
+from common.child_processes import die_with_parent
 from config.gunicorn import graceful_timeout, timeout
 
 APPLICATION = "config.wsgi:application"

@@ -1,13 +1,13 @@
-"""WSGI entry point; traces when an OTLP endpoint is set (config.tracing, before the middleware
+"""WSGI entry point; traces when an OTLP endpoint is set (common.tracing, before the middleware
 loads); the collector is tuned once the application is loaded, and in one-request-at-a-time
-workers runs between requests (config.gc_tuning)."""
+workers runs between requests (common.gc_tuning)."""
 
 import os
 
 from django.core.wsgi import get_wsgi_application
 
-from config.gc_tuning import CollectedBetweenRequests, tune_after_startup
-from config.tracing import configure_tracing
+from common.gc_tuning import CollectedBetweenRequests, tune_after_startup
+from common.tracing import configure_tracing
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 configure_tracing("inference-portal-web")

@@ -46,7 +46,7 @@ import requests
 import trustme
 import yaml
 
-from config.child_processes import die_with_parent
+from common.child_processes import die_with_parent
 from devstack.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -51,7 +51,7 @@ from clusters.kinds import model_for
 from clusters.kube.conditions import rfc3339
 from clusters.management.commands.ensure_demo_admin import demo_password
 from clusters.models import Cluster
-from config.child_processes import die_with_parent
+from common.child_processes import die_with_parent
 from devstack.control_plane import ADMIN_TOKEN, ControlPlane, Process, apply_crds_to
 from devstack.ports import free_port
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel

@@ -1,4 +1,4 @@
-"""The team usage page's charts (pygal, through config.charts): one series per day of the month."""
+"""The team usage page's charts (pygal, through common.charts): one series per day of the month."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import date, timedelta
 import pygal
 from django.utils.safestring import SafeString
 
-from config.charts import chart, render
+from common.charts import chart, render
 from governance.showback import UsageRow
 
 

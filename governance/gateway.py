@@ -33,6 +33,8 @@ from aiohttp import web
 from django.conf import settings
 from django.db import DatabaseError
 
+from common.db_thread import close_reads, read
+from common.gateway_metrics import CLIENT_LEFT
 from governance import metrics
 from governance.bodies import Asked, BodyRefused, asked, capped, prompt_estimate, reservation
 from governance.ledger import LedgerWriter, default_sink, spool_folder_for
@@ -41,7 +43,6 @@ from governance.models import Limit
 from governance.resp import CircuitOpen
 from governance.sse import UsageTap, upstream_body
 from governance.teams import Directory, load_directory
-from inference_gateway.public import CLIENT_LEFT, close_reads, read
 
 logger = logging.getLogger(__name__)
 # The tables' re-reads have a thread (and kept connection) of their own: in the gateway's read

@@ -1,6 +1,6 @@
 """Prometheus series of usage, limits and the ledger, all named ``inference_portal_...``.
 
-The gateway's counters live in its own registry (``inference_gateway.metrics.REGISTRY``, served on
+The gateway's counters live in its own registry (``common.gateway_metrics.REGISTRY``, served on
 the gateway's ``/metrics``); every replica counts its own requests, so staff sum over replicas.
 Budget use is one number across replicas (the Redis counter), so the portal's ``/metrics`` reads
 it at scrape time (:class:`governance.budgets.BudgetCollector`) instead of each replica guessing it.
@@ -15,7 +15,7 @@ from functools import cache
 
 from prometheus_client import Counter, Gauge
 
-from inference_gateway.public import REGISTRY as GATEWAY_REGISTRY
+from common.gateway_metrics import REGISTRY as GATEWAY_REGISTRY
 
 TEAM_REQUESTS = Counter(
     "inference_portal_team_requests", "Gateway requests per team, model and HTTP status.",

@@ -6,3 +6,11 @@ class InferenceGatewayConfig(AppConfig):
 
     name = "inference_gateway"
     verbose_name = "Inference gateway"
+
+    def ready(self) -> None:
+        """Hand the placement rules down to the serving models' write paths, which check them
+        (``models_app.gateway_rules``: the gateway sits above ``models_app``, docs/architecture.md)."""
+        from inference_gateway.placement import backend_url_errors, gateway_id, gateway_id_errors
+        from models_app.public import GatewayRules, register_gateway_rules
+
+        register_gateway_rules(GatewayRules(backend_url_errors, gateway_id, gateway_id_errors))

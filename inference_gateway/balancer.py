@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from inference_gateway.db_thread import CLUSTER_CALLS, in_thread
+from common.db_thread import CLUSTER_CALLS, in_thread
 from inference_gateway.endpoints import discover
 from inference_gateway.routes import Route
 

@@ -30,7 +30,7 @@ from knox.auth import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.public import VIEW, InvalidAccessToken, looks_like_jwt, namespace_predicate, verify_access_token
-from inference_gateway.db_thread import read
+from common.db_thread import read
 
 PREFIXES = ("Bearer ", "Token ")
 MAX_REMEMBERED = 10_000  # tokens; past it, expired entries are dropped before adding one

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from inference_gateway.db_thread import read
+from common.db_thread import read
 from inference_gateway.models import SharedGatewayId
 from inference_gateway.names import model_name_refusal
 from inference_gateway.placement import GONE, Policy, route_refusal

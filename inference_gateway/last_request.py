@@ -33,7 +33,7 @@ from kubernetes import client
 from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
 from clusters.kube.conditions import rfc3339
 from clusters.models import Cluster
-from inference_gateway.db_thread import CLUSTER_CALLS, in_thread
+from common.db_thread import CLUSTER_CALLS, in_thread
 from inference_gateway.routes import Route
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 

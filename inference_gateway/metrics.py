@@ -24,8 +24,11 @@ from functools import cache
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-CLIENT_LEFT = 499  # the status counted for a request whose client went away first (nginx's "client closed request")
-REGISTRY = CollectorRegistry()
+# the registry and the client-left status are shared with the governance hooks (common.gateway_metrics);
+# CLIENT_LEFT is named here as well because the server counts it as ``metrics.CLIENT_LEFT``
+from common.gateway_metrics import CLIENT_LEFT as CLIENT_LEFT
+from common.gateway_metrics import REGISTRY
+
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 REQUESTS = Counter(

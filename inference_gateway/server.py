@@ -50,6 +50,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from yarl import URL
 
+from common.db_thread import close_reads
 from governance.public import Governance
 from inference_gateway import metrics
 from inference_gateway.addresses import NotAnAddress, host_refusal, parse_backend_url
@@ -57,7 +58,6 @@ from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.callers import Caller, Callers, NotAuthenticated
 from inference_gateway.catalog import AmbiguousModel, Catalog, ConflictingId
 from inference_gateway.conf import GatewaySettings
-from inference_gateway.db_thread import close_reads
 from inference_gateway.deadlines import Deadline, Deadlines
 from inference_gateway.errors import error_response, model_not_found
 from inference_gateway.headers import answer_headers, content_type

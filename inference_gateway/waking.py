@@ -23,8 +23,8 @@ from django.contrib.auth import get_user_model
 from clusters.models import AuditEntry
 from clusters.sync.audit import Actor
 from clusters.sync.controllers import reconcile_row
+from common.db_thread import WAKES, in_thread
 from inference_gateway.callers import Caller
-from inference_gateway.db_thread import WAKES, in_thread
 from inference_gateway.routes import Route
 from models_app.models import InferenceModel
 from models_app.public import Reason, WakeRefused, wake

@@ -36,7 +36,7 @@ from pathlib import Path
 from django.conf import settings
 from prometheus_client import multiprocess
 
-from config.child_processes import die_with_parent
+from common.child_processes import die_with_parent
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pygal
 
-from config.charts import chart, render
+from common.charts import chart, render
 from models_app.models import InferenceModel
 from scheduler.public import model_chart
 from scheduler.rightsizing.models import Observation

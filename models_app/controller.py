@@ -5,7 +5,7 @@ container image and resources (``gpu`` -> ``nvidia.com/gpu``), the nodeSelector,
 reference to the model. Replicas follow demand: scale to zero once ``cooldownPeriod`` has passed
 since the ``inference.eh-ops.io/last-request-time`` annotation (the model's creation when it was
 never requested), back up when woken, dependencies first. Starting needs memory-budget admission
-from ``scheduler.admission``; a model that does not fit stays at zero with ``InsufficientMemory``
+from ``scheduler.admission.admit``; a model that does not fit stays at zero with ``InsufficientMemory``
 and the planner's message (``InsufficientGPU`` when GPUs are short). A Deployment the cluster refuses
 (422 invalid, 403 admission) keeps the model at zero with the cluster's reason and message. Failures
 are recorded as Warning Events on the model (``clusters.kube.failures``). The finalizer
@@ -32,6 +32,7 @@ from clusters.models import Cluster, SyncState
 from clusters.sync.handover import remove_finalizer
 from clusters.sync.inbound import upsert_from_cluster
 from clusters.validation.quantities import quantity_to_int
+from common.durations import parse_duration
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import MemoryReservation
 from scheduler.public import (
@@ -41,7 +42,6 @@ from scheduler.public import (
     admit,
     idle_since,
     node_pool_of,
-    parse_duration,
     release,
     shapes_from_json,
 )
@@ -57,7 +57,7 @@ class Reason:
     FAILED = "Failed"
     INSUFFICIENT_MEMORY = "InsufficientMemory"
     INSUFFICIENT_GPU = "InsufficientGPU"
-    OVER_QUOTA = "OverQuota"  # a team quota (scheduler.quotas) refused it
+    OVER_QUOTA = "OverQuota"  # a team quota (scheduler.admission.quotas) refused it
     DEPENDENCY_NOT_FOUND = "DependencyNotFound"
     SCALED_TO_ZERO = "ScaledToZero"
     PENDING = "Pending"

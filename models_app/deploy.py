@@ -1,6 +1,6 @@
 """Guided deploy: "Deploy a model" as an InferenceModel or a KubeAI Model, from a calculator preset.
 
-The person picks a preset (scheduler.presets), a pool (each with what the calculator says it
+The person picks a preset (scheduler.calculator.presets), a pool (each with what the calculator says it
 takes there: GPUs needed, free now), GPUs and an image; memory comes from the calculator with the
 preset's numbers (the calculator page's own defaults for it). "Review" shows the manifest that
 will be applied and the planner's what-if for it on that pool; "Deploy" saves it like YAML mode

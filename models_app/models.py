@@ -17,13 +17,13 @@ from clusters.serving import PodResources
 from clusters.validation.quantities import quantity_to_int, saturate_int64
 from clusters.validation.schemas import FieldError
 from clusters.validation.spec_rules import requests_within_limits
-from inference_gateway.public import backend_url_errors, gateway_id, gateway_id_errors
+from common.durations import parse_duration
+from models_app.gateway_rules import gateway_rules
 from scheduler.public import (
     GPU_RESOURCE_BY_ACCELERATOR,
     PodShape,
     cpu_millis_of,
     node_pool_of,
-    parse_duration,
     selected_product,
     shapes_from_json,
 )
@@ -92,16 +92,16 @@ class ServingModel(KubeObject):
 
     @classmethod
     def cluster_rules(cls, cluster: Any, manifest: dict[str, Any]) -> list[FieldError]:
-        """One object per gateway id in the portal (``inference_gateway.placement``)."""
+        """One object per gateway id in the portal (the gateway's rule: ``models_app.gateway_rules``)."""
         metadata = manifest["metadata"]
         row = cls(cluster=cluster, namespace=metadata["namespace"], name=metadata["name"], spec=manifest["spec"])
         row.project()
-        return gateway_id_errors(row, cluster, cls.model_name_path, ServingModel.__subclasses__())
+        return gateway_rules().gateway_id_errors(row, cluster, cls.model_name_path, ServingModel.__subclasses__())
 
     @property
     def gateway_id(self) -> str:
         """What clients send as ``model`` to the gateway: unique across the portal."""
-        return gateway_id(self.namespace, self.model_name)
+        return gateway_rules().gateway_id(self.namespace, self.model_name)
 
     @classmethod
     def projected_fields(cls) -> list[str]:
@@ -177,8 +177,8 @@ class InferenceModel(ServingModel):
 
     @classmethod
     def cluster_rules(cls, cluster: Any, manifest: dict[str, Any]) -> list[FieldError]:
-        """Where the model may answer (``inference_gateway.placement``), then its gateway id."""
-        errors = backend_url_errors(cluster, manifest["metadata"]["namespace"], manifest["spec"])
+        """Where the model may answer (the gateway's rule: ``models_app.gateway_rules``), then its gateway id."""
+        errors = gateway_rules().backend_url_errors(cluster, manifest["metadata"]["namespace"], manifest["spec"])
         return errors or super().cluster_rules(cluster, manifest)
 
     def project(self) -> None:

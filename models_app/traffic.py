@@ -17,7 +17,7 @@ import pygal
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from config.charts import chart, render
+from common.charts import chart, render
 from models_app.models import ServingModel
 from scheduler.public import PrometheusClient, PrometheusError
 

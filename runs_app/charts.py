@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from pygal.style import Style
 
-from config.charts import chart, render
+from common.charts import chart, render
 from runs_app.models import InferenceRun
 
 SERIES = ("Succeeded", "Failed", "Running")

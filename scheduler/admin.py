@@ -48,7 +48,7 @@ class MemoryReservationAdmin(QuantityAdminMixin, admin.ModelAdmin):
 
 @admin.register(TeamQuota)
 class TeamQuotaAdmin(QuantityAdminMixin, admin.ModelAdmin):
-    """A team's guaranteed share of a pool and its borrowing limit (scheduler/quotas.py)."""
+    """A team's guaranteed share of a pool and its borrowing limit (scheduler/admission/quotas.py)."""
 
     list_display = [
         "team", "pool", "guaranteed_bytes_quantity", "guaranteed_gpus", "borrowing_limit_bytes_quantity",

@@ -33,7 +33,7 @@ from clusters.kinds import all_models
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from clusters.validation.quantities import quantity_to_int
-from config.gc_tuning import collector_paused
+from common.gc_tuning import collector_paused
 from scheduler.consumption import PodShape, shapes_from_text
 from scheduler.idle import idle_since
 

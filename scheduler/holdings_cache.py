@@ -46,10 +46,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -67,8 +67,8 @@ from scheduler.holdings import (
 )
 from scheduler.models import HoldingsGeneration
 from scheduler.per_cluster import PerCluster
-from scheduler.placement import Item
-from scheduler.placement_inputs import fixed_items
+
+T = TypeVar("T")
 
 TABLE = HoldingsGeneration._meta.db_table
 SEQUENCE = "scheduler_holdings_generation_seq"  # created by migration 0007
@@ -127,13 +127,18 @@ class ClusterHoldings:
         for holdings in self.running_ranked.values():
             yield from holdings[:per_pool]
 
-    @cached_property
-    def running_pods(self) -> dict[str, list[Item]]:
-        """Each pool's running pods at their declared sizes, biggest first (:func:`fixed_items`)."""
-        by_pool: dict[str, list[Item]] = {}
-        for item in fixed_items(self.running):
-            by_pool.setdefault(item.pool, []).append(item)
-        return by_pool
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What a concern works out of these holdings once for every plan that reuses them (the running
+    pods as placement items: :func:`scheduler.planning.inputs.running_pods`), kept here so it goes
+    when they do. Filled through :meth:`derive`: the shared records never import the concerns
+    above them (docs/architecture.md)."""
+
+    def derive(self, name: str, build: Callable[[ClusterHoldings], T]) -> T:
+        """``build(self)``, worked out on the first call for ``name`` and kept with the holdings.
+        Two threads may both build it once; either answer is the same, the last one stays."""
+        if name not in self.derived:
+            self.derived[name] = build(self)
+        return self.derived[name]
 
 
 _kept: PerCluster[tuple[_Key, ClusterHoldings]] = PerCluster()

@@ -128,12 +128,12 @@ class MemoryReservation(models.Model):
 class TeamQuota(models.Model):
     """A team's share of one node pool: guaranteed memory and GPUs, and how far beyond it may borrow.
 
-    Admission (:mod:`scheduler.quotas`) gives a team its guaranteed share first; beyond it the
+    Admission (:mod:`scheduler.admission.quotas`) gives a team its guaranteed share first; beyond it the
     team borrows what other teams leave unused, up to the borrowing limit (empty: no limit but the
     pool). When a team's demand within its guarantee finds the pool full, borrowers' idle models
     are scaled to zero first; if that is not enough the quota is marked ``reclaiming_since`` and
     every other team's new borrowing in the pool is refused, naming this quota, until the team is
-    admitted or the claim lapses (:data:`scheduler.quotas.RECLAIM_HOLD`).
+    admitted or the claim lapses (:data:`scheduler.admission.quotas.RECLAIM_HOLD`).
     """
 
     team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="quotas")

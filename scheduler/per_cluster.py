@@ -1,12 +1,12 @@
 """What a process keeps per cluster between plans (:mod:`scheduler.holdings_cache`'s holdings,
-:mod:`scheduler.baseline`'s placements): a few clusters' worth, the least recently used dropped
+:mod:`scheduler.planning.baseline`'s placements): a few clusters' worth, the least recently used dropped
 first, shared by the process's threads."""
 
 from __future__ import annotations
 
 from typing import TypeVar
 
-from config.lru import LeastRecentlyUsed
+from common.lru import LeastRecentlyUsed
 
 KEPT_CLUSTERS = 8
 """Clusters a process keeps: 12,000 models' holdings take about 8 MB, their placement 2.5 MB more,

@@ -5,11 +5,13 @@ tests/test_architecture.py holds the other apps to this module (and ``scheduler.
 - **Admission and holdings** (the eh-ops controller in ``models_app`` asks before it scales a model
   up; governance samples what models held for showback): ``Demand``, ``admit``, ``release``,
   ``Holding``, ``ModelKey``, ``load_holdings``, ``idle_since``.
-- **Kept totals** (the catalog counts every row of the serving kinds without reading them):
-  ``rows_by_sync_state``.
+- **Kept totals and usage** (the catalog counts every row of the serving kinds without reading
+  them; the dashboard shows each pool's usage and the largest right-sizing savings):
+  ``rows_by_sync_state``, ``pool_usage_of`` with ``USAGE_CLUSTER_COLUMNS``, ``pool_usage_chart``,
+  ``build_report``.
 - **Pod shapes and pools** (what a model's pods ask for, and on which node pool):
   ``PodShape``, ``shapes_from_json``, ``selected_product``, ``cpu_millis_of``,
-  ``GPU_RESOURCE_BY_ACCELERATOR``, ``node_pool_of``, ``parse_duration``, ``refresh_node_pools``.
+  ``GPU_RESOURCE_BY_ACCELERATOR``, ``node_pool_of``, ``refresh_node_pools``.
 - **Calculator, presets and plans** (the guided deploy page builds on them): ``CalculatorForm``,
   ``CalculatorRequestSerializer``, ``answer``, ``Answer``, ``Row``, ``GPU_TYPES``, ``VLLM_IMAGE``,
   ``object_name``, ``Preset``, ``preset``, ``all_presets``, ``PlanForm``, ``plan_for``, and
@@ -18,12 +20,14 @@ tests/test_architecture.py holds the other apps to this module (and ``scheduler.
   ``PrometheusClient``, ``PrometheusError``.
 """
 
-from scheduler.admission import Demand, admit, release
-from scheduler.api.calculator_serializers import CalculatorRequestSerializer
-from scheduler.calculator_answer import Answer, Row, answer
-from scheduler.calculator_fit import GPU_TYPES
-from scheduler.calculator_forms import CalculatorForm
-from scheduler.calculator_links import VLLM_IMAGE, object_name
+from scheduler.admission.admit import Demand, admit, release
+from scheduler.admission.usage import USAGE_CLUSTER_COLUMNS, pool_usage_of
+from scheduler.calculator.answer import Answer, Row, answer
+from scheduler.calculator.api.serializers import CalculatorRequestSerializer
+from scheduler.calculator.fit import GPU_TYPES
+from scheduler.calculator.forms import CalculatorForm
+from scheduler.calculator.links import VLLM_IMAGE, object_name
+from scheduler.calculator.presets import Preset, all_presets, preset
 from scheduler.consumption import (
     GPU_RESOURCE_BY_ACCELERATOR,
     PodShape,
@@ -31,23 +35,24 @@ from scheduler.consumption import (
     selected_product,
     shapes_from_json,
 )
-from scheduler.durations import parse_duration
 from scheduler.forms import PlanForm
 from scheduler.holdings import Holding, ModelKey, load_holdings
 from scheduler.idle import idle_since
-from scheduler.plan_pages import PAGE_LIMIT, first_page
+from scheduler.planning.charts import pool_usage_chart
+from scheduler.planning.pages import PAGE_LIMIT, first_page
 from scheduler.pool_totals import rows_by_sync_state
 from scheduler.pools import node_pool_of
-from scheduler.presets import Preset, all_presets, preset
 from scheduler.refresh import refresh_node_pools
 from scheduler.rightsizing.charts import model_chart
 from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError
+from scheduler.rightsizing.report import build_report
 from scheduler.views import plan_for
 
 __all__ = [
     "GPU_RESOURCE_BY_ACCELERATOR",
     "GPU_TYPES",
     "PAGE_LIMIT",
+    "USAGE_CLUSTER_COLUMNS",
     "VLLM_IMAGE",
     "Answer",
     "CalculatorForm",
@@ -64,6 +69,7 @@ __all__ = [
     "admit",
     "all_presets",
     "answer",
+    "build_report",
     "cpu_millis_of",
     "first_page",
     "idle_since",
@@ -71,8 +77,9 @@ __all__ = [
     "model_chart",
     "node_pool_of",
     "object_name",
-    "parse_duration",
     "plan_for",
+    "pool_usage_chart",
+    "pool_usage_of",
     "preset",
     "refresh_node_pools",
     "release",

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from scheduler.calculator_views import CalculatorPageView
+from scheduler.calculator.views import CalculatorPageView
 from scheduler.views import PlanningView
 
 urlpatterns = [

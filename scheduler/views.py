@@ -1,4 +1,4 @@
-"""Portal pages: planning (pool accounting, chart, what-if form); the calculator is calculator_views.py."""
+"""Portal pages: planning (pool accounting, chart, what-if form); the calculator is scheduler/calculator/views.py."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from accounts.public import (
     visible_cluster_ids,
     visible_clusters,
 )
-from scheduler.charts import placement_chart, pool_usage_chart, quota_chart
+from scheduler.admission.quotas import quota_rows
 from scheduler.forms import PlanForm, picked_models
-from scheduler.plan_pages import PAGE_LIMIT, Answer, first_page
-from scheduler.planner import plan, plan_to_dict
-from scheduler.quotas import quota_rows
-from scheduler.visibility import hidden_proposals, redact_plan, visible_pool_accounts
+from scheduler.planning.charts import placement_chart, pool_usage_chart, quota_chart
+from scheduler.planning.pages import PAGE_LIMIT, Answer, first_page
+from scheduler.planning.planner import plan, plan_to_dict
+from scheduler.planning.visibility import hidden_proposals, redact_plan, visible_pool_accounts
 
 
 class PlanningView(LoginRequiredMixin, FormView):

@@ -1,4 +1,5 @@
-"""The project's import graph: no cycle anywhere, and ``clusters/``'s layers import one way only.
+"""The project's import graph: no cycle anywhere, the apps in one layer order, and ``clusters/``'s and
+``scheduler/``'s layers importing one way only.
 
 The graph comes from grimp (the library behind import-linter), which reads every module's source
 with ``ast``: imports inside functions count as much as module-level ones, so a cycle cannot hide
@@ -16,6 +17,57 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The project's packages, top to bottom: a package may import the ones below it, never one above;
+# the packages of one layer do not import each other. config/ mounts the apps (URL maps, settings);
+# the leaf apps compose the others; the gateway routes to the serving models and runs governance's
+# hooks; every app builds on scheduler's, clusters' and accounts' parts; common/ knows none of them.
+# Tests and benchmarks exercise every layer, so they stand outside it.
+APP_LAYERS = (
+    "config",
+    grimp.Layer("devstack", "fleet"),
+    "inference_gateway",
+    grimp.Layer("governance", "models_app"),
+    "runs_app",
+    "scheduler",
+    "clusters",
+    "accounts",
+    "common",
+)
+OUTSIDE_THE_LAYERS = ("bench", "tests")
+
+
+def test_every_package_has_a_place_in_the_layers() -> None:
+    """A new top-level package has to be placed (else nothing would hold its imports)."""
+    placed = {tail for layer in APP_LAYERS for tail in _tails(layer)} | set(OUTSIDE_THE_LAYERS)
+    assert set(project_packages()) == placed
+
+
+def test_apps_import_downwards_only(graph: grimp.ImportGraph) -> None:
+    illegal = graph.find_illegal_dependencies_for_layers(layers=APP_LAYERS)
+    assert not illegal, "imports against the apps' layers:\n" + "\n".join(_described(illegal))
+
+
+def test_config_reaches_the_apps_through_urls_and_settings_only(graph: grimp.ImportGraph) -> None:
+    """config/ (settings, URL map, entry points, Celery) mounts the apps: of an app it imports only
+    a URL map (``<app>.urls``, ``accounts.sign_in_urls``, ...); of clusters only the declarations
+    settings and request checks read (the two bottom layers: validation rules and limits, the
+    registries); and anything of common/. The rest it names in settings strings."""
+    declarations = ("clusters.validation", *(f"clusters.{tail}" for tail in _tails(CLUSTERS_LAYERS[-1])))
+    reached = sorted(
+        f"{importer} imports {imported}"
+        for importer in {"config"} | graph.find_descendants("config")
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if imported.split(".")[0] not in ("config", "common")
+        and not imported.rpartition(".")[2].endswith("urls")
+        and not any(imported == name or imported.startswith(name + ".") for name in declarations)
+    )
+    assert not reached, "config/ reaching past the apps' URL maps and declarations:\n" + "\n".join(reached)
+
+
+def _tails(layer: str | grimp.Layer) -> set[str]:
+    return set(layer.module_tails) if isinstance(layer, grimp.Layer) else {layer}
+
 
 # clusters/, top to bottom: each layer may import the ones below it, never one above.
 CLUSTERS_LAYERS = (
@@ -40,7 +92,7 @@ def graph() -> grimp.ImportGraph:
 
 def test_the_graph_covers_the_project(graph: grimp.ImportGraph) -> None:
     """Guards the two tests below against passing on an empty or partial graph."""
-    assert {"clusters", "inference_gateway", "scheduler", "tests"} <= set(project_packages())
+    assert {"clusters", "common", "config", "inference_gateway", "scheduler", "tests"} <= set(project_packages())
     assert "clusters.kube.client" in graph.modules
     assert graph.direct_import_exists(importer="clusters.sync.watcher", imported="clusters.kube.client")
 
@@ -58,13 +110,45 @@ def test_no_import_cycle(graph: grimp.ImportGraph) -> None:
 
 def test_clusters_layers_import_downwards_only(graph: grimp.ImportGraph) -> None:
     illegal = graph.find_illegal_dependencies_for_layers(layers=CLUSTERS_LAYERS, containers={"clusters"})
-    described = [
+    assert not illegal, "imports against clusters/' layers:\n" + "\n".join(_described(illegal))
+
+
+def _described(illegal: set[grimp.PackageDependency]) -> list[str]:
+    """Each illegal dependency as ``importer imports imported: head -> ... -> tail``, one a line."""
+    return [
         f"{dependency.importer} imports {dependency.imported}: "
         + "; ".join(" -> ".join((", ".join(sorted(route.heads)), *route.middle, ", ".join(sorted(route.tails))))
                     for route in dependency.routes)
         for dependency in sorted(illegal, key=lambda dependency: (dependency.importer, dependency.imported))
     ]
-    assert not illegal, "imports against clusters/' layers:\n" + "\n".join(described)
+
+
+# scheduler/, by concern, top to bottom: its pages, API, face and Django's places may use every
+# concern; right-sizing builds on the calculator; where models go (planning) and how much memory one
+# needs (calculator) do not know each other, and both ask admission (who may have how much) about
+# the pools' books; admission reads only the shared records every concern starts from. The docstring
+# of each sub-package's __init__.py says what it decides.
+SCHEDULER_LAYERS = (
+    grimp.Layer("admin", "api", "apps", "forms", "management", "migrations", "public", "tasks", "templatetags",
+                "urls", "views", independent=False),
+    "rightsizing",
+    grimp.Layer("planning", "calculator"),
+    "admission",
+    grimp.Layer("consumption", "durations", "holdings", "holdings_cache", "idle", "models", "nodes", "per_cluster",
+                "pool_totals", "pools", "refresh", "savings", independent=False),
+)
+
+
+def test_scheduler_concerns_import_downwards_only(graph: grimp.ImportGraph) -> None:
+    """Each module of scheduler/ sits in one of the layers (a new one has to be placed), and none
+    imports a layer above its own or a sibling concern of its layer."""
+    placed = {tail for layer in SCHEDULER_LAYERS for tail in _tails(layer)}
+    unplaced = sorted(
+        module for module in graph.find_children("scheduler") if module.removeprefix("scheduler.") not in placed
+    )
+    assert not unplaced, f"modules of scheduler/ in no layer of SCHEDULER_LAYERS: {unplaced}"
+    illegal = graph.find_illegal_dependencies_for_layers(layers=SCHEDULER_LAYERS, containers={"scheduler"})
+    assert not illegal, "imports against scheduler/'s layers:\n" + "\n".join(_described(illegal))
 
 
 # The domain apps, each reached by the others through its public face only: ``<app>.public`` for

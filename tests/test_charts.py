@@ -1,4 +1,4 @@
-"""Every chart goes through config.charts: inline SVG that links nothing from the internet."""
+"""Every chart goes through common.charts: inline SVG that links nothing from the internet."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pygal
 import pytest
 
 from clusters.models import Cluster
-from config.charts import chart, render
+from common.charts import chart, render
 from tests.scheduler.conftest import make_model, make_pool
 
 # a src or href to another host: pygal's default links kozea.github.io/pygal.js

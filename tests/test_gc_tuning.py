@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from config.gc_tuning import CollectedBetweenRequests, collector_paused
+from common.gc_tuning import CollectedBetweenRequests, collector_paused
 
 
 def test_the_collector_stays_paused_until_the_last_thread_is_done() -> None:

@@ -26,7 +26,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from clusters.kinds import KindInfo
 from clusters.models import Cluster
-from config.gc_tuning import collector_paused
+from common.gc_tuning import collector_paused
 
 FIELD_MANAGER = "inference-portal"
 

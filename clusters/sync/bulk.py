@@ -24,7 +24,7 @@ import orjson
 from django.db import connection, models
 from django.utils import timezone
 
-from config.gc_tuning import collector_paused
+from common.gc_tuning import collector_paused
 
 
 def _quote(name: str) -> str:

@@ -26,7 +26,7 @@ from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_
 from clusters.sync import bulk
 from clusters.sync.audit import Actor, json_diff
 from clusters.sync.inbound import PORTAL_AHEAD, take_cluster_bookkeeping, upsert_from_cluster
-from config.gc_tuning import collector_paused
+from common.gc_tuning import collector_paused
 
 Key = tuple[str, str]  # (namespace, name)
 

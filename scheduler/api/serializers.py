@@ -9,7 +9,7 @@ from rest_framework import serializers
 from clusters.models import Cluster
 from clusters.validation.schemas import ManifestInvalid
 from clusters.web.api.exceptions import field_error_detail
-from scheduler.proposals import Proposal, proposal_from_request
+from scheduler.planning.proposals import Proposal, proposal_from_request
 
 
 class ProposedModelSerializer(serializers.Serializer):

@@ -3,9 +3,9 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from scheduler.api.calculator_views import CalculatorView, PresetsView
 from scheduler.api.quota_views import TeamQuotaViewSet
 from scheduler.api.views import PlanView, PoolAccountsView
+from scheduler.calculator.api.views import CalculatorView, PresetsView
 
 router = SimpleRouter()
 router.register("planning/quotas", TeamQuotaViewSet, basename="planning-quotas")

@@ -18,9 +18,9 @@ from accounts.public import (
 from clusters.validation.schemas import ManifestInvalid
 from clusters.web.api.exceptions import field_error_detail
 from scheduler.api.serializers import PlanRequestSerializer, PoolAccountSerializer
-from scheduler.plan_pages import DEFAULT_LIMIT, MAX_LIMIT, PlanChanged, first_page, next_page, parse_limit
-from scheduler.planner import plan, plan_to_dict
-from scheduler.visibility import hidden_proposals, redact_plan, visible_pool_accounts
+from scheduler.planning.pages import DEFAULT_LIMIT, MAX_LIMIT, PlanChanged, first_page, next_page, parse_limit
+from scheduler.planning.planner import plan, plan_to_dict
+from scheduler.planning.visibility import hidden_proposals, redact_plan, visible_pool_accounts
 
 
 class PlanView(APIView):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pygal
 
-from config.charts import chart, render
+from common.charts import chart, render
 from scheduler.rightsizing.models import Observation
 from scheduler.rightsizing.report import PoolTotal
 

@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 
 from clusters.validation.quantities import format_bytes
-from scheduler.calculator import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION, TENSOR_PARALLEL_SIZES
-from scheduler.calculator_fit import GPU_TYPES
+from scheduler.calculator.fit import GPU_TYPES
+from scheduler.calculator.memory import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION, TENSOR_PARALLEL_SIZES
 from scheduler.rightsizing.policy import format_memory
 
 KV_HIGH = 0.9

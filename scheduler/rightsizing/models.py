@@ -44,7 +44,7 @@ class Observation(models.Model):
     ``ratio`` is the true peak/declared (above 1 when the model outgrew its declaration);
     ``utilization_percent`` is the clamped 0..100 value written to status. ``freed_bytes`` is THE
     saving (declared minus recommended memory; negative asks for more), the one number every page
-    shows (see scheduler/rightsizing/savings.py).
+    shows (see scheduler/savings.py).
     """
 
     refresh = models.ForeignKey(Refresh, on_delete=models.CASCADE, related_name="observations")

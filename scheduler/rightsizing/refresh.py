@@ -25,7 +25,7 @@ from django.utils import timezone
 from clusters.kube.client import ClusterGateway, GatewayError
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.sync import bulk
-from scheduler.presets import published_weights_bytes
+from scheduler.calculator.presets import published_weights_bytes
 from scheduler.rightsizing.conf import MetricsConvention, default_policy, format_duration, option, serving_kinds
 from scheduler.rightsizing.cpu_policy import cpu_verdict
 from scheduler.rightsizing.gpu_policy import gpu_verdict

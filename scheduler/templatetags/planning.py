@@ -15,7 +15,7 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from scheduler.accounting import PoolAccount
+from scheduler.admission.accounting import PoolAccount
 from scheduler.templatetags.memory import gib
 from scheduler.templatetags.usage import usage_bar
 

@@ -15,7 +15,7 @@ from html import escape
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from scheduler.accounting import PoolAccount
+from scheduler.admission.accounting import PoolAccount
 from scheduler.templatetags.memory import gib
 
 register = template.Library()

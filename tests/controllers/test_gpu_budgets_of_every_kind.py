@@ -16,11 +16,11 @@ from django.utils.dateparse import parse_datetime
 from clusters.sync.controllers import reconcile_cluster
 from models_app.controller import ready_replicas
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel, KubeAIModel, ModelService
-from scheduler.accounting import pool_accounts
-from scheduler.calculator_fit import pool_gpu_capacity
+from scheduler.admission.accounting import pool_accounts
+from scheduler.calculator.fit import pool_gpu_capacity
 from scheduler.models import MemoryReservation, NodePool
-from scheduler.planner import plan, plan_to_dict
-from scheduler.proposals import Proposal
+from scheduler.planning.planner import plan, plan_to_dict
+from scheduler.planning.proposals import Proposal
 from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import sample_manifest, wait_for
 

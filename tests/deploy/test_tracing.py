@@ -1,4 +1,4 @@
-"""Traces by convention (config/tracing.py): with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the real
+"""Traces by convention (common/tracing.py): with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the real
 processes export their spans by OTLP/HTTP to a collector (here the stand-in of
 tests/support/otlp_collector.py, decoding the protobuf a real exporter posts). A request through
 ``manage.py gateway`` is one trace from the caller's ``traceparent`` through the gateway's server
@@ -20,7 +20,7 @@ from celery import Celery
 from django.conf import settings
 from opentelemetry import trace
 
-from config.tracing import configure_tracing, tracing_enabled
+from common.tracing import configure_tracing, tracing_enabled
 from config.web_server import WORKER_KILL_TIMEOUT_S
 from devstack.ports import free_port
 from tests.clusters.conftest import wait_for

@@ -17,9 +17,9 @@ import pytest
 
 from accounts.models import ApiToken
 from accounts.tokens import issue_token
+from common.db_thread import close_reads
 from inference_gateway import callers as callers_module
 from inference_gateway.callers import Callers, NotAuthenticated
-from inference_gateway.db_thread import close_reads
 
 
 def run(scenario: Callable[[], Awaitable[Any]]) -> Any:

@@ -14,7 +14,7 @@ from django.test import Client
 from clusters.models import AuditEntry
 from models_app.deploy import calculate
 from models_app.models import InferenceModel, KubeAIModel
-from scheduler.presets import preset
+from scheduler.calculator.presets import preset
 from tests.conftest import ALL_KIND_PERMS
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,7 @@ from clusters.kinds import all_models
 from clusters.models import AuditEntry, Cluster, SyncState
 from clusters.sync.audit import Actor
 from clusters.sync.inbound import upsert_from_cluster
-from config.dashboard import visible_rows_by_sync_state
+from fleet.dashboard import visible_rows_by_sync_state
 from models_app.models import InferenceModel, KubeAIModel
 from runs_app.models import InferenceRun
 from tests.accounts.conftest import sample_in, store

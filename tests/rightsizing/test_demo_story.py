@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from models_app.models import InferenceModel
-from scheduler.accounting import pool_accounts
+from scheduler.admission.accounting import pool_accounts
 from scheduler.rightsizing.models import Observation
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from clusters.models import Cluster, SyncState
 from clusters.validation.quantities import quantity_to_int
 from models_app.models import InferenceModel
 from scheduler.models import Node, NodePool
-from scheduler.plan_pages import Answer, long_lists
+from scheduler.planning.pages import Answer, long_lists
 from scheduler.rightsizing.policy import evaluate
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from clusters.models import Cluster
 from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from models_app.models import InferenceModel
-from scheduler.accounting import pool_accounts
+from scheduler.admission.accounting import pool_accounts
 from scheduler.holdings import Holding
 from scheduler.models import MemoryReservation
 from tests.scheduler.conftest import GI, NOW, make_model, make_pool

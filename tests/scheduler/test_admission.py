@@ -10,8 +10,8 @@ import pytest
 from django.db import connection, connections
 from django.test import override_settings
 
-from scheduler.accounting import pool_accounts
-from scheduler.admission import Demand, admit, release
+from scheduler.admission.accounting import pool_accounts
+from scheduler.admission.admit import Demand, admit, release
 from scheduler.models import MemoryReservation, NodePool
 from tests.scheduler.conftest import GI, NOW, make_model, make_pool
 

@@ -1,4 +1,4 @@
-"""The running models' placement kept between plans (scheduler.baseline): a plan going on from it
+"""The running models' placement kept between plans (scheduler.planning.baseline): a plan going on from it
 answers exactly what placing everything anew answers, whatever changed in between, and a plan
 leaves nothing behind in it for the next one. (A reference plan is placed with nothing kept.)"""
 
@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from clusters.models import Cluster
-from scheduler import baseline, holdings_cache
+from scheduler import holdings_cache
 from scheduler.models import Node
-from scheduler.placement import Item, NodeSpace, Placement, Placer, PoolSpace, biggest_first, place
-from scheduler.planner import plan, plan_to_dict
-from scheduler.proposals import Proposal
+from scheduler.planning import baseline
+from scheduler.planning.placement import Item, NodeSpace, Placement, Placer, PoolSpace, biggest_first, place
+from scheduler.planning.planner import plan, plan_to_dict
+from scheduler.planning.proposals import Proposal
 from tests.scheduler.conftest import GI, NOW, make_model, make_pool, whole
 
 pytestmark = pytest.mark.django_db

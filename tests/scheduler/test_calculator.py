@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.calculator import estimate
+from scheduler.calculator.memory import estimate
 
 GI = 1024**3
 MI = 1024**2

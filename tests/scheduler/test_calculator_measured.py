@@ -4,7 +4,7 @@ The answer for a case is ``peak_bytes + context_only_used``: torch's peak during
 of ``context`` tokens for each of ``sequences`` sequences, 2,048 tokens of each per step, plus what
 the device uses with only a CUDA context (the measurement's README says how). The measurements
 are read from ``../shared/gpu-measurements/`` beside the repository when present (new
-measurements land there first), else from the copy committed in scheduler/data/.
+measurements land there first), else from the copy committed in scheduler/calculator/data/.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scheduler.calculator import estimate
-from scheduler.calculator_check import BEYOND_PRESETS, COMMITTED, Comparison, compare, compare_architectures
-from scheduler.presets import preset
+from scheduler.calculator.check import BEYOND_PRESETS, COMMITTED, Comparison, compare, compare_architectures
+from scheduler.calculator.memory import estimate
+from scheduler.calculator.presets import preset
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "gpu-measurements" / COMMITTED.name
 MEASUREMENTS = SHARED if SHARED.exists() else COMMITTED

@@ -10,9 +10,9 @@ import yaml
 
 from clusters.models import Cluster
 from models_app.models import InferenceModel, KubeAIModel, ModelService
-from scheduler.calculator import format_count, parse_count
+from scheduler.calculator.memory import format_count, parse_count
+from scheduler.calculator.presets import all_presets
 from scheduler.models import Node, NodePool
-from scheduler.presets import all_presets
 from tests.conftest import ALL_KIND_PERMS
 from tests.support.html_forms import form_fields
 

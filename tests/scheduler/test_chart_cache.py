@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from scheduler.accounting import PoolAccount
-from scheduler.charts import pool_usage_chart
+from scheduler.admission.accounting import PoolAccount
+from scheduler.planning.charts import pool_usage_chart
 from tests.scheduler.conftest import GI
 
 

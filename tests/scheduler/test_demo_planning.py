@@ -13,10 +13,10 @@ from django.core.management import call_command
 from django.test import Client
 
 from clusters.models import Cluster
-from scheduler.accounting import PoolAccount, pool_accounts
+from scheduler.admission.accounting import PoolAccount, pool_accounts
 from scheduler.forms import PLAN_EXAMPLE
-from scheduler.planner import plan, plan_to_dict
-from scheduler.proposals import proposal_from_request
+from scheduler.planning.planner import plan, plan_to_dict
+from scheduler.planning.proposals import proposal_from_request
 from scheduler.templatetags.usage import pool_totals_rows, usage_bar
 
 GI = 1024**3

@@ -9,11 +9,11 @@ import pytest
 
 from clusters.models import SyncState
 from models_app.models import KubeAIModel, ModelService
-from scheduler.admission import Demand, admit, release
+from scheduler.admission.admit import Demand, admit, release
 from scheduler.holdings import load_holdings
 from scheduler.models import Node, NodePool
 from scheduler.nodes import node_capacity
-from scheduler.placement import NO_SUCH_GPU, TOO_BIG, Item, NodeSpace, PoolSpace, place
+from scheduler.planning.placement import NO_SUCH_GPU, TOO_BIG, Item, NodeSpace, PoolSpace, place
 from tests.scheduler.conftest import GI, NOW, make_model, make_pool
 
 MI = 1024**2

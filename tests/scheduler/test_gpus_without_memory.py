@@ -10,14 +10,14 @@ import pytest
 from clusters.models import Cluster, SyncState
 from clusters.validation.schemas import ManifestInvalid
 from models_app.models import KubeAIModel, ModelService
-from scheduler.accounting import pool_accounts
-from scheduler.admission import Demand, admit
-from scheduler.calculator_fit import pool_gpu_capacity
+from scheduler.admission.accounting import pool_accounts
+from scheduler.admission.admit import Demand, admit
+from scheduler.admission.usage import pool_usage
+from scheduler.calculator.fit import pool_gpu_capacity
 from scheduler.holdings import load_holdings
 from scheduler.models import NodePool
-from scheduler.planner import plan, plan_to_dict
-from scheduler.proposals import Proposal, proposal_from_request
-from scheduler.usage import pool_usage
+from scheduler.planning.planner import plan, plan_to_dict
+from scheduler.planning.proposals import Proposal, proposal_from_request
 from tests.scheduler.conftest import GI, NOW, make_model, make_pool
 
 GPU_ONLY_PROFILES = {"gpu-only": {"limits": {"nvidia.com/gpu": "1"}, "nodeSelector": {"inference-pool": "gpu"}}}

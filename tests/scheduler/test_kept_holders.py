@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Cluster
 from models_app.models import InferenceModel, ModelService
-from scheduler.accounting import HOLDERS_SHOWN, PoolAccount, _pool_figures, pool_accounts
+from scheduler.admission.accounting import HOLDERS_SHOWN, PoolAccount, _pool_figures, pool_accounts
 from scheduler.holdings import Holding, controlled_pairs, holder_rank, load_holdings
 from scheduler.holdings_cache import cluster_holdings, managed_kinds_and_kept
 from tests.scheduler.conftest import make_model, make_pool

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from scheduler.placement import (
+from scheduler.planning.placement import (
     FRAGMENTED,
     NO_POOL,
     NO_ROOM,

@@ -18,9 +18,9 @@ from django.test import Client
 from clusters.models import Cluster
 from models_app.models import InferenceModel
 from scheduler.models import Node, NodePool
-from scheduler.plan_pages import Answer, Sorted, long_lists
-from scheduler.planner import plan, plan_to_dict
-from scheduler.proposals import proposal_from_request
+from scheduler.planning.pages import Answer, Sorted, long_lists
+from scheduler.planning.planner import plan, plan_to_dict
+from scheduler.planning.proposals import proposal_from_request
 from tests.scheduler.conftest import GI, NOW, make_model, make_pool, whole
 
 RECORDED = Path(__file__).with_name("plan_recorded.json")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.template import Context, Template
 
-from scheduler.accounting import PoolAccount
+from scheduler.admission.accounting import PoolAccount
 from scheduler.holdings import Holding
 from tests.scheduler.conftest import GI
 

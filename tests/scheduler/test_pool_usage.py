@@ -1,4 +1,4 @@
-"""The SQL totals (scheduler.usage) agree with the full books (scheduler.accounting) in every case."""
+"""The SQL totals (scheduler.admission.usage) agree with the full books (admission.accounting) in every case."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 
 from clusters.models import Cluster, SyncState
 from models_app.models import ModelService
-from scheduler.accounting import pool_accounts
+from scheduler.admission.accounting import pool_accounts
+from scheduler.admission.usage import pool_usage
 from scheduler.models import MemoryReservation
-from scheduler.usage import pool_usage
 from tests.scheduler.conftest import GI, make_model, make_pool
 
 

@@ -12,9 +12,9 @@ from datetime import timedelta
 import pytest
 
 from accounts.models import NamespaceGrant, Team
-from scheduler.admission import OVER_QUOTA, Demand, admit
+from scheduler.admission.admit import OVER_QUOTA, Demand, admit
+from scheduler.admission.quotas import RECLAIM_HOLD, team_resolver
 from scheduler.models import MemoryReservation, TeamQuota
-from scheduler.quotas import RECLAIM_HOLD, team_resolver
 from tests.scheduler.conftest import GI, NOW, make_model
 
 BUSY = NOW - timedelta(minutes=1)

@@ -1,5 +1,5 @@
 """Measure real GPU memory of model architectures (random bf16 weights) to check the portal's
-memory calculator (scheduler/calculator.py) on shapes and architectures beyond the reference set
+memory calculator (scheduler/calculator/memory.py) on shapes and architectures beyond the reference set
 in ../shared/gpu-measurements/ (same method: see its README).
 
 Each case is (context tokens per sequence, concurrent sequences, tokens of each sequence per

@@ -12,8 +12,8 @@ import sys
 import uvloop
 from django.core.management.base import BaseCommand, CommandError
 
-from config.gc_tuning import tune_collector
-from config.tracing import configure_tracing
+from common.gc_tuning import tune_collector
+from common.tracing import configure_tracing
 from inference_gateway.server import run
 from inference_gateway.workers import default_workers, supervise
 
@@ -56,7 +56,7 @@ class Command(BaseCommand):
             await run(host, port, stop=stop, reuse_port=reuse_port)
 
         # Startup objects (Django, the gateway's modules) frozen out of the collector, as the web
-        # workers do (config.gc_tuning): full collections walking them took 100-175 ms, every
+        # workers do (common.gc_tuning): full collections walking them took 100-175 ms, every
         # request in flight waiting.
         tune_collector()
         configure_tracing("inference-portal-gateway")  # before the app and its client session are made

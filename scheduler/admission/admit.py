@@ -23,10 +23,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters.validation.quantities import format_bytes, quantity_to_int
-from scheduler.accounting import account
+from scheduler.admission.accounting import account
+from scheduler.admission.quotas import QuotaState, asks, clear_reclaiming, mark_reclaiming, quota_state
 from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import MemoryReservation, NodePool
-from scheduler.quotas import QuotaState, asks, clear_reclaiming, mark_reclaiming, quota_state
 
 DEFAULT_MAX_MODEL_MEMORY = "96Gi"
 INSUFFICIENT_MEMORY = "InsufficientMemory"
@@ -303,7 +303,7 @@ def _quota_decision(
     shares: QuotaState | None, pool_name: str, items: list[Demand], others: list[Holding], now: datetime
 ) -> AdmissionDecision | None:
     """A refusal when the demands would borrow beyond their team's limit, or while another team
-    reclaims its guaranteed share (:mod:`scheduler.quotas`); None when the quotas allow them."""
+    reclaims its guaranteed share (:mod:`scheduler.admission.quotas`); None when the quotas allow them."""
     refusal = shares.refusal(items, asks, now) if shares else None
     if refusal is None:
         return None

@@ -2,14 +2,14 @@
 
 Why: a plan keeps the running models where they are, placing them first, in their own
 biggest-first order, before any proposal (the ``fixed`` items of
-:func:`scheduler.placement.place`). That part of the placement depends on the running models and
+:func:`scheduler.planning.placement.place`). That part of the placement depends on the running models and
 the pools' nodes only, never on the proposal, and at 10,000 running models it was most of a
 plan's placement: their pods built, sorted and placed, every request.
 
 It is kept with what it was placed from: the holdings tuple (:mod:`scheduler.holdings_cache`
 hands out the very same tuple while the cluster's rows are unchanged, and a new one as soon as
 they change) and the pools' shapes (read by every plan, compared here). Each plan goes on from a
-copy (:meth:`scheduler.placement.Placer.copy`), which places the proposal exactly as placing
+copy (:meth:`scheduler.planning.placement.Placer.copy`), which places the proposal exactly as placing
 everything anew would. Plans that do not place every running model first (a re-pack, an edit of
 a running model, ``include_running`` off) do not come here.
 """
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from scheduler.holdings import Holding
 from scheduler.per_cluster import PerCluster
-from scheduler.placement import Placer
-from scheduler.placement_inputs import PoolShapes, fixed_items
+from scheduler.planning.inputs import PoolShapes, fixed_items
+from scheduler.planning.placement import Placer
 
 _kept: PerCluster[tuple[Sequence[Holding], PoolShapes, Placer]] = PerCluster()
 

@@ -13,10 +13,10 @@ from django.utils.safestring import SafeString, mark_safe
 from pygal.graph.graph import Graph
 from pygal.style import LightSolarizedStyle, Style
 
-from config.charts import chart, render
-from config.lru import LeastRecentlyUsed
-from scheduler.accounting import PoolAccount
-from scheduler.quotas import QuotaRow
+from common.charts import chart, render
+from common.lru import LeastRecentlyUsed
+from scheduler.admission.accounting import PoolAccount
+from scheduler.admission.quotas import QuotaRow
 
 GI = 1024**3
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from django import forms
 
-from scheduler.api.calculator_serializers import CalculatorRequestSerializer
-from scheduler.calculator import BYTES_PER_PARAMETER, DEFAULT_MAX_BATCHED_TOKENS, format_count
-from scheduler.presets import Preset, all_presets
+from scheduler.calculator.api.serializers import CalculatorRequestSerializer
+from scheduler.calculator.memory import BYTES_PER_PARAMETER, DEFAULT_MAX_BATCHED_TOKENS, format_count
+from scheduler.calculator.presets import Preset, all_presets
 
 DTYPES = [(key, key) for key in BYTES_PER_PARAMETER]
 

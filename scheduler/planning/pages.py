@@ -13,7 +13,7 @@ cursor's offset. Building every entry to show twenty and cut the rest was half o
 time on a 10,000-model cluster.
 
 A plan is computed, not stored, so the cursor carries the version of what the plan was computed
-from (:attr:`scheduler.planner.Plan.version`): when the cluster changed between two pages the
+from (:attr:`scheduler.planning.planner.Plan.version`): when the cluster changed between two pages the
 version differs and the request is refused (:class:`PlanChanged`) rather than answered with
 entries that skip or repeat.
 """
@@ -98,7 +98,7 @@ class Sorted(Sequence[str]):
 
 class Answer(dict[str, Any]):
     """A plan as the API answers it, its long lists :class:`Entries`, with the version of what it
-    was computed from (:attr:`scheduler.planner.Plan.version`), which its cursors carry."""
+    was computed from (:attr:`scheduler.planning.planner.Plan.version`), which its cursors carry."""
 
     def __init__(self, body: dict[str, Any], version: str) -> None:
         super().__init__(body)

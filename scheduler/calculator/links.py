@@ -14,8 +14,8 @@ from django.conf import settings
 from django.urls import reverse
 
 from clusters.web.forms import to_yaml
-from scheduler.calculator import Estimate, GPUSplit
-from scheduler.presets import Preset
+from scheduler.calculator.memory import Estimate, GPUSplit
+from scheduler.calculator.presets import Preset
 
 # The engine image the ModelService sample uses; the model's own OCI image (spec.model.image) is
 # the user's to name, so the form asks for it instead of guessing.

@@ -8,9 +8,9 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.views.generic import FormView
 
 from accounts.public import visible_cluster_ids
-from scheduler.calculator_answer import answer
-from scheduler.calculator_forms import CalculatorForm
-from scheduler.presets import all_presets, preset
+from scheduler.calculator.answer import answer
+from scheduler.calculator.forms import CalculatorForm
+from scheduler.calculator.presets import all_presets, preset
 
 
 class CalculatorPageView(LoginRequiredMixin, FormView):

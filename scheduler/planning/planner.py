@@ -2,14 +2,14 @@
 
 Reads the database once (pools, nodes, serving models' narrow columns, the latter kept between
 plans while the cluster's rows are unchanged: :mod:`scheduler.holdings_cache`), then works on
-plain objects: the dependency closure, :func:`scheduler.placement.place` with the running models kept
+plain objects: the dependency closure, :func:`scheduler.planning.placement.place` with the running models kept
 where they are (placed first; re-packed with the proposals only when asked), the proposal's own
 fit, and for each pool where a proposal does not fit the cheapest changes that would make room:
 idle models to scale to zero (oldest idle first, each with the memory it frees), right-sizings to
 apply, or both.
 
 Cost: the first placement is n log n, its running models' part kept between plans
-(:mod:`scheduler.baseline`); the search for the fewest idle models re-places only the
+(:mod:`scheduler.planning.baseline`); the search for the fewest idle models re-places only the
 pool concerned, log k times (a binary search over the oldest-idle prefix), never the whole cluster.
 """
 
@@ -29,16 +29,25 @@ from django.utils import timezone
 from clusters.models import Cluster
 from clusters.validation.quantities import format_bytes
 from clusters.validation.schemas import FieldError, ManifestInvalid
-from config.gc_tuning import collector_paused
-from scheduler.baseline import running_placed
+from common.gc_tuning import collector_paused
+from scheduler.admission.quotas import what_if
 from scheduler.holdings import Holding, ModelKey, dependencies_of, with_last_requests
 from scheduler.holdings_cache import cluster_holdings
-from scheduler.placement import Item, NodeSpace, Placement, PoolResult, PoolSpace, Unplaced, biggest_first, place
-from scheduler.placement import fits as pool_fits
-from scheduler.placement_inputs import UNKNOWN_GPUS, PoolShapes, fixed_items, holding_items, proposal_items
-from scheduler.plan_pages import Answer, Entries, Sorted
-from scheduler.proposals import Proposal
-from scheduler.quotas import what_if
+from scheduler.planning.baseline import running_placed
+from scheduler.planning.inputs import UNKNOWN_GPUS, PoolShapes, fixed_items, holding_items, proposal_items, running_pods
+from scheduler.planning.pages import Answer, Entries, Sorted
+from scheduler.planning.placement import (
+    Item,
+    NodeSpace,
+    Placement,
+    PoolResult,
+    PoolSpace,
+    Unplaced,
+    biggest_first,
+    place,
+)
+from scheduler.planning.placement import fits as pool_fits
+from scheduler.planning.proposals import Proposal
 from scheduler.savings import Recommender, recommended_bytes
 
 
@@ -51,7 +60,7 @@ class Plan:
     suggestions: dict[str, dict[str, Any]] = field(default_factory=dict)
     repacked: bool = False
     quota_breaks: list[str] = field(default_factory=list)
-    """The team quotas the proposal would break (scheduler.quotas.what_if), each named."""
+    """The team quotas the proposal would break (scheduler.admission.quotas.what_if), each named."""
     version: str = ""
     """A digest of what the plan was computed from (:func:`plan_version`): equal versions, equal plans."""
 
@@ -160,7 +169,7 @@ def plan(
     Running models keep their place (they are placed first, in their own biggest-first order)
     unless ``repack``: then everything is placed together, biggest first.
 
-    The collector is paused meanwhile (:func:`config.gc_tuning.collector_paused`): placing
+    The collector is paused meanwhile (:func:`common.gc_tuning.collector_paused`): placing
     10,000 models allocates as many items and misses while the page's rows stay alive, and each
     full collection walked them all (about a third of ``plan()``'s time).
     """
@@ -203,7 +212,7 @@ def _plan(
     short = [pool for pool in placement.pools.values() if pool.name in names]
     by_pool: dict[str, list[Holding]] = {}
     # the last requests of every pool's running models at once: kept holdings' may be old
-    running_by_pool, running_pods = (read.running_by_pool, read.running_pods) if include_running else ({}, {})
+    running_by_pool, pods_by_pool = (read.running_by_pool, running_pods(read)) if include_running else ({}, {})
     here = [holding for pool in short for holding in kept(running_by_pool.get(pool.name, ()))]
     for holding in with_last_requests(here):
         by_pool.setdefault(holding.pool, []).append(holding)
@@ -212,7 +221,7 @@ def _plan(
         mine = [item for item in new if item.pool == pool.name]
         space = partial(shapes.pool, pool.name)
         running_here = by_pool.get(pool.name, [])
-        pods = [item for item in running_pods.get(pool.name, ()) if item.label not in proposed]
+        pods = [item for item in pods_by_pool.get(pool.name, ()) if item.label not in proposed]
         idle = idle_by_pool[pool.name] = idle_order(running_here, now)
         result.suggestions[pool.name] = suggest(pool, space, mine, running_here, pods, idle, recommender)
     result.version = plan_version(read.version, shapes, models, include_running, repack, result.quota_breaks,

@@ -1,7 +1,7 @@
 """What placement is given, read from the rows: each pool's budget and nodes, each model's pods.
 
-:mod:`scheduler.planner` places proposals beside the running models with these, and
-:mod:`scheduler.baseline` places the running models alone, ahead of any plan.
+:mod:`scheduler.planning.planner` places proposals beside the running models with these, and
+:mod:`scheduler.planning.baseline` places the running models alone, ahead of any plan.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from collections.abc import Iterable, Sequence
 from clusters.models import Cluster
 from scheduler.consumption import PodShape
 from scheduler.holdings import Holding
+from scheduler.holdings_cache import ClusterHoldings
 from scheduler.models import Node, NodePool
-from scheduler.placement import Item, NodeSpace, PoolSpace, biggest_first
-from scheduler.proposals import Proposal
+from scheduler.planning.placement import Item, NodeSpace, PoolSpace, biggest_first
+from scheduler.planning.proposals import Proposal
 
 # GPUs are not checked on nodes synthesized from pool figures that give no GPU count.
 UNKNOWN_GPUS = 1 << 30
@@ -120,6 +121,19 @@ def holding_items(holding: Holding, memory: int | None = None) -> list[Item]:
 def fixed_items(running: Iterable[Holding]) -> list[Item]:
     """The pods of running models in the order a plan places them, ahead of any proposal: biggest first."""
     return biggest_first([item for holding in running for item in holding_items(holding)])
+
+
+def running_pods(kept: ClusterHoldings) -> dict[str, list[Item]]:
+    """Each pool's running pods at their declared sizes, biggest first (:func:`fixed_items`),
+    worked out once per set of kept holdings (:meth:`ClusterHoldings.derive`)."""
+    return kept.derive("running_pods", _running_pods)
+
+
+def _running_pods(kept: ClusterHoldings) -> dict[str, list[Item]]:
+    by_pool: dict[str, list[Item]] = {}
+    for item in fixed_items(kept.running):
+        by_pool.setdefault(item.pool, []).append(item)
+    return by_pool
 
 
 def proposal_items(proposal: Proposal) -> list[Item]:

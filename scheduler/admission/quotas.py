@@ -6,7 +6,7 @@ GPUs) and may go beyond it, borrowing what the other teams leave unused, up to i
 A team without a quota in such a pool (or a namespace no team owns) only borrows, with no limit
 but the pool. Pools without quotas are admitted on capacity alone, as before.
 
-Admission (:func:`scheduler.admission.admit`) asks :func:`quota_state` under the pool's row lock,
+Admission (:func:`scheduler.admission.admit.admit`) asks :func:`quota_state` under the pool's row lock,
 so the usage it counts (running models plus reservations, by team) cannot change underneath it:
 concurrent wakes never over-admit a quota, as they never over-admit the pool. It then
 

@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.validation.quantities import quantity_to_int
-from scheduler.calculator import (
+from scheduler.calculator.memory import (
     BYTES_PER_PARAMETER,
     DEFAULT_CUDA_CONTEXT_BYTES,
     DEFAULT_MAX_BATCHED_TOKENS,
@@ -16,7 +16,7 @@ from scheduler.calculator import (
     format_count,
     parse_count,
 )
-from scheduler.presets import Preset, all_presets, preset
+from scheduler.calculator.presets import Preset, all_presets, preset
 
 
 def _quantity(field: str, value: Any) -> int:

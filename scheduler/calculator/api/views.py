@@ -10,9 +10,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.public import visible_cluster_ids
-from scheduler.api.calculator_serializers import CalculatorRequestSerializer, PresetSerializer
-from scheduler.calculator_answer import answer, answer_to_dict
-from scheduler.presets import all_presets
+from scheduler.calculator.answer import answer, answer_to_dict
+from scheduler.calculator.api.serializers import CalculatorRequestSerializer, PresetSerializer
+from scheduler.calculator.presets import all_presets
 
 
 class CalculatorView(APIView):

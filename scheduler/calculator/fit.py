@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from django.db.models import Max
 
-from scheduler.calculator import Estimate, GPUSplit, gpus_needed, usable_bytes
+from scheduler.admission.usage import gpus_held
+from scheduler.calculator.memory import Estimate, GPUSplit, gpus_needed, usable_bytes
 from scheduler.models import NodePool
-from scheduler.usage import gpus_held
 
 MI = 1024**2
 
@@ -80,7 +80,7 @@ def fit_per_gpu_type(result: Estimate, attention_heads: int = 0) -> list[TypeFit
 def pool_gpu_capacity(cluster_ids: set[int] | None = None) -> list[PoolGPUs]:
     """Pools with GPUs of known memory, with the GPUs every serving kind already holds there.
 
-    Held is what the planner and admission count (:func:`scheduler.usage.gpus_held`): the GPUs of
+    Held is what the planner and admission count (:func:`scheduler.admission.usage.gpus_held`): the GPUs of
     running models, whether or not they declare memory. A constant number of queries.
     """
     pools = NodePool.objects.filter(gpu_count__gt=0, gpu_memory_bytes__gt=0).select_related("cluster")

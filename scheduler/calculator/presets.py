@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.calculator import BYTES_PER_PARAMETER
+from scheduler.calculator.memory import BYTES_PER_PARAMETER
 
 DATA = Path(__file__).with_name("data") / "model_presets.yaml"
 _REQUIRED = (
@@ -85,7 +85,7 @@ class Preset:
         }
 
     def estimate_kwargs(self) -> dict[str, Any]:
-        """The architecture as :func:`scheduler.calculator.estimate` takes it."""
+        """The architecture as :func:`scheduler.calculator.memory.estimate` takes it."""
         return {
             "parameters": float(self.parameters),
             "dtype": self.dtype,

@@ -1,6 +1,6 @@
 """Pool usage totals: budget, allocated, reserved and observed per node pool.
 
-``scheduler.accounting.pool_accounts`` builds the full books (holders, savings, per-team figures).
+``scheduler.admission.accounting.pool_accounts`` builds the full books (holders, savings, per-team figures).
 A page that only shows totals (the dashboard) needs none of that: the totals PostgreSQL keeps as
 rows change (:mod:`scheduler.pool_totals`) answer in one small query, whatever the row count,
 with the planner's own rules (a test checks both agree):
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from django.db.models import Q, QuerySet
 
 from clusters.models import Cluster, KubeObject
-from scheduler.accounting import PoolAccount
+from scheduler.admission.accounting import PoolAccount
 from scheduler.holdings import controlled_pairs, holding_rows, running_condition, serving_models
 from scheduler.models import MemoryReservation, NodePool
 from scheduler.pool_totals import pool_totals

@@ -1,4 +1,4 @@
-"""The calculator against measured GPU memory (scheduler/data/gpu-measurements/, README there).
+"""The calculator against measured GPU memory (scheduler/calculator/data/gpu-measurements/, README there).
 
 One comparison shared by the test that holds every case within 5% and the benchmark that reports
 the largest error, so both judge the same thing: the calculator's total for the preset, the case's
@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.calculator import estimate
-from scheduler.presets import preset
+from scheduler.calculator.memory import estimate
+from scheduler.calculator.presets import preset
 
 COMMITTED = Path(__file__).with_name("data") / "gpu-measurements" / "h200-2026-11-26.json"
 # Architectures and step sizes beyond the presets, each case with its own tokens per step
@@ -67,7 +67,7 @@ def compare(path: Path = COMMITTED) -> list[Comparison]:
 
 
 def architecture_kwargs(config: dict) -> dict:
-    """A published config.json's architecture as :func:`scheduler.calculator.estimate` takes it
+    """A published config.json's architecture as :func:`scheduler.calculator.memory.estimate` takes it
     (the fields the calculator page and API take for a model that has no preset)."""
     layers = config["num_hidden_layers"]
     window = config.get("sliding_window") or 0

@@ -2,7 +2,7 @@
 
 Pure arithmetic, every term returned with its formula so the page and the API can show the
 working. Checked against memory measured on an NVIDIA H200 (tests/scheduler/test_calculator_measured.py
-and scheduler/data/gpu-measurements/). Terms (bytes):
+and scheduler/calculator/data/gpu-measurements/). Terms (bytes):
 
 - weights = parameters x bytes per parameter (fp32 4, bf16/fp16 2, int8/fp8 1, int4 0.5; AWQ and
   GPTQ are 4-bit with one fp16 scale and one 4-bit zero point per group of 128 weights, so

@@ -1,8 +1,9 @@
 """The portal's dashboard: clusters and their sync health, objects by kind and sync state, pool
 usage, the largest right-sizing savings and recent runs, all within the user's teams' namespaces.
 
-It composes every app, so it lives in ``config/`` (which depends on the apps), not in ``clusters/``
-(which knows no concrete kind). Every figure is a SQL aggregate or a top-N query: the page costs
+It composes every app, so it lives in ``fleet/``, the overview across clusters at the top of the
+apps' layers (docs/architecture.md): ``config/`` only mounts its URL, and ``clusters/`` knows no
+concrete kind. Every figure is a SQL aggregate or a top-N query: the page costs
 the same dozen queries at 100 or 100,000 models (tests/portal/test_query_counts.py)."""
 
 from __future__ import annotations
@@ -15,15 +16,12 @@ from django.db.models import Count, Value
 from django.urls import reverse
 from django.views.generic import TemplateView
 
-from accounts.access import VIEW, restrict, visible_clusters
+from accounts.public import VIEW, restrict, visible_clusters
 from clusters.kinds import all_models
 from clusters.models import KubeObject, SyncState
 from runs_app.models import InferenceRun
-from scheduler.charts import pool_usage_chart
-from scheduler.pool_totals import rows_by_sync_state
+from scheduler.public import USAGE_CLUSTER_COLUMNS, build_report, pool_usage_chart, pool_usage_of, rows_by_sync_state
 from scheduler.rightsizing.models import Observation
-from scheduler.rightsizing.report import build_report
-from scheduler.usage import USAGE_CLUSTER_COLUMNS, pool_usage_of
 
 RECENT = 8
 CLUSTER_COLUMNS = ("name", "auth_method", "healthy", "last_full_resync_at", "last_error")  # home.html's clusters table

@@ -17,9 +17,9 @@ from typing import Any
 from accounts.public import VIEW, everywhere, is_unrestricted, namespace_predicate, restrict, visible_cluster_ids
 from clusters.kinds import with_article
 from clusters.validation.schemas import FieldError
-from scheduler.accounting import HOLDERS_SHOWN, PoolAccount, pool_accounts
-from scheduler.plan_pages import Answer, long_lists
-from scheduler.proposals import Proposal
+from scheduler.admission.accounting import HOLDERS_SHOWN, PoolAccount, pool_accounts
+from scheduler.planning.pages import Answer, long_lists
+from scheduler.planning.proposals import Proposal
 
 Visible = Callable[[int, str], bool]
 OTHER_TEAM = "a model of another team"

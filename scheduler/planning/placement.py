@@ -277,7 +277,7 @@ class Placer:
     """:func:`place`'s state between two lists of items, so a placement can go on from a copy.
 
     The planner places a cluster's running models once and keeps this state
-    (:mod:`scheduler.baseline`); each plan goes on from a :meth:`copy` with its proposals, the
+    (:mod:`scheduler.planning.baseline`); each plan goes on from a :meth:`copy` with its proposals, the
     same as placing everything from the start.
     """
 

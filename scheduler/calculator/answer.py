@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from scheduler.calculator import Estimate, GPUSplit, estimate
-from scheduler.calculator_fit import PoolFit, TypeFit, fit_in_pools, fit_per_gpu_type, pool_gpu_capacity
-from scheduler.calculator_links import create_links, what_if_link
-from scheduler.presets import Preset
+from scheduler.calculator.fit import PoolFit, TypeFit, fit_in_pools, fit_per_gpu_type, pool_gpu_capacity
+from scheduler.calculator.links import create_links, what_if_link
+from scheduler.calculator.memory import Estimate, GPUSplit, estimate
+from scheduler.calculator.presets import Preset
 
 
 @dataclass

@@ -11,7 +11,6 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from rest_framework.permissions import IsAuthenticated
 
 from accounts import sign_in_urls
-from clusters.web.api.exceptions import not_found
 from config.metrics_view import metrics
 
 api_patterns = [
@@ -59,4 +58,6 @@ urlpatterns = [
     path("metrics", metrics, name="prometheus-django-metrics"),
 ]
 
-handler404 = not_found  # JSON under /api/, the portal's page elsewhere
+# JSON under /api/, the portal's page elsewhere; named as Django names handlers (a dotted path), as
+# config/ reaches the apps only through their URL maps and settings
+handler404 = "clusters.web.api.exceptions.not_found"

@@ -37,11 +37,13 @@ test-deps:
 	bash tools/helm/build.sh >/dev/null || test $$? -eq 2
 	bash tools/oidc-provider/build.sh >/dev/null || test $$? -eq 2  # the tests' OpenID Provider (zitadel/oidc), cached by hash
 
-## test: the whole suite on PostgreSQL (DATABASE_URL overrides; sqlite:///... works without the server)
+## test: the whole suite on PostgreSQL (DATABASE_URL overrides; sqlite:///... works without the server), in
+## PYTEST_WORKERS processes (pytest-xdist; most tests wait on real processes, so 3 fit 2 cores: docs/operations.md)
+PYTEST_WORKERS ?= 3
 test: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 test: export REDIS_URL ?= redis://127.0.0.1:6379/15
 test: install test-deps
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 ## bench: benchmarks, printed as a table and written to bench/results.json
 bench: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test

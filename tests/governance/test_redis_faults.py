@@ -15,11 +15,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from common.gateway_metrics import REGISTRY
 from governance import budgets
 from governance.limits import COUNTED_SINCE, Limiter, RedisCounters
 from governance.models import Limit
 from governance.resp import RedisUnavailable
-from inference_gateway.public import REGISTRY
 from tests.clusters.conftest import wait_for
 from tests.governance.test_limits import limit
 from tests.support.services import REDIS_URL

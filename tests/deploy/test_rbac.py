@@ -201,6 +201,15 @@ def check_refusals(portal: kubernetes.client.ApiClient, managed: str, unmanaged:
         refused(core.delete_namespaced_config_map, "any", namespace, dry_run="All")
         refused(apps.patch_namespaced_deployment, "any", namespace, {"metadata": {"labels": {"a": "b"}}})
         refused(leases.create_namespaced_lease, namespace, {"metadata": {"name": LEASE_NAME}}, dry_run="All")
+    # the API server's own Service and EndpointSlice, by name (the gateway never routes to them), and no other
+    assert core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
+    try:  # this control plane's API server may not write its slice; RBAC answers before the lookup (403, not 404)
+        kubernetes.client.DiscoveryV1Api(portal).read_namespaced_endpoint_slice("kubernetes", "default")
+    except kubernetes.client.ApiException as error:
+        assert error.status == 404, error.body
+    refused(core.list_namespaced_service, "default")
+    refused(core.read_namespaced_service, "kube-dns", "kube-system")
+    refused(core.read_namespaced_service, "any", unmanaged)
     refused(core.read_namespaced_pod_log, "app", unmanaged)  # pod logs outside the managed namespaces
     refused(core.list_namespaced_pod, unmanaged)
     for name in OTHER_CONTROLLERS_LEASES:  # another controller's leader election

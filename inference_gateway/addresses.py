@@ -128,6 +128,13 @@ def parse_backend_url(url: Any) -> BackendURL:
     return BackendURL(parsed.scheme.lower(), host, port, parsed.raw_path, address)
 
 
+def written_port(url: Any) -> int | None:
+    """The port ``url`` names, read as the gateway reads it (None when it names none: the scheme's
+    default is then what the gateway connects to). Raises NotAnAddress as :func:`parse_backend_url`."""
+    parse_backend_url(url)
+    return URL(url).explicit_port
+
+
 @functools.cache
 def _this_hosts_addresses() -> frozenset[IPAddress]:
     """The addresses this host's name resolves to (a pod's IP); loopback is left to its own rule."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.db.models import Exists, OuterRef
 from django.utils.dateparse import parse_datetime
@@ -33,6 +32,7 @@ from clusters.sync.handover import remove_finalizer
 from clusters.sync.inbound import upsert_from_cluster
 from clusters.validation.quantities import quantity_to_int
 from common.durations import parse_duration
+from models_app.gateway_rules import gateway_rules
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import MemoryReservation
 from scheduler.public import (
@@ -315,7 +315,10 @@ def _deployment(cr: dict[str, Any], current: dict[str, Any] | None, replicas: in
     # Selectors cannot change after creation: select on the object's name only, so editing
     # modelName relabels the pods instead of breaking every later update with a 422.
     selector = {"app.kubernetes.io/name": labels["app.kubernetes.io/name"]}
-    port = urlsplit(spec["backendUrl"]).port or 8000
+    try:  # the port the gateway connects to, read by its parser (one reading of the field)
+        port = gateway_rules().backend_port(spec.get("backendUrl")) or 8000
+    except ValueError:  # a URL the gateway cannot read: it routes nothing there; the pods still start
+        port = 8000
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -22,7 +22,7 @@ from clusters.validation.schemas import FieldError
 
 @dataclass(frozen=True)
 class GatewayRules:
-    """The three rules, each as ``inference_gateway.placement`` defines it."""
+    """The rules, each as ``inference_gateway.placement`` defines it."""
 
     backend_url_errors: Callable[[Cluster, str, dict[str, Any]], list[FieldError]]
     """The errors of ``spec.backendUrl`` for a model in (cluster, namespace); [] when it may answer there."""
@@ -30,6 +30,9 @@ class GatewayRules:
     """What clients send as ``model``, from (namespace, model name)."""
     gateway_id_errors: Callable[[Any, Cluster, str, Iterable[type[Any]]], list[FieldError]]
     """The error of a second object claiming a gateway id another one serves, unless staff shared it."""
+    backend_port: Callable[[Any], int | None]
+    """The port ``spec.backendUrl`` names, read as the gateway connects (None: none written); raises
+    ValueError for a URL the gateway cannot read, so the controller never reads one differently."""
 
 
 _registered: list[GatewayRules] = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 import aiohttp
 import pytest
@@ -28,6 +29,8 @@ from clusters.validation.schemas import ManifestInvalid
 from inference_gateway.addresses import NotAnAddress, normalize_host, parse_backend_url
 from inference_gateway.placement import Policy
 from inference_gateway.resolver import guarded_connector
+from models_app.controller import _deployment
+from models_app.gateway_rules import gateway_rules
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
 from tests.gateway.conftest import serve_model
@@ -283,3 +286,19 @@ def test_models_created_in_the_cluster_with_spelled_loopback_are_not_routed(
         message = answer.json()["error"]["message"]
         assert ("names 127.0.0.1, which is loopback" in message or "names localhost, which is loopback" in message)
     assert backend.stats() == {}
+
+
+@pytest.mark.parametrize(("url", "port"), [
+    ("http://svc", None), ("http://svc:9000", 9000), ("https://svc.team-a:8443/v1", 8443),
+    ("http://svc:80", 80), ("http://svc.:9000", 9000),
+])
+def test_the_controller_reads_a_backends_port_as_the_gateway_connects(url: str, port: int | None) -> None:
+    """The controller's container port comes from the gateway's parser (``models_app.gateway_rules``),
+    never from a second reading of the field; a port no backend can have is refused by that parser."""
+    assert gateway_rules().backend_port(url) == port
+    cr = {"metadata": {"name": "m", "namespace": "team-a", "uid": "u"},
+          "spec": {"modelName": "m", "memory": "1Gi", "backendUrl": url, "containerImage": "vllm"}}
+    container = _deployment(cr, None, 1, datetime.now(UTC))["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"] == [{"name": "http", "containerPort": port or 8000}]
+    with pytest.raises(NotAnAddress):
+        gateway_rules().backend_port("http://svc:0")

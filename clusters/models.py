@@ -196,6 +196,11 @@ class KubeObject(models.Model):
     """
 
     kube: ClassVar[KindInfo]
+    # Annotations that are a process's bookkeeping, not anyone's decision (the gateway's
+    # last-request stamp): their changes alone add no audit entry, and they are left out of the
+    # entries other changes make (clusters.sync.audit.decided_changes). The audit log says who
+    # decided what; a stamp every few seconds per model drowned it.
+    bookkeeping_annotations: ClassVar[frozenset[str]] = frozenset()
 
     # No index of its own: the unique (cluster, namespace, name) index leads with it and serves every
     # lookup by cluster. A second one only cost writes, and for a cluster newer than the table's

@@ -6,8 +6,9 @@ Started by ``manage.py run_demo`` when the control plane can be built (Go is ins
    scheduler, kwok nodes with GPUs), with the portal's CRDs;
 2. ``manage.py demo_backend``, the OpenAI-compatible server every demo model points at;
 3. the cluster ``local`` registered with the portal managing InferenceModel and InferenceRun (a
-   previous run's ``local`` and its rows are replaced: its etcd is gone), its node pools read from
-   the Nodes;
+   previous run's ``local`` row is kept and pointed at the new control plane, so every grant,
+   quota, budget and other decision attached to it survives; only the mirror of its gone etcd is
+   dropped), its node pools read from the Nodes (updated in place: budgets and quotas kept);
 4. the reference samples applied to the cluster as ``kubectl apply`` would (the InferenceModels
    at zero, last asked for a day ago, so the first request wakes them; the mirrored kinds with the
    statuses their controllers would write), then one ``sync --once`` and the right-sizing demo week;
@@ -43,11 +44,12 @@ import yaml
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import ApiToken
 from accounts.public import issue_token
-from clusters.kinds import model_for
+from clusters.kinds import all_models, model_for
 from clusters.kube.conditions import rfc3339
 from clusters.management.commands.ensure_demo_admin import demo_password
 from clusters.models import Cluster
@@ -55,6 +57,7 @@ from common.child_processes import die_with_parent
 from devstack.control_plane import ADMIN_TOKEN, ControlPlane, Process, apply_crds_to
 from devstack.ports import free_port
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
+from scheduler.models import MemoryReservation
 
 CLUSTER = "local"
 MANAGED = ["InferenceModel", "InferenceRun"]
@@ -79,13 +82,34 @@ class Endpoints:
 
 
 def register_cluster(plane: ControlPlane) -> Cluster:
-    """The ``local`` cluster, new: a previous run's rows described an etcd that is gone."""
-    Cluster.objects.filter(name=CLUSTER).delete()
-    return Cluster.objects.create(
-        name=CLUSTER, auth_method=Cluster.AuthMethod.TOKEN, server_url=plane.url, bearer_token=ADMIN_TOKEN,
-        ca_cert=plane.ca_pem, managed_kinds=MANAGED,
-        description="The live demo's local control plane (make run); replaced at every start.",
-    )
+    """The ``local`` cluster, pointed at this start's control plane: the same row at every start.
+
+    Its primary key is what people's decisions hang on (namespace grants, node pools with their
+    budgets and team quotas, shared namespaces, backend hosts, shared gateway ids, the audit log),
+    so the row is updated in place, never replaced: deleting it cascaded every team's grants away
+    and a restarted demo showed each team 0 models (issue 43). What described the previous start's
+    etcd, which is gone with its folder, is forgotten (:func:`forget_previous_control_plane`)."""
+    with transaction.atomic():
+        cluster, created = Cluster.objects.update_or_create(name=CLUSTER, defaults={
+            "auth_method": Cluster.AuthMethod.TOKEN, "server_url": plane.url, "bearer_token": ADMIN_TOKEN,
+            "ca_cert": plane.ca_pem, "kubeconfig_path": "", "kubeconfig_context": "", "managed_kinds": MANAGED,
+            "description": "The live demo's local control plane (make run): a new one at every start, "
+                           "this row and what hangs on it kept.",
+            "healthy": None, "last_error": "", "missing_kinds": [], "last_full_resync_at": None,
+        })
+        if not created:
+            forget_previous_control_plane(cluster)
+    return cluster
+
+
+def forget_previous_control_plane(cluster: Cluster) -> None:
+    """Drop the rows that mirrored the previous start's objects and the memory admission promised
+    its models: that etcd is gone, and this start applies the demo objects anew (new uids), so the
+    old rows would only come back as "deleted in the cluster" or as conflicts with their namesakes.
+    What people decided about the cluster is kept (the row's docstring above says what)."""
+    for model in all_models():
+        model.objects.filter(cluster=cluster).delete()
+    MemoryReservation.objects.filter(pool__cluster=cluster).delete()
 
 
 def demo_manifests(backend_url: str, now: Any) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:

@@ -154,6 +154,9 @@ class InferenceModel(ServingModel):
 
     kube = KindInfo("inference.eh-ops.io", "v1alpha1", "InferenceModel", "inferencemodels")
     url_slug = "inferencemodels"
+    # set by a request (the gateway's wake, which audits the wake itself): not audited again as the
+    # cluster's change (clusters.sync.audit.decided_changes)
+    bookkeeping_annotations = frozenset({LAST_REQUEST_ANNOTATION})
 
     observed_peak_bytes = models.BigIntegerField(null=True, blank=True, editable=False)
     utilization_percent = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)

@@ -56,6 +56,13 @@ def json_diff(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
     return [{"path": path, "old": None if old is ABSENT else old, "new": None if new is ABSENT else new}]
 
 
+def decided_changes(model: type[KubeObject], changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``changes`` less those of the kind's bookkeeping annotations (``KubeObject.bookkeeping_annotations``):
+    what an audit entry lists. Empty: the change was bookkeeping only and deserves no entry."""
+    skipped = {f"annotations.{key}" for key in model.bookkeeping_annotations}
+    return [change for change in changes if change["path"] not in skipped]
+
+
 def record(
     obj: KubeObject, action: str, actor: Actor, changes: list[dict[str, Any]] | None = None, message: str = ""
 ) -> AuditEntry:

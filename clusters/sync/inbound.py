@@ -15,7 +15,7 @@ from django.db import DatabaseError, transaction
 from django.utils.dateparse import parse_datetime
 
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
-from clusters.sync.audit import Actor, json_diff, record
+from clusters.sync.audit import Actor, decided_changes, json_diff, record
 
 PORTAL_AHEAD = (SyncState.PENDING_APPLY, SyncState.CONFLICT, SyncState.ERROR, SyncState.DELETING)
 UNSTORABLE = "the cluster's object cannot be stored in the portal: "
@@ -130,7 +130,7 @@ def _upsert(
     obj.last_error = ""
     obj.conflict = None
     obj.save()
-    changes = json_diff(before, document)
+    changes = decided_changes(model, json_diff(before, document))
     if created or changes:
         action = AuditEntry.Action.CREATED if created or recreated else AuditEntry.Action.UPDATED
         record(obj, action, actor or Actor.cluster(manifest), changes)

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.sync import bulk
-from clusters.sync.audit import Actor, json_diff
+from clusters.sync.audit import Actor, decided_changes, json_diff
 from clusters.sync.inbound import PORTAL_AHEAD, take_cluster_bookkeeping, upsert_from_cluster
 from common.gc_tuning import collector_paused
 
@@ -251,7 +251,7 @@ def _audit_entries(
         if key not in pks:
             continue
         row = stored.get(key)
-        changes = json_diff(row.before or {}, cluster_document(item)) if row else []
+        changes = decided_changes(model, json_diff(row.before or {}, cluster_document(item))) if row else []
         if row and not changes:
             continue
         entry.object_id = pks[key]

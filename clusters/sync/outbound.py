@@ -21,7 +21,7 @@ from clusters.kube.client import ClusterGateway, ConflictError, NotFoundError, P
 from clusters.kube.impersonation import acting_for
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
 from clusters.sync import stats as sync_stats
-from clusters.sync.audit import SYNC_ENGINE, json_diff, record
+from clusters.sync.audit import SYNC_ENGINE, decided_changes, json_diff, record
 from clusters.sync.inbound import take_cluster_bookkeeping
 from clusters.sync.merge import merge_patch_between, three_way_merge
 from clusters.validation.manifests import validate_manifest
@@ -186,7 +186,7 @@ def _merge(obj: KubeObject, current: dict[str, Any]) -> KubeObject | bool | None
             locked,
             AuditEntry.Action.MERGED,
             SYNC_ENGINE,
-            json_diff(portal, result.merged),
+            decided_changes(type(locked), json_diff(portal, result.merged)),
             message=f"merged with the cluster's resourceVersion {locked.resource_version}",
         )
     return locked
@@ -234,7 +234,7 @@ def _record_applied(obj: KubeObject, result: dict[str, Any], sent: dict[str, Any
     """
     with transaction.atomic():
         locked = type(obj).objects.select_for_update().get(pk=obj.pk)
-        changes = json_diff(locked.base_document() or {}, sent)
+        changes = decided_changes(type(locked), json_diff(locked.base_document() or {}, sent))
         if locked.updated_at >= sent_at:
             if locked.sync_state == SyncState.PENDING_APPLY and locked.desired_document() == sent:
                 return None

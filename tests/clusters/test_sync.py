@@ -15,7 +15,7 @@ from clusters.models import AuditEntry, Cluster, SyncState
 from clusters.sync.outbound import apply_object
 from clusters.sync.resync import resync_cluster
 from clusters.sync.tasks import resync_all_clusters
-from models_app.models import InferenceModel
+from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 
 KIND = InferenceModel.kube
@@ -140,6 +140,33 @@ class TestClusterToPortal:
 
         kube.remove(KIND, "llama-2-7b")
         wait_for(lambda: row("llama-2-7b").sync_state == SyncState.DELETED_IN_CLUSTER, message="tombstone")
+
+    @pytest.mark.parametrize("path", ["watch", "resync"])
+    def test_last_request_stamps_are_not_audited_and_decisions_are(self, live_cluster, kube, path, request) -> None:
+        """The last-request annotation is bookkeeping (a wake or the gateway moves it): the audit log
+        keeps what someone decided. Both ways a cluster change comes in: a watch event
+        (``inbound``) and a resync's page (``ingest``)."""
+        if path == "watch":
+            request.getfixturevalue("watcher")
+        come_in = (lambda: None) if path == "watch" else kube.sync
+        kube.write(sample_manifest("inferencemodel-llama-2-7b.yaml", kube.namespace))
+        come_in()
+        created = wait_for(lambda: InferenceModel.objects.filter(name="llama-2-7b").first(), message="row")
+
+        def write(memory: str, stamped: str) -> None:
+            current = kube.read(KIND, "llama-2-7b")
+            current["metadata"].setdefault("annotations", {})[LAST_REQUEST_ANNOTATION] = stamped
+            current["spec"]["memory"] = memory
+            kube.write(current)
+            come_in()
+            wait_for(lambda: row("llama-2-7b").annotations.get(LAST_REQUEST_ANNOTATION) == stamped,
+                     message=f"the stamp {stamped}")
+
+        write("16Gi", "2026-01-01T10:00:00Z")  # a stamp alone
+        assert list(AuditEntry.objects.filter(object_id=created.pk).values_list("action", flat=True)) == ["created"]
+        write("20Gi", "2026-01-01T11:00:00Z")  # a person's edit beside a stamp: the edit is audited, alone
+        change = AuditEntry.objects.get(object_id=created.pk, action="updated")
+        assert change.changes == [{"path": "spec.memory", "old": "16Gi", "new": "20Gi"}]
 
     def test_resync_repairs_what_the_watch_missed(self, live_cluster, kube) -> None:
         for name in ("llama-2-7b", "mistral-7b"):

@@ -2,10 +2,11 @@
 the background in a fresh clone of the repository (on a fresh SQLite database); the portal
 answers; the gateway answers a chat for a demo model that was at zero (woken by that request); the
 demo run reaches Succeeded; and Ctrl-C (SIGINT to the process group, as a terminal sends it)
-leaves no process and no port behind."""
+leaves no process and no port behind. A restart keeps what people set on the demo cluster."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -168,3 +169,103 @@ def test_the_live_demo_serves_wakes_runs_and_stops_clean(binaries, fresh_clone: 
     assert code in (0, 2, -signal.SIGINT), drain(lines)[-5000:]
     assert started and not [pid for pid in started if alive(pid)], "processes left behind"
     assert not [each for each in ports if listening(each)], "ports left open"
+
+
+# What people decide about the demo cluster, set between two starts (``manage.py shell``, on the
+# demo's own database): every kind of row that hangs on the ``local`` Cluster or its node pools,
+# and the team-wide ones beside them.
+DECIDE = """
+from accounts.models import GroupMapping, NamespaceGrant, Team
+from clusters.models import Cluster
+from governance.models import GpuPrice, Limit
+from inference_gateway.models import BackendHost, SharedNamespace
+from scheduler.models import NodePool, TeamQuota
+cluster = Cluster.objects.get(name="local")
+team = Team.objects.create(name="restarters")
+NamespaceGrant.objects.create(team=team, cluster=cluster, namespace="default")
+pool = NodePool.objects.filter(cluster=cluster).order_by("name").first()
+pool.budget_bytes = 2**30
+pool.save()
+TeamQuota.objects.create(team=team, pool=pool, guaranteed_bytes=2**29)
+SharedNamespace.objects.create(cluster=cluster, namespace="ml-platform")
+BackendHost.objects.create(cluster=cluster, host="api.example.com")
+Limit.objects.create(team=team, requests_per_minute=7)
+GpuPrice.objects.create(gpu_product="restart-test", price_per_gpu_hour=3)
+GroupMapping.objects.create(group="restarters-group", team=team)
+print(cluster.pk, cluster.server_url)
+"""
+
+# What is left of it after the restart, and where the cluster row points now.
+KEPT = """
+import json
+from accounts.models import GroupMapping, NamespaceGrant
+from clusters.models import Cluster
+from governance.models import GpuPrice, Limit
+from inference_gateway.models import BackendHost, SharedNamespace
+from models_app.models import InferenceModel
+from scheduler.models import TeamQuota
+cluster = Cluster.objects.get(name="local")
+grant = NamespaceGrant.objects.get(team__name="restarters")
+quota = TeamQuota.objects.get(team__name="restarters")
+print(json.dumps({
+    "cluster": [cluster.pk, cluster.server_url],
+    "grant": [grant.cluster_id, grant.namespace],
+    "quota": [quota.pool.cluster_id, quota.pool.budget_bytes, quota.guaranteed_bytes],
+    "shared": [list(SharedNamespace.objects.values_list("cluster_id", "namespace")),
+               list(BackendHost.objects.values_list("cluster_id", "host"))],
+    "team-wide": [Limit.objects.get(team__name="restarters").requests_per_minute,
+                  str(GpuPrice.objects.get(gpu_product="restart-test").price_per_gpu_hour),
+                  GroupMapping.objects.get(group="restarters-group").team.name],
+    "models in the grant": InferenceModel.objects.filter(cluster=cluster, namespace=grant.namespace).count(),
+}))
+"""
+
+
+def test_a_restart_keeps_what_people_set_on_the_demo_cluster(binaries, tmp_path: Path) -> None:
+    """Issue 43: restarting the demo replaced the ``local`` Cluster row, and with it (by cascade)
+    every team's grants, quotas, pool budgets and gateway decisions. ``run_demo`` (what ``make
+    run`` runs, less make) starts, is stopped with SIGTERM, decisions are made, it starts again on
+    a new control plane: every decision is there, on the same cluster row, and the grant's
+    namespace holds the new control plane's models."""
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "REDIS_URL", "CELERY_BROKER_URL")}
+    environment |= {"DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+                    "DEMO_ADMIN_PASSWORD_FILE": str(tmp_path / "password")}
+    manage = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py")]
+
+    def command(*arguments: str) -> str:
+        done = subprocess.run([*manage, *arguments], env=environment, cwd=settings.BASE_DIR, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.splitlines()[-1] if done.stdout.strip() else ""  # its answer: the last line
+
+    def start_and_stop() -> None:
+        demo = subprocess.Popen([*manage, "run_demo", "--port", str(free_port()), "--gateway-port", str(free_port())],
+                                env=environment, cwd=settings.BASE_DIR, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        lines: Queue = Queue()
+        threading.Thread(target=lambda: [*map(lines.put, demo.stdout), lines.put(None)], daemon=True).start()
+        try:
+            read_until(lines, STARTED, timeout=600)
+        finally:
+            demo.terminate()  # SIGTERM, as a service manager stops it
+            try:
+                code = demo.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                os.killpg(demo.pid, signal.SIGKILL)
+                raise
+        assert code == 0, drain(lines)[-5000:]
+
+    command("migrate", "--noinput")
+    start_and_stop()
+    cluster_id, first_url = command("shell", "-c", DECIDE).split()
+    start_and_stop()
+    kept = json.loads(command("shell", "-c", KEPT))
+
+    cluster = int(cluster_id)
+    assert kept["cluster"][0] == cluster and kept["cluster"][1] != first_url  # same row, the new control plane
+    assert kept["grant"] == [cluster, "default"]
+    assert kept["quota"] == [cluster, 2**30, 2**29]
+    assert kept["shared"] == [[[cluster, "ml-platform"]], [[cluster, "api.example.com"]]]
+    assert kept["team-wide"] == [7, "3.0000", "restarters"]
+    assert kept["models in the grant"] > 0  # the team sees the restarted cluster's models

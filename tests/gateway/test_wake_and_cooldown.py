@@ -82,6 +82,14 @@ def test_a_request_wakes_the_model_and_its_dependency_from_zero(managed, key, ga
     assert model.ready and model.status["conditions"][0]["reason"] == "Deployed"
     woken = AuditEntry.objects.filter(message__startswith="woken").values_list("name", "actor_label")
     assert sorted(woken) == [("codellama-34b", "owner (gateway)"), ("tokenizer-service", "owner (gateway)")]
+    # The wake is audited once, above; the last-request stamp it wrote, mirrored back, is not (nor
+    # the gateway's later stamps on the Deployment): the log keeps decisions, not bookkeeping.
+    kube.sync()
+    asked = parse_datetime(InferenceModel.objects.get(name="codellama-34b").annotations[LAST_REQUEST_ANNOTATION])
+    assert asked > timezone.now() - timedelta(minutes=5)  # the wake's stamp reached the row
+    stamps = [entry for entry in AuditEntry.objects.all()
+              if any(LAST_REQUEST_ANNOTATION in change["path"] for change in entry.changes)]
+    assert stamps == []
 
 
 def test_concurrent_requests_for_a_sleeping_model_share_one_wake(managed, key, gateway, start_backend) -> None:

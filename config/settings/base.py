@@ -391,8 +391,11 @@ GATEWAY_MAX_BYTES_IN_FLIGHT = env_int("GATEWAY_MAX_BYTES_IN_FLIGHT", 256 * 1024 
 GATEWAY_PASSED_HEADERS = env_list("GATEWAY_PASSED_HEADERS", [])
 # Gateway processes per pod or host (`manage.py gateway --workers`); 0: one per core (inference_gateway/workers.py).
 GATEWAY_WORKERS = env_int("GATEWAY_WORKERS", 0)
-# Where clients reach the gateway: the address the model pages' snippets name.
-GATEWAY_PUBLIC_URL = env_str("GATEWAY_PUBLIC_URL", "http://127.0.0.1:8080")
+# The port `manage.py gateway` listens on without --port (`make run`'s GATEWAY_PORT too).
+GATEWAY_PORT = env_int("GATEWAY_PORT", 8001)
+# Where clients reach the gateway: the address the model pages' snippets name. Without it, the
+# gateway on this host at GATEWAY_PORT (a deployment behind a Service or ingress sets it).
+GATEWAY_PUBLIC_URL = env_str("GATEWAY_PUBLIC_URL", f"http://127.0.0.1:{GATEWAY_PORT}")
 GATEWAY_ALLOW_LOOPBACK = env_bool("GATEWAY_ALLOW_LOOPBACK", False)
 GATEWAY_OWN_HOSTS = env_list("GATEWAY_OWN_HOSTS", [])
 

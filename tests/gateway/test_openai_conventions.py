@@ -4,12 +4,18 @@ error shape for every answer the gateway writes itself (aiohttp's 404 and 405 in
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 import openai
 import pytest
 import requests
+from django.conf import settings
 
+from devstack.ports import free_port, wait_serving
 from models_app.models import KubeAIModel
 from tests.gateway.conftest import serve_model
 
@@ -89,3 +95,26 @@ def test_metrics_without_its_token_is_an_openai_error(gateway) -> None:
     refused = requests.get(f"{gateway.url}/metrics", timeout=5)
     assert refused.status_code == 403
     assert openai_error(refused)["type"] == "permission_error"
+
+
+def test_the_snippets_default_url_is_where_manage_py_gateway_listens(transactional_db) -> None:
+    """Without GATEWAY_PUBLIC_URL, the model pages' snippets (``GATEWAY_PUBLIC_URL``,
+    tests/gateway/test_placement.py) name the port ``manage.py gateway`` takes without ``--port``:
+    both read GATEWAY_PORT (``make run`` passes it; they were 8080 and 8001 apart)."""
+    port = free_port()
+    env = {name: value for name, value in os.environ.items() if name != "GATEWAY_PUBLIC_URL"}
+    env["GATEWAY_PORT"] = str(port)
+    public_url = subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c",
+         "from django.conf import settings; print(settings.GATEWAY_PUBLIC_URL)"],
+        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert public_url == f"http://127.0.0.1:{port}"
+    process = subprocess.Popen([sys.executable, "manage.py", "gateway", "--workers", "1"], cwd=settings.BASE_DIR,
+                               env=env)
+    try:
+        wait_serving(f"{public_url}/healthz", "manage.py gateway at the snippets' URL", process=process)
+        refused = requests.get(f"{public_url}/v1/models", timeout=5)
+        assert (refused.status_code, openai_error(refused)["code"]) == (401, "invalid_api_key")
+    finally:
+        process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0

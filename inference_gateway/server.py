@@ -529,11 +529,13 @@ class Gateway:
         return response
 
     async def metrics_view(self, request: web.Request) -> web.Response:
-        """Prometheus exposition; like the portal's ``/metrics``, only for ``Bearer <METRICS_TOKEN>``."""
+        """Prometheus exposition; like the portal's ``/metrics``, only for ``Bearer <METRICS_TOKEN>``
+        (401 with its challenge otherwise, the body in OpenAI's error shape as every gateway error)."""
         expected = f"Bearer {settings.METRICS_TOKEN}"
         given = request.headers.get("Authorization", "")
         if not settings.METRICS_TOKEN or not hmac.compare_digest(given.encode(), expected.encode()):
-            return error_response(403, "metrics need Authorization: Bearer <METRICS_TOKEN>", "metrics_token_required")
+            return error_response(401, "metrics need Authorization: Bearer <METRICS_TOKEN>", "metrics_token_required",
+                                  headers={"WWW-Authenticate": 'Bearer realm="metrics"'})
         return web.Response(body=metrics.exposition(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def healthz(self, _request: web.Request) -> web.Response:

@@ -91,10 +91,11 @@ def test_unknown_paths_and_wrong_methods_answer_openai_errors(gateway, api_key) 
     assert "takes GET, HEAD" in openai_error(post_models)["message"]
 
 
-def test_metrics_without_its_token_is_an_openai_error(gateway) -> None:
-    refused = requests.get(f"{gateway.url}/metrics", timeout=5)
-    assert refused.status_code == 403
-    assert openai_error(refused)["type"] == "permission_error"
+def test_metrics_without_its_token_is_a_challenged_openai_error(gateway) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        refused = requests.get(f"{gateway.url}/metrics", headers=headers, timeout=5)
+        assert (refused.status_code, refused.headers["WWW-Authenticate"]) == (401, 'Bearer realm="metrics"')
+        assert openai_error(refused)["code"] == "metrics_token_required"
 
 
 def test_the_snippets_default_url_is_where_manage_py_gateway_listens(transactional_db) -> None:

@@ -201,9 +201,13 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
+    # Tokens first: DRF answers an unauthenticated request with the first class's challenge, so a
+    # missing, expired or revoked token is 401 + `WWW-Authenticate: Token` (the session class has
+    # none: 403). The order decides nothing else: knox reads only `Authorization: Token`, and a
+    # session still must pass CSRF on writes.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "knox.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["clusters.web.api.permissions.ReadLoggedInWriteWithModelPermission"],
     "DEFAULT_FILTER_BACKENDS": [

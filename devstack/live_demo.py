@@ -182,7 +182,9 @@ class LiveDemo:
         self.children: list[Process] = []
         self.workdir = Path(tempfile.mkdtemp(prefix="inference-portal-live-"))
         self.plane = ControlPlane(workdir=self.workdir, binaries=binaries)
-        self.env = {**os.environ, "GATEWAY_ALLOW_LOOPBACK": "1", "PYTHONUNBUFFERED": "1"}
+        # GATEWAY_PUBLIC_URL: the model pages' snippets name the gateway this demo started.
+        self.env = {**os.environ, "GATEWAY_ALLOW_LOOPBACK": "1", "PYTHONUNBUFFERED": "1",
+                    "GATEWAY_PUBLIC_URL": endpoints.gateway}
 
     def say(self, line: str) -> None:
         self.out.write(line + "\n")

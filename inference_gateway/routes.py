@@ -48,6 +48,8 @@ class Route:
     service_namespace: str
     wakeable: bool
     ready: bool
+    # Unix seconds: the object's creation in its cluster, else the mirror row's (OpenAI's ``created``).
+    created: int
     features: tuple[str, ...] = field(default=())
     # Why the gateway will not route it, field first (``placement.route_refusal``); None: it may.
     refusal: str | None = None
@@ -70,6 +72,13 @@ class Route:
         return f"{self.scheme}://{host}:{self.port}{self.prefix}"
 
 
+def created_of(row: ServingModel) -> int:
+    """When the model came to be, as OpenAI's ``created`` says it (Unix seconds): the object's
+    ``creationTimestamp`` in its cluster, else the mirror row's creation (an object the portal made
+    and has not yet seen come back from the cluster)."""
+    return int((row.cluster_created_at or row.created_at).timestamp())
+
+
 def inference_model_route(row: InferenceModel) -> Route:
     """The route of ``spec.backendUrl`` as the gateway connects to it: host and port as yarl reads
     them (``inference_gateway.addresses``), the host the placement rules judged. A URL that is not
@@ -85,6 +94,7 @@ def inference_model_route(row: InferenceModel) -> Route:
         model=row.model_name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
         name=row.name, scheme=url.scheme, host=url.host, port=url.port, prefix=prefix, service=service,
         service_namespace=service_namespace, wakeable=row.cluster.manages(row.kube.kind), ready=row.ready,
+        created=created_of(row),
     )
 
 
@@ -93,7 +103,8 @@ def kubeai_route(row: KubeAIModel) -> Route:
         model=row.name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
         name=row.name, scheme="http", host=f"{KUBEAI_SERVICE}.{row.namespace}.svc.cluster.local", port=KUBEAI_PORT,
         prefix=KUBEAI_PREFIX, service=KUBEAI_SERVICE, service_namespace=row.namespace, wakeable=False,
-        ready=row.ready, features=tuple(feature for feature in row.features.split(",") if feature),
+        ready=row.ready, created=created_of(row),
+        features=tuple(feature for feature in row.features.split(",") if feature),
     )
 
 
@@ -103,6 +114,7 @@ def model_service_route(row: ModelService) -> Route:
         model=row.model_name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
         name=row.name, scheme="http", host=f"{row.name}.{row.namespace}.svc.cluster.local", port=port, prefix="",
         service=row.name, service_namespace=row.namespace, wakeable=False, ready=row.ready,
+        created=created_of(row),
     )
 
 

@@ -59,7 +59,7 @@ from inference_gateway.callers import Caller, Callers, NotAuthenticated
 from inference_gateway.catalog import AmbiguousModel, Catalog, ConflictingId
 from inference_gateway.conf import GatewaySettings
 from inference_gateway.deadlines import Deadline, Deadlines
-from inference_gateway.errors import error_response, model_not_found
+from inference_gateway.errors import error_response, model_not_found, openai_errors
 from inference_gateway.headers import answer_headers, content_type
 from inference_gateway.last_request import LastRequests
 from inference_gateway.memory import Budget, Hold
@@ -116,6 +116,16 @@ def _replica_refusal(url: str, _allow_loopback: bool) -> str | None:
         return str(error)
     refused = host_refusal(backend.host, backend.ip)
     return None if refused is None else f"{backend.host} {refused}"
+
+
+def model_entry(route: Route) -> dict[str, Any]:
+    """A model as OpenAI's ``/v1/models`` writes it; ``created`` is when its object was created
+    (``routes.created_of``), ``owned_by`` names the object, ``features`` KubeAI's."""
+    entry: dict[str, Any] = {"id": route.id, "object": "model", "created": route.created,
+                             "owned_by": f"{route.kind} {route.namespace}/{route.name}"}
+    if route.features:
+        entry["features"] = list(route.features)
+    return entry
 
 
 @functools.lru_cache(maxsize=4096)
@@ -192,14 +202,31 @@ class Gateway:
             caller = await self.callers.caller(request.headers.get("Authorization"))
         except NotAuthenticated as error:
             return error_response(401, str(error), "invalid_api_key")
-        data = []
-        for route in await self.catalog.visible(caller.visible):
-            entry: dict[str, Any] = {"id": route.id, "object": "model", "created": 0,
-                                     "owned_by": f"{route.kind} {route.namespace}/{route.name}"}
-            if route.features:
-                entry["features"] = list(route.features)
-            data.append(entry)
+        data = [model_entry(route) for route in await self.catalog.visible(caller.visible)]
         return web.json_response({"object": "list", "data": data})
+
+    async def retrieve_model(self, request: web.Request) -> web.Response:
+        """``GET /v1/models/{model}`` (``client.models.retrieve``): the entry ``/v1/models`` lists,
+        for the id (or bare name) a request's ``model`` would name; OpenAI's 404 otherwise."""
+        try:
+            try:
+                caller = await self.callers.caller(request.headers.get("Authorization"))
+            except NotAuthenticated as error:
+                return error_response(401, str(error), "invalid_api_key")
+            route, refused = await self._find(request.match_info["model"], caller)
+        except DatabaseError as error:
+            return self._database_unavailable(error)
+        return refused if route is None else web.json_response(model_entry(route))
+
+    async def _find(self, name: str, caller: Caller) -> tuple[Route | None, web.Response | None]:
+        """The route ``name`` resolves to for ``caller`` (``Catalog.find``), or the error to answer."""
+        try:
+            route = await self.catalog.find(name, caller.visible)
+        except AmbiguousModel as error:
+            return None, error_response(400, str(error), "model_ambiguous", "model")
+        except ConflictingId as error:
+            return None, error_response(409, str(error), "model_id_conflict", "model")
+        return (route, None) if route is not None else (None, model_not_found(name))
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
@@ -233,14 +260,9 @@ class Gateway:
             return NO_MODEL, error_response(400, "the request body must be a JSON object", "invalid_json")
         if not isinstance(name, str) or not name:
             return NO_MODEL, error_response(400, "model: a model name (string) is required", "missing_model", "model")
-        try:
-            route = await self.catalog.find(name, caller.visible)
-        except AmbiguousModel as error:
-            return NO_MODEL, error_response(400, str(error), "model_ambiguous", "model")
-        except ConflictingId as error:
-            return NO_MODEL, error_response(409, str(error), "model_id_conflict", "model")
+        route, refused = await self._find(name, caller)
         if route is None:
-            return NO_MODEL, model_not_found(name)
+            return NO_MODEL, refused
         if route.refusal is not None:
             return route.id, error_response(
                 502, f"the gateway does not route model {route.id}: {route.refusal}",
@@ -507,11 +529,13 @@ class Gateway:
         return response
 
     async def metrics_view(self, request: web.Request) -> web.Response:
-        """Prometheus exposition; like the portal's ``/metrics``, only for ``Bearer <METRICS_TOKEN>``."""
+        """Prometheus exposition; like the portal's ``/metrics``, only for ``Bearer <METRICS_TOKEN>``
+        (401 with its challenge otherwise, the body in OpenAI's error shape as every gateway error)."""
         expected = f"Bearer {settings.METRICS_TOKEN}"
         given = request.headers.get("Authorization", "")
         if not settings.METRICS_TOKEN or not hmac.compare_digest(given.encode(), expected.encode()):
-            return web.Response(status=403, text="metrics need Authorization: Bearer <METRICS_TOKEN>\n")
+            return error_response(401, "metrics need Authorization: Bearer <METRICS_TOKEN>", "metrics_token_required",
+                                  headers={"WWW-Authenticate": 'Bearer realm="metrics"'})
         return web.Response(body=metrics.exposition(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def healthz(self, _request: web.Request) -> web.Response:
@@ -525,13 +549,17 @@ class Gateway:
 
 def make_app(config: GatewaySettings | None = None) -> web.Application:
     gateway = Gateway(config or GatewaySettings.from_django())
-    app = web.Application(client_max_size=settings.GATEWAY_MAX_BODY_BYTES)
+    # openai_errors: aiohttp's own 404 and 405 (no such path, a method the path does not take) in
+    # OpenAI's error shape, as every answer the gateway writes itself is.
+    app = web.Application(client_max_size=settings.GATEWAY_MAX_BODY_BYTES, middlewares=[openai_errors])
     app[GATEWAY] = gateway
     app.on_startup.append(gateway.start)
     app.on_startup.append(gateway.governance.start)
     app.on_cleanup.append(gateway.governance.stop)
     app.on_cleanup.append(gateway.stop)
     app.router.add_get("/v1/models", gateway.list_models)
+    # An id is ``namespace/modelName``: the rest of the path, slash included.
+    app.router.add_get("/v1/models/{model:.+}", gateway.retrieve_model)
     for path in API_PATHS:
         app.router.add_post(path, gateway.serve)
     app.router.add_get("/metrics", gateway.metrics_view)

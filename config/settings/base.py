@@ -201,9 +201,13 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
+    # Tokens first: DRF answers an unauthenticated request with the first class's challenge, so a
+    # missing, expired or revoked token is 401 + `WWW-Authenticate: Token` (the session class has
+    # none: 403). The order decides nothing else: knox reads only `Authorization: Token`, and a
+    # session still must pass CSRF on writes.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "knox.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["clusters.web.api.permissions.ReadLoggedInWriteWithModelPermission"],
     "DEFAULT_FILTER_BACKENDS": [
@@ -391,8 +395,11 @@ GATEWAY_MAX_BYTES_IN_FLIGHT = env_int("GATEWAY_MAX_BYTES_IN_FLIGHT", 256 * 1024 
 GATEWAY_PASSED_HEADERS = env_list("GATEWAY_PASSED_HEADERS", [])
 # Gateway processes per pod or host (`manage.py gateway --workers`); 0: one per core (inference_gateway/workers.py).
 GATEWAY_WORKERS = env_int("GATEWAY_WORKERS", 0)
-# Where clients reach the gateway: the address the model pages' snippets name.
-GATEWAY_PUBLIC_URL = env_str("GATEWAY_PUBLIC_URL", "http://127.0.0.1:8080")
+# The port `manage.py gateway` listens on without --port (`make run`'s GATEWAY_PORT too).
+GATEWAY_PORT = env_int("GATEWAY_PORT", 8001)
+# Where clients reach the gateway: the address the model pages' snippets name. Without it, the
+# gateway on this host at GATEWAY_PORT (a deployment behind a Service or ingress sets it).
+GATEWAY_PUBLIC_URL = env_str("GATEWAY_PUBLIC_URL", f"http://127.0.0.1:{GATEWAY_PORT}")
 GATEWAY_ALLOW_LOOPBACK = env_bool("GATEWAY_ALLOW_LOOPBACK", False)
 GATEWAY_OWN_HOSTS = env_list("GATEWAY_OWN_HOSTS", [])
 

@@ -67,7 +67,9 @@ def test_values_set_image_urls_by_reference_ingress_and_service_monitor(helm) ->
     env = {e["name"]: e for e in container["env"]}
     assert env["DATABASE_URL"]["valueFrom"] == {"secretKeyRef": {"name": "db-credentials", "key": "url"}}
     assert env["CELERY_BROKER_URL"]["value"] == "redis://redis.cache.svc:6379/0"
-    assert "portal.example" in documents["ConfigMap", "inference-portal", "inference-portal"]["data"]["ALLOWED_HOSTS"]
+    config = documents["ConfigMap", "inference-portal", "inference-portal"]["data"]
+    assert "portal.example" in config["ALLOWED_HOSTS"]
+    assert config["GATEWAY_PUBLIC_URL"] == "https://llm.example"  # the snippets name the gateway's own host
     ingress = documents["Ingress", "inference-portal", "inference-portal"]["spec"]
     backends = {r["host"]: r["http"]["paths"][0]["backend"]["service"]["name"] for r in ingress["rules"]}
     assert backends == {"portal.example": "inference-portal", "llm.example": "inference-gateway"}
@@ -75,6 +77,18 @@ def test_values_set_image_urls_by_reference_ingress_and_service_monitor(helm) ->
     monitor = documents["ServiceMonitor", "inference-portal", "inference-portal"]["spec"]
     assert monitor["endpoints"][0]["authorization"]["credentials"] == {"name": "portal-secrets", "key": "METRICS_TOKEN"}
     assert monitor["selector"]["matchExpressions"][0]["values"] == ["web", "gateway"]
+
+
+def test_the_snippets_gateway_url_is_the_gateway_service_unless_exposed_or_set(helm) -> None:
+    config = ("ConfigMap", "inference-portal", "llm")
+
+    def url(values: dict[str, Any]) -> str:
+        return {key(d): d for d in helm_template(helm, values, namespace="llm")}[config]["data"]["GATEWAY_PUBLIC_URL"]
+
+    assert url({}) == "http://inference-gateway.llm.svc"
+    assert url({"ingress": {"enabled": True, "host": "portal.example", "gatewayHost": "llm.example"}}) == \
+        "http://llm.example"  # no TLS secret: plain HTTP
+    assert url({"settings": {"GATEWAY_PUBLIC_URL": "https://api.example/llm"}}) == "https://api.example/llm"
 
 
 def test_trusted_proxies_default_to_the_ingress_pod_range_and_can_be_set(helm) -> None:

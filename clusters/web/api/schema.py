@@ -66,8 +66,11 @@ class PortalAutoSchema(AutoSchema):
         if not all(isinstance(permission, AllowAny) for permission in self.view.get_permissions()):
             authenticators = self.view.get_authenticators()
             if authenticators and authenticators[0].authenticate_header(None):  # DRF asks the first one only
-                answers.append(("401", "Not logged in."))
-            answers.append(("403", "Not logged in, or not allowed to do this."))
+                answers += [("401", "Not logged in: no credentials, or a token that is malformed, expired or "
+                                    "revoked (WWW-Authenticate says the scheme)."),
+                            ("403", "Not allowed to do this (or, for a session, no CSRF token).")]
+            else:  # no challenge to send: DRF answers the unauthenticated 403 too
+                answers.append(("403", "Not logged in, or not allowed to do this."))
         if any(parameter["in"] == "path" for parameter in parameters):
             answers.append(("404", "No such object, or not one the caller may see."))
         if takes_body:

@@ -7,6 +7,7 @@ import os
 import shutil
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
@@ -25,7 +26,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
-        parser.add_argument("--gateway-port", type=int, default=int(os.environ.get("GATEWAY_PORT", "8001")))
+        parser.add_argument("--gateway-port", type=int, default=settings.GATEWAY_PORT)
         parser.add_argument("--embedded", action="store_true", help="The embedded demo even where Go is installed.")
 
     def handle(self, *args: Any, host: str, port: int, gateway_port: int, embedded: bool, **options: Any) -> None:

@@ -10,6 +10,7 @@ import signal
 import sys
 
 import uvloop
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from common.gc_tuning import tune_collector
@@ -27,7 +28,8 @@ class Command(BaseCommand):
             default="127.0.0.1",
             help="Address to listen on (default 127.0.0.1; a deployment passes --host 0.0.0.0).",
         )
-        parser.add_argument("--port", type=int, default=8080, help="Port to listen on (default 8080).")
+        parser.add_argument("--port", type=int, default=settings.GATEWAY_PORT,
+                            help="Port to listen on (default GATEWAY_PORT, 8001 unless set).")
         parser.add_argument(
             "--workers",
             type=int,

@@ -154,6 +154,7 @@ class InferenceModel(ServingModel):
 
     kube = KindInfo("inference.eh-ops.io", "v1alpha1", "InferenceModel", "inferencemodels")
     url_slug = "inferencemodels"
+    pod_label_maps = ("spec.nodeSelector",)  # the Deployment's pod template (models_app.controller)
 
     observed_peak_bytes = models.BigIntegerField(null=True, blank=True, editable=False)
     utilization_percent = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
@@ -343,6 +344,8 @@ class ModelService(ServingModel):
 
     kube = KindInfo("model.otterscale.io", "v1alpha1", "ModelService", "modelservices")
     url_slug = "modelservices"
+    pod_label_maps = ("spec.decode.nodeSelector", "spec.prefill.nodeSelector")  # the serving pods
+    pod_annotation_maps = ("spec.decode.annotations", "spec.prefill.annotations")
     model_name_path = "spec.model.name"
 
     @classmethod

@@ -186,6 +186,23 @@ def test_metadata_rules(metadata: dict[str, Any], expected: str) -> None:
     assert any(expected in message for message in errors_of(manifest))
 
 
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (("decode", "nodeSelector"), {"pool": "y" * 64},
+         'spec.decode.nodeSelector.pool: "' + "y" * 64 + '" must be a string of at most 63'),
+        (("prefill", "nodeSelector"), {"a/b/c": "x"}, "spec.prefill.nodeSelector.a/b/c: "),
+        (("decode", "annotations"), {"not a key": "x"}, 'spec.decode.annotations.not a key: "not a key" must be'),
+    ],
+)
+def test_every_map_that_ends_up_in_a_pod_follows_the_label_rules(path, value, expected) -> None:
+    """Not only the portal's own Deployment: a ModelService's roles' nodeSelector and annotations
+    reach the operator's pods, which the API server would refuse for them."""
+    manifest = sample("modelservice-llama-3-70b-pd.yaml")
+    manifest["spec"][path[0]][path[1]] = value
+    assert any(expected in message for message in errors_of(manifest)), errors_of(manifest)
+
+
 def test_unknown_kind_lists_the_known_ones() -> None:
     with pytest.raises(ManifestInvalid) as caught:
         resolve_kind({"apiVersion": "v1", "kind": "Pod"})

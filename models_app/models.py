@@ -346,6 +346,7 @@ class ModelService(ServingModel):
     url_slug = "modelservices"
     pod_label_maps = ("spec.decode.nodeSelector", "spec.prefill.nodeSelector")  # the serving pods
     pod_annotation_maps = ("spec.decode.annotations", "spec.prefill.annotations")
+    pod_toleration_lists = ("spec.decode.tolerations", "spec.prefill.tolerations")
     model_name_path = "spec.model.name"
 
     @classmethod

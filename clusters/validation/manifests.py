@@ -66,7 +66,9 @@ def validate_manifest(model: type[Model], manifest: dict[str, Any], cluster: Any
         defaulted = default_manifest(info, body)
         errors += schema_errors(info, {k: v for k, v in defaulted.items() if k not in ("apiVersion", "kind")})
         if not errors:
-            errors += pod_metadata_errors(defaulted, model.pod_label_maps, model.pod_annotation_maps)
+            errors += pod_metadata_errors(
+                defaulted, model.pod_label_maps, model.pod_annotation_maps, model.pod_toleration_lists
+            )
             errors += model.extra_rules(defaulted)
         if not errors and cluster is not None:
             errors += model.cluster_rules(cluster, defaulted)

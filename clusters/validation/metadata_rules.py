@@ -124,16 +124,61 @@ def _at(manifest: dict[str, Any], path: str) -> Any:
     return value
 
 
+def toleration_errors(path: str, tolerations: Any) -> list[FieldError]:
+    """Every problem with a pod's tolerations at ``path``, by the API server's rules: a key is a
+    qualified name (empty only with operator Exists), operator Equal or Exists, a value is a label
+    value (none with Exists), effect NoSchedule, PreferNoSchedule or NoExecute, and
+    tolerationSeconds only with NoExecute."""
+    if not tolerations:
+        return []
+    if not isinstance(tolerations, list):
+        return [FieldError(path, tolerations, "must be a list of tolerations")]
+    errors: list[FieldError] = []
+    for index, toleration in enumerate(tolerations):
+        where = f"{path}[{index}]"
+        if not isinstance(toleration, dict):
+            errors.append(FieldError(where, toleration, "must be an object"))
+            continue
+        key, operator, value = toleration.get("key"), toleration.get("operator"), toleration.get("value")
+        effect = toleration.get("effect")
+        if key and not isinstance(key, str):
+            errors.append(FieldError(f"{where}.key", key, "must be a string"))
+        elif key:
+            errors += _qualified_name_errors(f"{where}.key", key)
+        elif operator != "Exists":
+            errors.append(FieldError(f"{where}.operator", operator or MISSING, "must be Exists when key is empty"))
+        if operator not in (None, "", "Equal", "Exists"):
+            errors.append(FieldError(f"{where}.operator", operator, "must be Equal or Exists"))
+        if operator == "Exists" and value:
+            errors.append(FieldError(f"{where}.value", value, "must be empty when operator is Exists"))
+        elif value is not None and (not isinstance(value, str) or (
+                value and (len(value) > 63 or not LABEL_NAME.fullmatch(value)))):
+            errors.append(FieldError(f"{where}.value", value, "must be a string of at most 63 alphanumeric "
+                                     "characters, '-', '_' or '.', starting and ending with an alphanumeric"))
+        if effect not in (None, "", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            errors.append(FieldError(f"{where}.effect", effect, "must be NoSchedule, PreferNoSchedule or NoExecute"))
+        if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
+            errors.append(FieldError(f"{where}.tolerationSeconds", toleration["tolerationSeconds"],
+                                     "is allowed only with effect NoExecute"))
+    return errors
+
+
 def pod_metadata_errors(
-    manifest: dict[str, Any], label_maps: Iterable[str], annotation_maps: Iterable[str]
+    manifest: dict[str, Any],
+    label_maps: Iterable[str],
+    annotation_maps: Iterable[str],
+    toleration_lists: Iterable[str] = (),
 ) -> list[FieldError]:
-    """Every problem with the maps of ``manifest`` (dotted paths) that end up in a pod as its
-    labels or nodeSelector (``label_maps``) or annotations (``annotation_maps``). The CRD only says
-    "a map of strings"; the API server refuses the Deployment or Pod made from them later, far from
-    the person who wrote them, so every write path refuses them here, naming the field."""
+    """Every problem with the parts of ``manifest`` (dotted paths) that end up in a pod: its labels
+    or nodeSelector (``label_maps``), annotations (``annotation_maps``) and tolerations
+    (``toleration_lists``). The CRD only says "a map of strings" or "a list of objects"; the API
+    server refuses the Deployment or Pod made from them later, far from the person who wrote them,
+    so every write path refuses them here, naming the field."""
     errors: list[FieldError] = []
     for path in label_maps:
         errors += label_map_errors(path, _at(manifest, path))
     for path in annotation_maps:
         errors += annotation_map_errors(path, _at(manifest, path))
+    for path in toleration_lists:
+        errors += toleration_errors(path, _at(manifest, path))
     return errors

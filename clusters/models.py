@@ -201,6 +201,14 @@ class KubeObject(models.Model):
     # entries other changes make (clusters.sync.audit.decided_changes). The audit log says who
     # decided what; a stamp every few seconds per model drowned it.
     bookkeeping_annotations: ClassVar[frozenset[str]] = frozenset()
+    # Maps of the manifest (dotted paths) that end up in a pod made from the object, by the portal's
+    # controller or another: as its labels or nodeSelector (label keys and values), as its
+    # annotations, or (lists) as its tolerations. Every write path checks them by the API server's rules
+    # (``clusters.validation.metadata_rules.pod_metadata_errors``), so what the portal accepts
+    # never fails later at the Deployment or Pod.
+    pod_label_maps: ClassVar[tuple[str, ...]] = ()
+    pod_annotation_maps: ClassVar[tuple[str, ...]] = ()
+    pod_toleration_lists: ClassVar[tuple[str, ...]] = ()
 
     # No index of its own: the unique (cluster, namespace, name) index leads with it and serves every
     # lookup by cluster. A second one only cost writes, and for a cluster newer than the table's

@@ -157,6 +157,7 @@ class InferenceModel(ServingModel):
     # set by a request (the gateway's wake, which audits the wake itself): not audited again as the
     # cluster's change (clusters.sync.audit.decided_changes)
     bookkeeping_annotations = frozenset({LAST_REQUEST_ANNOTATION})
+    pod_label_maps = ("spec.nodeSelector",)  # the Deployment's pod template (models_app.controller)
 
     observed_peak_bytes = models.BigIntegerField(null=True, blank=True, editable=False)
     utilization_percent = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
@@ -346,6 +347,9 @@ class ModelService(ServingModel):
 
     kube = KindInfo("model.otterscale.io", "v1alpha1", "ModelService", "modelservices")
     url_slug = "modelservices"
+    pod_label_maps = ("spec.decode.nodeSelector", "spec.prefill.nodeSelector")  # the serving pods
+    pod_annotation_maps = ("spec.decode.annotations", "spec.prefill.annotations")
+    pod_toleration_lists = ("spec.decode.tolerations", "spec.prefill.tolerations")
     model_name_path = "spec.model.name"
 
     @classmethod

@@ -3,11 +3,22 @@ server-side apply under the field manager ``inference-portal``, only when they d
 
 The API server fills in defaults (``strategy``, ``dnsPolicy``, ``terminationMessagePath``, a
 port's ``protocol``...) and rewrites quantities in canonical form, so the object it returns is
-never equal to the one asked for. ``differs`` compares what the portal asks for with what is
-there *semantically*: every field asked for must be there with the same value (quantities by
-value); fields the server or other writers added are left alone, except in the maps the portal
-owns whole (``OWNED_WHOLE``), where a key the portal dropped must go too. So a steady state
-sends no writes, and an apply happens exactly when the portal's intent is not in the cluster.
+never equal to the one asked for; other writers (``kubectl patch``, an admission webhook, the
+gateway's last-request stamp) add fields of their own. ``differs`` compares what the portal asks
+for with what is there *semantically* and *by ownership*, as server-side apply itself decides:
+
+- every field asked for must be there with the same value (quantities by value), whoever set it;
+- a field the portal does not ask for is a difference only if the portal's own apply owns it (its
+  ``managedFields`` entry: manager ``inference-portal``, operation ``Apply``): then an apply
+  removes it. A field another manager owns stays whatever the portal sends, so comparing it would
+  apply on every pass for ever (a ``limits.ephemeral-storage`` added by ``kubectl patch``);
+- a map or list the API declares atomic (``nodeSelector``, ``selector``, ``args``) is owned whole
+  (an empty entry in the fields): it must be exactly what is asked for. Another writer's change
+  to it takes the whole of it over, and from then on only what the portal asks for is compared;
+- in a list the portal owns item by item (containers, env, ports: ``k:``/``v:``/``i:`` entries),
+  the wanted items must be there in order; items of other managers between them are left alone.
+
+So a steady state sends no writes, and an apply happens exactly when it would change something.
 
 Before touching an existing object, ``ensure`` checks that its controller is the owner at hand:
 the portal never takes over an object of the same name that someone else made.
@@ -19,10 +30,11 @@ import hashlib
 import re
 from typing import Any
 
+import orjson
+
+from clusters.kube.client import FIELD_MANAGER
 from clusters.validation.quantities import quantity_to_decimal
 
-# Maps whose keys the portal sets completely: a key missing from the desired object is removed.
-OWNED_WHOLE = frozenset({"nodeSelector", "limits", "requests", "data", "matchLabels"})
 QUANTITY_MAPS = frozenset({"limits", "requests"})
 LABEL_VALUE_MAX = 63
 _LABEL_VALUE_INVALID = re.compile(r"[^A-Za-z0-9._-]+")
@@ -52,20 +64,75 @@ def _same_scalar(want: Any, have: Any, quantity: bool) -> bool:
     return False
 
 
-def differs(desired: Any, current: Any, key: str = "", quantity: bool = False) -> bool:
-    """True when ``current`` lacks something of ``desired`` (see the module's docstring).
-    Values under ``limits``/``requests`` are quantities and compare by value (``1000m`` is ``1``)."""
+def applied_fields(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The fields (``fieldsV1``) the portal's server-side apply owns in ``obj``; None when it has
+    never applied the object (then everything it asks for is compared as a whole)."""
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == FIELD_MANAGER and entry.get("operation") == "Apply" and not entry.get("subresource"):
+            return entry.get("fieldsV1") or {}
+    return None
+
+
+def _child(owned: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    return None if owned is None else owned.get(f"f:{name}")
+
+
+def _item_fields(owned: dict[str, Any], index: int, item: Any) -> dict[str, Any] | None:
+    """The portal's fields of one list ``item``: by its key fields (``k:{"name":"x"}``), its value
+    (``v:"x"``, a set of scalars) or its position (``i:0``); None when the portal owns none of it."""
+    for name, fields in owned.items():
+        kind, _, text = name.partition(":")
+        if kind == "i" and text == str(index):
+            return fields
+        if kind == "v" and orjson.loads(text) == item:
+            return fields
+        if kind == "k" and isinstance(item, dict) and orjson.loads(text).items() <= item.items():
+            return fields
+    return None
+
+
+def _list_differs(desired: list[Any], current: list[Any], owned: dict[str, Any] | None, key: str) -> bool:
+    items = {name: fields for name, fields in (owned or {}).items() if name[:2] in ("k:", "v:", "i:")}
+    if not items:  # an atomic list (args, command), or one the portal has not applied yet: all of it
+        return len(desired) != len(current) or any(
+            differs(want, have, None, key) for want, have in zip(desired, current, strict=True)
+        )
+    matched: set[int] = set()
+    remaining = iter(enumerate(current))
+    for want in desired:  # the wanted items, in order, among everyone's
+        for index, have in remaining:
+            if not differs(want, have, _item_fields(items, index, have), key):
+                matched.add(index)
+                break
+        else:
+            return True
+    return any(
+        _item_fields(items, index, have) is not None for index, have in enumerate(current) if index not in matched
+    )
+
+
+def differs(
+    desired: Any, current: Any, owned: dict[str, Any] | None = None, key: str = "", quantity: bool = False
+) -> bool:
+    """True when an apply of ``desired`` would change ``current`` (see the module's docstring);
+    ``owned`` is the portal's part of ``current`` (``applied_fields``) at this level. Values under
+    ``limits``/``requests`` are quantities and compare by value (``1000m`` is ``1``)."""
     if isinstance(desired, dict):
         if not isinstance(current, dict):
             return bool(desired) or current not in (None, {})
-        if key in OWNED_WHOLE and set(current) - set(desired):
-            return True
+        extra = set(current) - set(desired)
+        if owned == {} and desired and extra:
+            return True  # an atomic map the portal owns whole (nodeSelector, selector): all of it is asked for
+        if owned and any(f"f:{name}" in owned for name in extra):
+            return True  # the portal set it before and no longer asks for it: the apply removes it
         quantities = key in QUANTITY_MAPS
-        return any(differs(value, current.get(name), name, quantities) for name, value in desired.items())
+        return any(
+            differs(value, current.get(name), _child(owned, name), name, quantities) for name, value in desired.items()
+        )
     if isinstance(desired, list):
         if not isinstance(current, list):
             return bool(desired) or current not in (None, [])
-        return len(desired) != len(current) or any(differs(d, c, key) for d, c in zip(desired, current, strict=True))
+        return _list_differs(desired, current, owned, key)
     return not _same_scalar(desired, current, quantity)
 
 
@@ -88,6 +155,6 @@ def ensure(resource: Any, desired: dict[str, Any]) -> dict[str, Any]:
             f"{kind} {metadata['namespace']}/{metadata['name']} already exists and is not controlled by this "
             f"object; the portal does not take it over (delete or rename it)"
         )
-    if current is not None and not differs(desired, current):
+    if current is not None and not differs(desired, current, applied_fields(current)):
         return current
     return resource.apply(metadata["namespace"], desired)

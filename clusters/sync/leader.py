@@ -6,7 +6,9 @@ never checked again: when that connection drops, or under PgBouncer's transactio
 watchers run. A Lease is checked on every renewal: the holder renews it every ``retry_period``;
 one that cannot renew within ``renew_deadline`` stops watching, and another replica takes the
 Lease once ``lease_duration`` has passed since the last renewal. Updates carry the Lease's
-resourceVersion, so two candidates racing for it cannot both win (the loser gets 409).
+resourceVersion, so two candidates racing for it cannot both win (the loser gets 409), and are
+made from the Lease as read: only the election's fields of the spec change, so the labels and
+annotations a deploy put on it (Helm's ownership metadata) are kept.
 
 Durations follow client-go's defaults (15 s lease, 10 s renew deadline, 2 s retry period).
 """
@@ -121,11 +123,11 @@ class LeaseElector:
         taking_over = holder != self.identity
         acquired = now if taking_over else (_as_datetime(spec.acquire_time) or now)
         transitions = (spec.lease_transitions or 0) + (1 if taking_over and holder else 0)
-        body = {
-            "metadata": {"name": self.name, "namespace": self.namespace,
-                         "resourceVersion": lease.metadata.resource_version},
-            "spec": self._spec(now, acquired, transitions),
-        }
+        # Update the Lease as it was read: its labels, annotations (a Helm release's ownership
+        # metadata, a GitOps tool's tracking) and spec fields the portal does not set stay as they
+        # are; the resourceVersion read makes a racing candidate's update lose with 409.
+        body = self.gateway.api_client.sanitize_for_serialization(lease)
+        body["spec"] = {**(body.get("spec") or {}), **self._spec(now, acquired, transitions)}
         try:
             with translated():
                 self.api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=timeout)

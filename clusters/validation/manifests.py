@@ -15,7 +15,7 @@ from django.db.models import Model
 from clusters.kinds import known_kinds, model_for
 from clusters.validation.json_values import json_value_errors
 from clusters.validation.limits import MAX_OBJECT_BYTES
-from clusters.validation.metadata_rules import metadata_errors
+from clusters.validation.metadata_rules import metadata_errors, pod_metadata_errors
 from clusters.validation.schemas import MISSING, FieldError, ManifestInvalid, default_manifest, schema_errors
 
 # The models call these rules, so the rules type them by Django's base class: importing
@@ -66,6 +66,9 @@ def validate_manifest(model: type[Model], manifest: dict[str, Any], cluster: Any
         defaulted = default_manifest(info, body)
         errors += schema_errors(info, {k: v for k, v in defaulted.items() if k not in ("apiVersion", "kind")})
         if not errors:
+            errors += pod_metadata_errors(
+                defaulted, model.pod_label_maps, model.pod_annotation_maps, model.pod_toleration_lists
+            )
             errors += model.extra_rules(defaulted)
         if not errors and cluster is not None:
             errors += model.cluster_rules(cluster, defaulted)

@@ -138,6 +138,13 @@ def test_a_deep_value_is_refused_naming_where_on_every_write_path(editor, cluste
         ),
         ({"spec": {"containerImage": "x" * 1_600_000}}, "(root)", "more than the 1572864 (1.5 MiB) a cluster stores"),
         ({"spec": {"maxReplicas": 2**31}}, "spec.maxReplicas", "is outside the int32 range"),
+        # The Deployment's pod template carries spec.nodeSelector: a value no label can hold fails
+        # there (422) long after the write; refused here, naming the field.
+        ({"spec": {"nodeSelector": {"pool": "x" * 70}}}, "spec.nodeSelector.pool", "must be a string of at most 63"),
+        ({"spec": {"nodeSelector": {"pool": "-gpu"}}}, "spec.nodeSelector.pool", "must be a string of at most 63"),
+        ({"spec": {"nodeSelector": {"bad key!": "x"}}}, "spec.nodeSelector.bad key!", "must be at most 63"),
+        ({"spec": {"nodeSelector": {"Example.com/pool": "x"}}}, "spec.nodeSelector.Example.com/pool",
+         "has a prefix that is not a DNS subdomain"),
     ],
 )
 def test_what_kubernetes_or_postgresql_refuses_is_a_400_naming_the_field(editor, cluster, change, path, rule) -> None:
@@ -150,6 +157,18 @@ def test_what_kubernetes_or_postgresql_refuses_is_a_400_naming_the_field(editor,
     assert any(message.startswith(f"{path}: ") and rule in message for message in messages), messages
     assert len(response.content) < 2000  # the refused value is quoted clipped
     assert not InferenceModel.objects.exists()
+
+
+def test_a_pod_field_no_pod_can_hold_is_refused_on_the_apply_path_too(editor, cluster) -> None:
+    """``/api/apply/`` (as the forms, YAML pages and admin: ``validate_manifest``) refuses a
+    nodeSelector value of 70 characters naming the field; 63 is Kubernetes' limit and passes."""
+    applied = editor.post("/api/apply/", [im(nodeSelector={"pool": "x" * 70})], format="json")
+    assert applied.status_code == 400, applied.content
+    errors = applied.json()["documents"][0]["errors"]
+    assert list(errors) == ["spec.nodeSelector.pool"] and "at most 63" in errors["spec.nodeSelector.pool"][0]
+    assert not InferenceModel.objects.exists()
+    accepted = editor.post("/api/apply/", [im(nodeSelector={"example.com/pool": "x" * 63})], format="json")
+    assert accepted.status_code in (200, 201), accepted.content
 
 
 def test_int32_and_int64_formats_of_the_crd_are_enforced(editor, cluster) -> None:
@@ -192,13 +211,13 @@ def test_crd_valid_extremes_are_stored_with_their_projections(editor, cluster) -
     big = im(
         modelName="o" * 96 + "/" + "m" * 96,  # the longest model name the gateway serves (inference_gateway.names)
         memory="99999999999999999999Ti",
-        nodeSelector={"inference-pool": "p" * 70},
+        nodeSelector={"inference-pool": "p" * 63},  # the longest label value (70 is refused: above)
         resources={"limits": {"gpu": "99999999999"}},
     )
     response = editor.post(ENDPOINTS["InferenceModel"], big, format="json")
     assert response.status_code == 201, response.content
     stored = InferenceModel.objects.get()
-    assert (stored.model_name, stored.node_pool) == ("o" * 96 + "/" + "m" * 96, "p" * 70)
+    assert (stored.model_name, stored.node_pool) == ("o" * 96 + "/" + "m" * 96, "p" * 63)
     assert stored.memory_bytes == 2**63 - 1 and stored.gpu_count == 99999999999
     run = sample("inferencerun-iris-run-january.yaml")
     run["spec"].update(timeoutSeconds=2**63 - 1, configRef={"name": "c" * 300, "namespace": "n" * 70})

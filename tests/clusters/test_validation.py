@@ -186,6 +186,41 @@ def test_metadata_rules(metadata: dict[str, Any], expected: str) -> None:
     assert any(expected in message for message in errors_of(manifest))
 
 
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (("decode", "nodeSelector"), {"pool": "y" * 64},
+         'spec.decode.nodeSelector.pool: "' + "y" * 64 + '" must be a string of at most 63'),
+        (("prefill", "nodeSelector"), {"a/b/c": "x"}, "spec.prefill.nodeSelector.a/b/c: "),
+        (("decode", "annotations"), {"not a key": "x"}, 'spec.decode.annotations.not a key: "not a key" must be'),
+        (("decode", "tolerations"), [{"key": "gpu", "operator": "Equal", "value": "v" * 64}],
+         "spec.decode.tolerations[0].value: "),
+        (("prefill", "tolerations"), [{"key": "-gpu", "operator": "Exists"}], "spec.prefill.tolerations[0].key: "),
+        (("decode", "tolerations"), [{"operator": "Equal", "value": "x"}],
+         "spec.decode.tolerations[0].operator: \"Equal\" must be Exists when key is empty"),
+        (("decode", "tolerations"), [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule",
+                                      "tolerationSeconds": 5}], "tolerationSeconds: 5 is allowed only with"),
+    ],
+)
+def test_every_map_that_ends_up_in_a_pod_follows_the_label_rules(path, value, expected) -> None:
+    """Not only the portal's own Deployment: a ModelService's roles' nodeSelector and annotations
+    reach the operator's pods, which the API server would refuse for them."""
+    manifest = sample("modelservice-llama-3-70b-pd.yaml")
+    manifest["spec"][path[0]][path[1]] = value
+    assert any(expected in message for message in errors_of(manifest)), errors_of(manifest)
+
+
+def test_valid_pod_maps_and_tolerations_pass() -> None:
+    manifest = sample("modelservice-llama-3-70b-pd.yaml")
+    manifest["spec"]["decode"].update(
+        nodeSelector={"example.com/pool": "x" * 63, "zone": ""},
+        annotations={"prometheus.io/scrape": "any text at all"},
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+                     {"operator": "Exists"}, {"key": "pool", "value": "gpu-a100", "effect": "NoSchedule"}],
+    )
+    validate_manifest(resolve_kind(manifest), manifest)
+
+
 def test_unknown_kind_lists_the_known_ones() -> None:
     with pytest.raises(ManifestInvalid) as caught:
         resolve_kind({"apiVersion": "v1", "kind": "Pod"})

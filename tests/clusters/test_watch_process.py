@@ -144,3 +144,34 @@ def test_one_leader_at_a_time_and_a_lost_leader_stops_within_its_lease(live_clus
             thread.join(timeout=10)
         through_proxy.close()
         direct.close()
+
+
+def test_renewals_keep_the_leases_labels_and_annotations(live_cluster, kube) -> None:
+    """The Lease a deploy made (Helm's ownership metadata on it, as the chart makes it) keeps its
+    labels and annotations however often the watcher takes and renews it, so a second
+    ``helm install`` and a GitOps tool see the object they made."""
+    metadata = {
+        "name": lease_name(),
+        "namespace": kube.namespace,
+        "labels": {"app.kubernetes.io/managed-by": "Helm", "team": "ml"},
+        "annotations": {"meta.helm.sh/release-name": "portal", "meta.helm.sh/release-namespace": kube.namespace},
+    }
+    leases = kubernetes.client.CoordinationV1Api(kube.api_client)
+    leases.create_namespaced_lease(kube.namespace, {"metadata": metadata})
+    gateway = ClusterGateway(live_cluster)
+    elector = LeaseElector(gateway, kube.namespace, "replica-a", LeaseTiming(retry_period=0.1))
+    try:
+        versions = set()
+        for _ in range(3):  # the take-over, then renewals
+            assert elector.try_acquire_or_renew()
+            lease = leases.read_namespaced_lease(lease_name(), kube.namespace)
+            versions.add(lease.metadata.resource_version)
+            assert lease.spec.holder_identity == "replica-a"
+            assert lease.metadata.labels == metadata["labels"]
+            assert lease.metadata.annotations == metadata["annotations"]
+        assert len(versions) == 3  # each round wrote the Lease
+        elector.release()
+        lease = leases.read_namespaced_lease(lease_name(), kube.namespace)
+        assert lease.spec.holder_identity is None and lease.metadata.labels == metadata["labels"]
+    finally:
+        gateway.close()

@@ -163,6 +163,42 @@ def test_steady_state_sends_no_writes(managed, pool) -> None:
     assert kube.writes_during(lambda: (kube.sync(), kube.sync())) == []
 
 
+@pytest.mark.parametrize(
+    ("theirs", "kept"),
+    [
+        ({"resources": {"limits": {"ephemeral-storage": "1Gi"}}},
+         lambda container: container["resources"]["limits"]["ephemeral-storage"] == "1Gi"),
+        ({"env": [{"name": "HF_HOME", "value": "/cache"}]},
+         lambda container: {"name": "HF_HOME", "value": "/cache"} in container["env"]),
+    ],
+    ids=["limit", "env"],
+)
+def test_a_field_another_manager_added_costs_at_most_one_apply(managed, pool, theirs, kept) -> None:
+    """``kubectl patch`` (its own field manager) adds a field to the managed Deployment: the portal
+    owns none of it, so server-side apply would never remove it. At most one apply follows, then
+    none in later passes (an apply every pass for ever was the defect), and their field stays."""
+    kube, _ = managed
+    write_model(kube, "inferencemodel-llama-2-7b.yaml")
+    kube.sync()
+    patch = {"spec": {"template": {"spec": {
+        "nodeSelector": {"topology.kubernetes.io/zone": "a"},
+        "containers": [{"name": "inference-server", **theirs}],
+    }}}}
+    kube.dynamic.resources.get(api_version="apps/v1", kind="Deployment").patch(
+        name="llama-2-7b", namespace=kube.namespace, body=patch, field_manager="kubectl-patch",
+        content_type="application/strategic-merge-patch+json",
+    )
+
+    def applies() -> list:
+        return [w for w in kube.writes_during(kube.sync) if w.plural == "deployments"]
+
+    assert len(applies()) <= 1
+    assert applies() == [] and applies() == []
+    pod = deployment(kube, "llama-2-7b")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"]["topology.kubernetes.io/zone"] == "a"
+    assert kept(pod["containers"][0])
+
+
 def test_an_edit_of_the_model_reaches_the_deployment_and_drops_removed_keys(managed, pool) -> None:
     kube, _ = managed
     write_model(kube, "inferencemodel-codellama-34b.yaml", dependencies=[])

@@ -3,13 +3,13 @@
 Behind the deploy's web server (config/web_server.py) neither waits in the pages' queue: nginx
 answers ``/healthz`` itself, and ``/readyz`` goes to a gunicorn worker that serves probes only
 (docs/deploy.md "Probes"). Here, in the workers, they are answered by a middleware placed first,
-before anything else runs. The kubelet calls the
-pod's IP, which is not in ``ALLOWED_HOSTS``, over plain http, which production settings redirect to
-https; and a probe every few seconds needs no session, login, lockout check or request metrics.
-Every other request goes on unchanged.
+before anything else runs. The kubelet calls the pod's IP, which is not in ``ALLOWED_HOSTS``, over
+plain http, which production settings redirect to https; and a probe every few seconds needs no
+session, login, lockout check or request metrics. Every other request goes on unchanged.
 
-- ``/healthz``: the process serves requests. Nothing else is checked, so a database outage makes
-  pods unready instead of restarting all of them.
+- ``/healthz``: the process serves requests (nginx's own answer says the same of the web server).
+  Nothing else is checked, so a database outage makes pods unready instead of restarting all of
+  them.
 - ``/readyz``: the database answers a query, its migrations are all applied, the shared cache
   (Redis, when ``CACHE_URL`` or a Redis broker is set) answers a ping and the Celery broker accepts a
   connection (when one is configured; without it tasks run in-process). 503 otherwise, with

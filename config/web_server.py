@@ -48,8 +48,8 @@ from config.gunicorn import graceful_timeout, timeout
 APPLICATION = "config.wsgi:application"
 NGINX_CONFIG = Path(__file__).with_name("nginx.conf.in")
 BACKLOG = 2048  # requests queued for a free worker, beyond which connects wait in nginx
-# /readyz only, a probe every few seconds per kubelet: one worker, so it costs one process and one
-# database connection more per pod (its master shares the preloaded pages with it)
+# /readyz only, a probe every few seconds per kubelet: one worker. Its master and worker cost a pod about
+# 140 MiB PSS and one database connection (docs/deploy.md "Probes"); they share the preloaded pages
 PROBE_WORKERS = 1
 WORKER_KILL_TIMEOUT_S = graceful_timeout  # what a request in flight gets on shutdown
 STOP_SECONDS = graceful_timeout + 5  # then whatever is left is killed

@@ -27,6 +27,13 @@ browser's own work (assets, JavaScript, layout). The load generator runs in this
 same 2 cores as the server: its CPU is taken from the server's, as is every other process's on a
 shared machine (``http.load_1m_before`` / ``_after`` record the machine's load).
 
+``http.healthz_p50_ms_under_load`` / ``_p99_ms_under_load`` and ``http.readyz_*_under_load``: the
+probes as the kubelet sends them (a new connection each, one every ``PROBE_PAUSE_S`` after the last
+answer), timed while ``CLIENTS`` clients keep every page worker busy on the sorted catalog
+(``http.probes_load_pages_p99_ms`` the pages' own p99 meanwhile). nginx answers /healthz itself and
+a worker of its own answers /readyz (docs/deploy.md "Probes"); through the page workers the liveness
+probe took 2.8-4.7 s here, against the kubelet's 5 s timeout (issue 41). Target: healthz p99 < 100.
+
 ``http.healthz_under_slowloris_ok`` is 1 when /healthz answered every probe while 40 slow-header
 connections were held open (bench/slow_clients.py), else 0. ``http.server_<model>_catalog_first_*``
 compare server models on the same machine, one after the other on the catalog's first page
@@ -170,6 +177,51 @@ def measure(server: Server, cookies: dict[str, str], stem: str, requests: list, 
     return figures | {f"http.{stem}_{name}_cpu_ms": 1000 * seconds / answered for name, seconds in spent.items()}
 
 
+PROBE_PAUSE_S = 0.05
+PROBE_LOAD_GROUP = "catalog_sorted"  # the pages the workers are kept busy with while the probes are timed
+PROBE_WARM_UP_S = 1.0  # every page client sending before the first probe
+
+
+async def _probe(url: str, until: float, samples: list[float]) -> None:
+    """GET ``url`` as a kubelet does (a new connection each time, no cookies) until ``until``."""
+    await asyncio.sleep(PROBE_WARM_UP_S)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
+        while time.perf_counter() < until:
+            began = time.perf_counter()
+            async with session.get(url) as response:
+                text = await response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"GET {url}: {response.status} {text[:300]!r}")
+            samples.append((time.perf_counter() - began) * 1000)
+            await asyncio.sleep(PROBE_PAUSE_S)
+
+
+async def _probes_under_load(
+    base: str, cookies: dict[str, str], requests: list, seconds: float
+) -> tuple[dict[str, list[float]], list[float]]:
+    """/healthz's and /readyz's latencies while ``CLIENTS`` clients send ``requests``, and the pages'."""
+    headers = {"X-CSRFToken": CSRF, "Referer": base + "/"}
+    until = time.perf_counter() + PROBE_WARM_UP_S + seconds
+    probes: dict[str, list[float]] = {"healthz": [], "readyz": []}
+    pages: list[float] = []
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector, cookies=cookies, headers=headers) as session:
+        pagers = [_client(session, base, requests, n, until, pages) for n in range(CLIENTS)]
+        await asyncio.gather(*pagers, *(_probe(f"{base}/{name}", until, samples) for name, samples in probes.items()))
+    return probes, pages
+
+
+def probes_under_load(server: Server, cookies: dict[str, str], requests: list, seconds: float) -> dict[str, float]:
+    """The probes' p50 and p99 while the page workers are kept busy with ``requests`` (module docstring)."""
+    probes, pages = asyncio.run(_probes_under_load(server.url, cookies, requests, seconds))
+    figures = {"http.probes_load_pages_p99_ms": _percentile(pages, 0.99)}
+    for name, samples in probes.items():
+        figures[f"http.{name}_p50_ms_under_load"] = _percentile(samples, 0.5)
+        figures[f"http.{name}_p99_ms_under_load"] = _percentile(samples, 0.99)
+        figures[f"http.{name}_probes_under_load"] = float(len(samples))
+    return figures
+
+
 def signed_in_cookies(user: User) -> dict[str, str]:
     """Session and CSRF cookies of ``user`` for the server bench/http_server.py starts (which signs
     with its own SECRET_KEY; sessions live in the shared database)."""
@@ -204,6 +256,7 @@ def run() -> dict[str, float]:
     with production_server(env) as server:
         for stem, requests in groups(rows).items():
             figures.update(measure(server, cookies, stem, requests, SECONDS))
+        figures.update(probes_under_load(server, cookies, groups(rows)[PROBE_LOAD_GROUP], SECONDS))
         figures["http.healthz_under_slowloris_ok"] = float(
             healthz_answers_under_slow_clients(server.url, connections=SLOWLORIS_CONNECTIONS)
         )

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,7 +72,7 @@ class Server(NamedTuple):
 @contextmanager
 def production_server(env: dict[str, str], command: list[str] | None = None) -> Iterator[Server]:
     """Run the deploy's web command (or ``command``) with production settings; yield its base URL
-    and process once /healthz answers.
+    and process once a gunicorn worker answers /readyz (ready or not: nginx answers /healthz alone).
 
     ``env`` adds to this process's environment (DATABASE_URL, ...); throw-away keys are set here as
     production settings refuse to start without them.
@@ -95,8 +96,14 @@ def production_server(env: dict[str, str], command: list[str] | None = None) -> 
             if process.poll() is not None:
                 raise RuntimeError(f"{command} exited with {process.returncode}")
             try:
-                with urllib.request.urlopen(f"{url}/healthz", timeout=2):
+                with urllib.request.urlopen(f"{url}/readyz", timeout=2):
                     break
+            except urllib.error.HTTPError as error:
+                if error.code == 503:  # a worker answered: something the portal needs is missing
+                    break
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
             except OSError:
                 if time.monotonic() > deadline:
                     raise

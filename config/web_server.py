@@ -17,8 +17,11 @@ runs):
   free once its answer is written to nginx. Sync workers on their own were stopped by 12
   slow-header connections.
 - gunicorn's master replaces a worker that is silent for its ``timeout`` (a request stuck in a view).
+- **Probes never queue behind pages.** nginx answers ``/healthz`` itself, and sends ``/readyz`` to a
+  second gunicorn with one worker on its own socket, which no page reaches. Through the pages'
+  workers, 16 busy clients held the liveness probe 2.8-4.7 s, close to the kubelet's 5 s timeout.
 
-The two live and die together: either ending ends the other, and this process exits non-zero, so
+The three live and die together: any one ending ends the others, and this process exits non-zero, so
 the container restarts. SIGTERM or SIGINT stops both gracefully (nginx finishes the requests it
 holds, gunicorn's workers theirs within ``graceful_timeout``). Both children end with this process
 even when it is killed outright (common.child_processes).
@@ -45,6 +48,9 @@ from config.gunicorn import graceful_timeout, timeout
 APPLICATION = "config.wsgi:application"
 NGINX_CONFIG = Path(__file__).with_name("nginx.conf.in")
 BACKLOG = 2048  # requests queued for a free worker, beyond which connects wait in nginx
+# /readyz only, a probe every few seconds per kubelet: one worker. Its master and worker cost a pod about
+# 140 MiB PSS and one database connection (docs/deploy.md "Probes"); they share the preloaded pages
+PROBE_WORKERS = 1
 WORKER_KILL_TIMEOUT_S = graceful_timeout  # what a request in flight gets on shutdown
 STOP_SECONDS = graceful_timeout + 5  # then whatever is left is killed
 STOPPING = (signal.SIGINT, signal.SIGTERM)
@@ -70,11 +76,13 @@ def upstream_socket() -> socket.socket:
     return listener
 
 
-def nginx_config(listen: str, upstream: str, folder: Path, access_log: str) -> str:
-    """config/nginx.conf.in with its fields filled."""
+def nginx_config(listen: str, upstream: str, probes: str, folder: Path, access_log: str) -> str:
+    """config/nginx.conf.in with its fields filled: ``upstream`` the pages' gunicorn, ``probes`` the
+    readiness probe's."""
     fields = {
         "LISTEN": listen,
         "UPSTREAM": upstream,
+        "PROBES_UPSTREAM": probes,
         "TEMP": str(folder),
         "ACCESS_LOG": access_log,
         "MAX_BODY_BYTES": str(MAX_REQUEST_BODY_BYTES),
@@ -103,27 +111,33 @@ class WebServer:
 
         self.children[name] = subprocess.Popen(args, preexec_fn=in_child, **options)
 
+    def _gunicorn(self, name: str, listener: socket.socket, options: list[str]) -> str:
+        """Start a gunicorn on ``listener`` (handed over by file descriptor); its upstream address."""
+        self._spawn(
+            name,
+            [sys.executable, "-m", "gunicorn", "-c", "python:config.gunicorn", *options,
+             "--bind", f"fd://{listener.fileno()}", APPLICATION],
+            pass_fds=(listener.fileno(),),
+            env={**os.environ, "WEB_LOCAL_PROXY": "true"},  # the client's address: accounts/client_address.py
+        )  # fmt: skip
+        return f"127.0.0.1:{listener.getsockname()[1]}"
+
     def run(self) -> int:
         """Serve until SIGINT or SIGTERM (then 0) or until a child ends (then 1)."""
         folder = Path(tempfile.mkdtemp(prefix="web-server-"))
         folder.chmod(0o755)  # nginx's workers, when its master runs as root, run as nobody and write here
         self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
-        listener = upstream_socket()
+        listeners = {"gunicorn": upstream_socket(), "probes": upstream_socket()}
         try:
-            self._spawn(
-                "gunicorn",
-                [sys.executable, "-m", "gunicorn", "-c", "python:config.gunicorn",
-                 "--bind", f"fd://{listener.fileno()}", APPLICATION],
-                pass_fds=(listener.fileno(),),
-                env={**os.environ, "WEB_LOCAL_PROXY": "true"},  # the client's address: accounts/client_address.py
-            )  # fmt: skip
-            upstream = f"127.0.0.1:{listener.getsockname()[1]}"
+            upstream = self._gunicorn("gunicorn", listeners["gunicorn"], [])
+            probes = self._gunicorn("probes", listeners["probes"], ["--workers", str(PROBE_WORKERS)])
             config = folder / "nginx.conf"
-            config.write_text(nginx_config(self.listen, upstream, folder, "/dev/stdout portal"))
-            # connections nginx makes before gunicorn's workers are up wait in the socket's backlog
+            config.write_text(nginx_config(self.listen, upstream, probes, folder, "/dev/stdout portal"))
+            # connections nginx makes before gunicorn's workers are up wait in the sockets' backlogs
             self._spawn("nginx", [nginx_binary(), "-p", str(folder), "-c", str(config), "-e", "stderr",
                                   "-g", "daemon off;"])  # fmt: skip
-            listener.close()
+            for listener in listeners.values():
+                listener.close()
             received = self._watch()
             return self._stop(received)
         finally:

@@ -30,6 +30,9 @@ def test_every_benchmarked_request_answers_200_over_http() -> None:
         for stem, requests in bench_http.groups(data.counts["InferenceModel"]).items():
             figures = bench_http.measure(server, cookies, stem, requests, 0.1)  # raises on any status but 200
             assert figures[f"http.{stem}_rps"] > 0
+        pages = bench_http.groups(data.counts["InferenceModel"])[bench_http.PROBE_LOAD_GROUP]
+        probes = bench_http.probes_under_load(server, cookies, pages, 0.5)
+        assert probes["http.healthz_probes_under_load"] > 0 and probes["http.readyz_probes_under_load"] > 0
 
 
 @pytest.mark.django_db

@@ -1,7 +1,8 @@
 """The web process as deployed (``python -m config.web_server``: nginx in front of gunicorn's sync
-workers): the address a failed login is counted against is the one that connected (or, through a
-trusted ingress, the client it names), never nginx's loopback; a body over the limit is refused
-with the portal's JSON before it reaches a worker; nginx and gunicorn stop together."""
+workers and the probes' own gunicorn): the address a failed login is counted against is the one
+that connected (or, through a trusted ingress, the client it names), never nginx's loopback; a
+body over the limit is refused with the portal's JSON before it reaches a worker; nginx and both
+gunicorns stop together."""
 
 from __future__ import annotations
 
@@ -65,11 +66,11 @@ def program(pid: int) -> str:
 
 @pytest.mark.parametrize("ending", ["gunicorn's master is killed", "SIGTERM"])
 def test_nginx_and_gunicorn_live_and_die_together(ending: str) -> None:
-    """Either way nothing is left: a dead gunicorn takes nginx and the server with it (the container
-    restarts), and a SIGTERM to the server stops both."""
+    """Either way nothing is left: a dead gunicorn (the pages' or the probes') takes nginx, the other
+    gunicorn and the server with it (the container restarts), and a SIGTERM to the server stops all."""
     with production_server({"DATABASE_URL": "sqlite:///:memory:"}) as server:
         started = children(server.pid)
-        assert sorted(program(pid).split()[0].rsplit("/", 1)[-1] for pid in started) == ["nginx:", "python"]
+        assert sorted(program(pid).split()[0].rsplit("/", 1)[-1] for pid in started) == ["nginx:", "python", "python"]
         if ending == "SIGTERM":
             os.kill(server.pid, signal.SIGTERM)
         else:

@@ -55,9 +55,9 @@ def stop(process: subprocess.Popen) -> None:
     process.wait(timeout=WORKER_KILL_TIMEOUT_S + 30)
 
 
-def serving(url: str) -> bool:
+def serving(url: str, probe: str = "/healthz") -> bool:
     try:
-        return requests.get(f"{url}/healthz", timeout=5).ok
+        return requests.get(f"{url}{probe}", timeout=5).ok
     except requests.RequestException:  # not listening yet, or its workers still starting
         return False
 
@@ -103,8 +103,10 @@ def test_the_web_process_traces_its_requests(collector, transactional_db) -> Non
     port = free_port()
     web = traced_process([sys.executable, "-m", "config.web_server", "--bind", f"127.0.0.1:{port}"], collector)
     try:
-        wait_for(lambda: serving(f"http://127.0.0.1:{port}"), timeout=120, message="the web server to serve")
-        assert requests.get(f"http://127.0.0.1:{port}/healthz", headers={"traceparent": TRACEPARENT}, timeout=10).ok
+        # /readyz: Django's answer (nginx answers /healthz itself, untraced); then a page, traced
+        wait_for(lambda: serving(f"http://127.0.0.1:{port}", "/readyz"), timeout=120,
+                 message="the web server to serve")
+        assert requests.get(f"http://127.0.0.1:{port}/login/", headers={"traceparent": TRACEPARENT}, timeout=10).ok
         wait_for(lambda: spans_of(collector, "inference-portal-web", "SPAN_KIND_SERVER"),
                  timeout=30, message="the web request's span at the collector")  # fmt: skip
     finally:

@@ -32,6 +32,13 @@ def error_response(
     return web.json_response(body, status=status, headers=headers)
 
 
+def not_authenticated(message: str) -> web.Response:
+    """OpenAI's 401 for a missing, invalid, expired or revoked key, with the challenge RFC 6750 asks
+    of a 401 (``WWW-Authenticate: Bearer``), so HTTP clients and proxies read it as one."""
+    return error_response(401, message, "invalid_api_key",
+                          headers={"WWW-Authenticate": 'Bearer realm="inference-gateway"'})
+
+
 def model_not_found(model: str) -> web.Response:
     """The same answer whether the model does not exist or belongs to another team's namespace."""
     return error_response(

@@ -59,7 +59,7 @@ from inference_gateway.callers import Caller, Callers, NotAuthenticated
 from inference_gateway.catalog import AmbiguousModel, Catalog, ConflictingId
 from inference_gateway.conf import GatewaySettings
 from inference_gateway.deadlines import Deadline, Deadlines
-from inference_gateway.errors import error_response, model_not_found, openai_errors
+from inference_gateway.errors import error_response, model_not_found, not_authenticated, openai_errors
 from inference_gateway.headers import answer_headers, content_type
 from inference_gateway.last_request import LastRequests
 from inference_gateway.memory import Budget, Hold
@@ -201,7 +201,7 @@ class Gateway:
         try:
             caller = await self.callers.caller(request.headers.get("Authorization"))
         except NotAuthenticated as error:
-            return error_response(401, str(error), "invalid_api_key")
+            return not_authenticated(str(error))
         data = [model_entry(route) for route in await self.catalog.visible(caller.visible)]
         return web.json_response({"object": "list", "data": data})
 
@@ -212,7 +212,7 @@ class Gateway:
             try:
                 caller = await self.callers.caller(request.headers.get("Authorization"))
             except NotAuthenticated as error:
-                return error_response(401, str(error), "invalid_api_key")
+                return not_authenticated(str(error))
             route, refused = await self._find(request.match_info["model"], caller)
         except DatabaseError as error:
             return self._database_unavailable(error)
@@ -249,7 +249,7 @@ class Gateway:
         try:
             caller = await self.callers.caller(request.headers.get("Authorization"))
         except NotAuthenticated as error:
-            return NO_MODEL, error_response(401, str(error), "invalid_api_key")
+            return NO_MODEL, not_authenticated(str(error))
         body, refused = await self._read_body(request)
         if refused is not None:
             return NO_MODEL, refused

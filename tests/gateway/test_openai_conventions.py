@@ -91,6 +91,20 @@ def test_unknown_paths_and_wrong_methods_answer_openai_errors(gateway, api_key) 
     assert "takes GET, HEAD" in openai_error(post_models)["message"]
 
 
+@pytest.mark.parametrize("authorization", [None, "Bearer not-a-portal-token", "Basic YWxpY2U6cHc="])
+def test_every_path_challenges_a_caller_without_a_valid_key(gateway, authorization: str | None) -> None:
+    """A missing, unknown or foreign-scheme key is OpenAI's 401 with RFC 6750's challenge, on every
+    path that takes a key (clients and proxies read the challenge, not the body)."""
+    headers = {"Authorization": authorization} if authorization else {}
+    calls = [("GET", "/v1/models"), ("GET", "/v1/models/team-a/any"), ("POST", "/v1/chat/completions"),
+             ("POST", "/v1/completions"), ("POST", "/v1/embeddings")]
+    for method, path in calls:
+        refused = requests.request(method, f"{gateway.url}{path}", headers=headers, timeout=10,
+                                   json={"model": "any", "messages": []} if method == "POST" else None)
+        assert (refused.status_code, openai_error(refused)["code"]) == (401, "invalid_api_key"), path
+        assert refused.headers["WWW-Authenticate"] == 'Bearer realm="inference-gateway"', path
+
+
 def test_metrics_without_its_token_is_a_challenged_openai_error(gateway) -> None:
     for headers in ({}, {"Authorization": "Bearer wrong"}):
         refused = requests.get(f"{gateway.url}/metrics", headers=headers, timeout=5)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -92,20 +93,8 @@ class ReplicaRule:
     @classmethod
     def read(cls, gateway: ClusterGateway, core: client.CoreV1Api, discovery: client.DiscoveryV1Api,
              route: Route) -> ReplicaRule:
-        rule = cls(route, Policy.load(route.cluster_id), _resolved(urlsplit(gateway.api_client.configuration.host)
-                                                                   .hostname or ""))
+        rule = cls(route, Policy.load(route.cluster_id), set(_api_server_addresses(gateway, core, discovery, route)))
         serialize, timeout = gateway.api_client.sanitize_for_serialization, gateway.timeout
-        try:
-            with translated():
-                service = serialize(core.read_namespaced_service("kubernetes", "default", _request_timeout=timeout))
-                rule.api_server.update(ipaddress.ip_address(ip) for ip in (service.get("spec") or {}).get(
-                    "clusterIPs") or [] if ip != "None")
-                own = serialize(discovery.read_namespaced_endpoint_slice("kubernetes", "default",
-                                                                         _request_timeout=timeout))
-                rule.api_server.update(ipaddress.ip_address(address) for endpoint in own.get("endpoints") or []
-                                       for address in endpoint.get("addresses") or [])
-        except (GatewayError, ValueError) as error:  # default/kubernetes not readable: its URL is still known
-            logger.info("the API server's Service in cluster %s: %s", route.cluster_id, error)
         try:
             with translated():
                 pods = serialize(core.list_namespaced_pod(route.service_namespace, _request_timeout=timeout))["items"]
@@ -143,6 +132,40 @@ class ReplicaRule:
         return (f"is neither a Pod of namespace {self.route.service_namespace}"
                 f"{f' ({self.pods_unreadable})' if self.pods_unreadable else ''} nor on the cluster's backend "
                 "allow-list (staff keep it: Backend hosts)")
+
+
+# The API server's own addresses, per cluster and server URL: they move only with the control plane,
+# so one read per cluster and interval serves every route of it (a read per route per discovery
+# was two API calls each). A failed read is not kept: the next discovery asks again.
+API_SERVER_TTL_SECONDS = 60.0
+_api_servers: dict[tuple[int, str], tuple[float, frozenset[IPAddress]]] = {}
+
+
+def _api_server_addresses(gateway: ClusterGateway, core: client.CoreV1Api, discovery: client.DiscoveryV1Api,
+                          route: Route) -> frozenset[IPAddress]:
+    """The addresses its URL resolves to, and where readable the ClusterIPs of ``default/kubernetes``
+    and the addresses of its EndpointSlice."""
+    host = gateway.api_client.configuration.host
+    key, now = (route.cluster_id, host), time.monotonic()
+    cached = _api_servers.get(key)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    addresses = set(_resolved(urlsplit(host).hostname or ""))
+    serialize, timeout = gateway.api_client.sanitize_for_serialization, gateway.timeout
+    try:
+        with translated():
+            service = serialize(core.read_namespaced_service("kubernetes", "default", _request_timeout=timeout))
+            addresses.update(ipaddress.ip_address(ip) for ip in (service.get("spec") or {}).get(
+                "clusterIPs") or [] if ip != "None")
+            own = serialize(discovery.read_namespaced_endpoint_slice("kubernetes", "default",
+                                                                     _request_timeout=timeout))
+            addresses.update(ipaddress.ip_address(address) for endpoint in own.get("endpoints") or []
+                             for address in endpoint.get("addresses") or [])
+    except (GatewayError, ValueError) as error:  # default/kubernetes not readable: its URL is still known
+        logger.info("the API server's Service in cluster %s: %s", route.cluster_id, error)
+        return frozenset(addresses)
+    _api_servers[key] = (now + API_SERVER_TTL_SECONDS, frozenset(addresses))
+    return frozenset(addresses)
 
 
 def _endpoint_urls(endpoints: list[tuple[str, int]], rule: ReplicaRule) -> list[str]:

@@ -3,16 +3,34 @@ that owns it.
 
 Kubernetes links a pod to what made it by owner references (Pod -> ReplicaSet -> Deployment ->
 the custom resource; Pod -> Job -> CronJob -> ...); the chain is followed up to a uid the portal
-mirrors (``KubeObject.uid``), whatever controller made the workloads. The reads are those of an
-object page (clusters.live, one ClusterGateway per cluster), bounded by ``MAX_ROWS`` per page.
+mirrors (``KubeObject.uid``), whatever controller made the workloads. Rows are those of an object
+page (clusters.kube.live's PodRow and EventRow), bounded by ``MAX_ROWS`` per page.
+
+Every cluster is read at once, not one after the other: each (cluster, namespace) is one read on a
+thread of this process, and a page waits for them at most ``FLEET_READ_SECONDS`` (counted from when
+each read began). A cluster that has not answered by then is named on the page ("did not answer
+within ...") and the others are shown: the page never waits for the slowest cluster nor for a
+cluster's own request timeout (10 s a request, read one after the other, made a member's page
+7-12 s, staff's 15-25 s and every cluster a 500 at gunicorn's 60 s, issue 41). A read is kept for
+``FLEET_KEPT_SECONDS`` and shared by the pages of this process that ask for it meanwhile (one read
+of a cluster per worker, whoever looks, at most: a page's rows are a few seconds old at most, as
+they were before by the time they were rendered); a read still in flight is joined, never started
+twice, so a cluster that hangs holds one thread per worker until its request timeout, not one per
+page. Lists are decoded from the raw body (``BuiltinResource.raw_items``).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_reads
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from kubernetes.config import ConfigException
 
 from clusters.kinds import all_models
@@ -24,7 +42,11 @@ from clusters.models import Cluster
 from clusters.web.portal import obj_url
 from fleet.scopes import ClusterScope
 
+logger = logging.getLogger(__name__)
+
 MAX_ROWS = 500  # pods, and events, per page: a fleet view is filtered, not scrolled through
+EVENT = ("v1", "Event")
+READ_THREADS = 16  # reads in flight at once per process: every cluster of a large fleet at once
 
 
 @dataclass(frozen=True)
@@ -64,20 +86,87 @@ class Fleet:
     errors: list[str] = field(default_factory=list)  # one line per cluster that could not be read
 
 
+@dataclass
+class Lists:
+    """One (cluster, namespace)'s workloads, pods and (when asked) events, as the cluster lists them."""
+
+    workloads: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (kind, item)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+ReadKey = tuple[int, str, str, str | None, bool]  # cluster id, its URL and last change, namespace, events
+
+
+@dataclass
+class _Read:
+    started: float
+    future: Future[Lists]
+
+
+_reads: dict[ReadKey, _Read] = {}
+_reads_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The process's read threads, made on first use (after a server forks its workers)."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="fleet-read")
+    return _pool
+
+
+def _list(gateway: ClusterGateway, api_version: str, kind: str, namespace: str | None) -> list[dict[str, Any]]:
+    """Every object of the kind in ``namespace`` (None: all), within the cluster's request timeout."""
+    return gateway.builtin(api_version, kind).raw_items(namespace, gateway.timeout)
+
+
+def _read(cluster: Cluster, namespace: str | None, events: bool) -> Lists:
+    """What one (cluster, namespace) lists now; runs on a read thread, touching no database."""
+    try:
+        gateway = ClusterGateway(cluster)
+    except ConfigException as error:
+        raise GatewayError(str(error)) from None
+    try:
+        lists = Lists()
+        for api_version, kind in WORKLOAD_KINDS:
+            lists.workloads += [(kind, item) for item in _list(gateway, api_version, kind, namespace)]
+        lists.pods = _list(gateway, *POD, namespace)
+        if events:
+            lists.events = _list(gateway, *EVENT, namespace)
+        return lists
+    finally:
+        gateway.close()
+
+
+def _start(cluster: Cluster, namespace: str | None, events: bool, now: float) -> _Read:
+    """The kept read of (cluster, namespace), started unless one began less than
+    ``FLEET_KEPT_SECONDS`` ago or is still in flight."""
+    key = (cluster.pk, cluster.server_url, cluster.updated_at.isoformat() if cluster.updated_at else "", namespace,
+           events)  # fmt: skip
+    with _reads_lock:
+        read = _reads.get(key)
+        if read is None or (read.future.done() and now - read.started >= settings.FLEET_KEPT_SECONDS):
+            for stale in [k for k, r in _reads.items() if r.future.done()
+                          and now - r.started >= settings.FLEET_KEPT_SECONDS]:  # fmt: skip
+                del _reads[stale]
+            read = _reads[key] = _Read(now, _executor().submit(_read, cluster, namespace, events))
+        return read
+
+
 class _Tree:
     """uid -> (kind/name, owner uid) of one cluster's workloads and pods, and the mirrored uids."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self) -> None:
         self.nodes: dict[str, tuple[str, str]] = {}
         self.mirrored: dict[str, tuple[str, str]] = {}  # uid -> (kind/name, page)
-        for model in all_models():
-            for pk, uid, name in model.objects.filter(cluster=cluster).exclude(uid="").values_list("pk", "uid", "name"):
-                row = model(pk=pk)
-                self.mirrored[uid] = (f"{model.kube.kind}/{name}", obj_url(row))
+        self.referenced: set[str] = set()  # uids pointed at: owners, and what events are about
 
     def add(self, item: dict[str, Any], kind: str) -> None:
         metadata = item["metadata"]
         references = metadata.get("ownerReferences") or []
+        self.referenced.update(reference.get("uid", "") for reference in references)
         self.nodes[metadata["uid"]] = (f"{kind}/{metadata['name']}", references[0].get("uid", "") if references else "")
 
     def owner(self, item: dict[str, Any]) -> Owner:
@@ -106,50 +195,82 @@ class _Tree:
         return Owner()
 
 
+def _find_mirrored(trees: dict[int, _Tree]) -> None:
+    """Fill each tree's mirrored objects: the rows of the mirrored kinds whose uid a workload or an
+    event of the tree points at and the cluster did not list itself (one query per kind, for
+    those uids only: every uid of every cluster was 100,000 rows read for a page at platform scale)."""
+    wanted = {cluster_id: tree.referenced - tree.nodes.keys() - {""} for cluster_id, tree in trees.items()}
+    uids = set().union(*wanted.values()) if wanted else set()
+    if not uids:
+        return
+    for model in all_models():
+        rows = model.objects.order_by().filter(cluster_id__in=list(trees), uid__in=uids)
+        for pk, cluster_id, uid, name in rows.values_list("pk", "cluster_id", "uid", "name"):
+            trees[cluster_id].mirrored[uid] = (f"{model.kube.kind}/{name}", obj_url(model(pk=pk)))
+
+
+def _waited(read: _Read, deadline: float) -> None:
+    """Wait for ``read`` until ``deadline`` at most, and never past ``FLEET_READ_SECONDS`` since it began."""
+    wait_for_reads([read.future], timeout=max(0.0, min(deadline, read.started + settings.FLEET_READ_SECONDS)
+                                              - time.monotonic()))  # fmt: skip
+
+
+def read_fleet(scopes: Iterable[ClusterScope], events: bool) -> Fleet:
+    """Pods (and, with ``events``, events) of every scope; a cluster that cannot be read, or does not
+    answer within ``FLEET_READ_SECONDS``, adds a line to ``errors`` and the others are still shown."""
+    fleet = Fleet()
+    now = time.monotonic()
+    deadline = now + settings.FLEET_READ_SECONDS
+    started = [(scope, [(_start(scope.cluster, namespace, events, now)) for namespace in scope.namespaces])
+               for scope in scopes]  # fmt: skip
+    trees: dict[int, _Tree] = {}
+    answered: list[tuple[Cluster, _Tree, list[Lists]]] = []
+    for scope, reads in started:
+        cluster = scope.cluster
+        for read in reads:
+            _waited(read, deadline)
+        late = [read for read in reads if not read.future.done()]
+        failed = [read.future.exception() for read in reads if read.future.done() and read.future.exception()]
+        if late:
+            waited = time.monotonic() - min(read.started for read in late)
+            fleet.errors.append(f"Cluster {cluster.name} did not answer within {settings.FLEET_READ_SECONDS:g} s "
+                                f"(asked {waited:.1f} s ago); the other clusters are shown.")  # fmt: skip
+            continue
+        if failed:
+            error = failed[0]
+            if not isinstance(error, GatewayError):  # a TLS or decoding failure: named, and logged whole
+                logger.warning("fleet read of cluster %s failed", cluster.name, exc_info=error)
+            fleet.errors.append(f"Cluster {cluster.name} could not be read just now: "
+                                f"{error if isinstance(error, GatewayError) else type(error).__name__}")  # fmt: skip
+            continue
+        tree = trees[cluster.pk] = _Tree()
+        lists = [read.future.result() for read in reads]
+        for listed in lists:
+            for kind, item in listed.workloads:
+                tree.add(item, kind)
+            for item in listed.pods:
+                tree.add(item, "Pod")
+            for item in listed.events:
+                involved = (item.get("involvedObject") or {}).get("uid")
+                if involved:
+                    tree.referenced.add(involved)
+        answered.append((cluster, tree, lists))
+    _find_mirrored(trees)
+    for cluster, tree, lists in answered:
+        for listed in lists:
+            fleet.pods += [_pod(cluster, item, tree.owner(item)) for item in listed.pods]
+            fleet.events += [_event(cluster, item, tree.involved(item)) for item in listed.events]
+    fleet.pods.sort(key=lambda pod: (pod.cluster, pod.namespace, pod.row.name))
+    fleet.events.sort(key=lambda event: event.row.last_seen, reverse=True)
+    return fleet
+
+
 def _pod(cluster: Cluster, item: dict[str, Any], owner: Owner) -> FleetPod:
     return FleetPod(cluster.name, item["metadata"].get("namespace", ""), pod_row(item, owner.text), owner)
 
 
 def _event(cluster: Cluster, item: dict[str, Any], owner: Owner) -> FleetEvent:
     return FleetEvent(cluster.name, item["metadata"].get("namespace", ""), event_row(item), owner)
-
-
-def _read_cluster(scope: ClusterScope, gateway: ClusterGateway, fleet: Fleet, events: bool) -> None:
-    tree = _Tree(scope.cluster)
-    pods: list[dict[str, Any]] = []
-    found: list[dict[str, Any]] = []
-    for namespace in scope.namespaces:
-        for api_version, kind in WORKLOAD_KINDS:
-            for item in gateway.builtin(api_version, kind).list("", namespace)[0]:
-                tree.add(item, kind)
-        for item in gateway.builtin(*POD).list("", namespace)[0]:
-            tree.add(item, "Pod")
-            pods.append(item)
-        if events:
-            found += gateway.builtin("v1", "Event").list("", namespace)[0]
-    fleet.pods += [_pod(scope.cluster, item, tree.owner(item)) for item in pods]
-    fleet.events += [_event(scope.cluster, item, tree.involved(item)) for item in found]
-
-
-def read_fleet(scopes: Iterable[ClusterScope], events: bool) -> Fleet:
-    """Pods (and, with ``events``, events) of every scope; a cluster that cannot be read adds a line
-    to ``errors`` and the others are still shown."""
-    fleet = Fleet()
-    for scope in scopes:
-        try:
-            gateway = ClusterGateway(scope.cluster)
-        except (GatewayError, ConfigException) as error:
-            fleet.errors.append(f"Cluster {scope.cluster.name} could not be read: {error}")
-            continue
-        try:
-            _read_cluster(scope, gateway, fleet, events)
-        except GatewayError as error:
-            fleet.errors.append(f"Cluster {scope.cluster.name} could not be read just now: {error}")
-        finally:
-            gateway.close()
-    fleet.pods.sort(key=lambda pod: (pod.cluster, pod.namespace, pod.row.name))
-    fleet.events.sort(key=lambda event: event.row.last_seen, reverse=True)
-    return fleet
 
 
 def matches(text: str, *fields: str) -> bool:

@@ -348,6 +348,11 @@ SYNC_LIST_PAGE_SIZE = env_int("SYNC_LIST_PAGE_SIZE", 500)
 # earliest (client-go's spam filter: one repeat per object per five minutes); refused writes count
 # on every pass (clusters.kube.failures).
 EVENT_REPEAT_SECONDS = env_int("EVENT_REPEAT_SECONDS", 300)
+# Fleet pages (fleet/live.py): every cluster is read at once and a page waits this long at most for
+# each (a cluster that has not answered is named on the page); a read is shared by this process's
+# pages for FLEET_KEPT_SECONDS.
+FLEET_READ_SECONDS = env_float("FLEET_READ_SECONDS", 0.8, above=0)
+FLEET_KEPT_SECONDS = env_float("FLEET_KEPT_SECONDS", 5.0, at_least=0)
 # Who this installation is, in the clusters it shares with other portals: the watcher's Lease is
 # named after it (clusters/leader.py). Empty: derived from the database (its host, port and name),
 # so replicas of one portal share a Lease and two portals with their own databases never wait on

@@ -9,12 +9,14 @@ import re
 from django.test import Client
 from django.utils import timezone
 
+from accounts.models import NamespaceGrant
 from clusters.models import AuditEntry, Cluster
 from clusters.web import list_costs
 from tests.clusters.conftest import wait_for
 from tests.conftest import ALL_KIND_PERMS
 from tests.portal.test_live_objects import running_llama, teams  # noqa: F401 - a fixture
 from tests.support.html_forms import form_fields
+from tests.support.silent_server import SilentServer
 
 
 def test_pods_and_events_of_the_fleet_link_to_their_models(managed, teams) -> None:  # noqa: F811
@@ -51,6 +53,37 @@ def test_a_cluster_that_cannot_be_read_is_named_and_snapshots_are_skipped(make_u
     client.force_login(make_user("someone", perms=ALL_KIND_PERMS))
     page = client.get("/fleet/pods/").content.decode()
     assert "Cluster gone could not be read" in page and "Not read: snap (snapshot without an API server)" in page
+
+
+def test_a_cluster_that_never_answers_is_named_without_waiting_for_it_and_the_others_are_shown(
+    managed,
+    teams,  # noqa: F811
+) -> None:
+    """A cluster whose API server accepts and never answers (its own timeout ten minutes) costs the
+    page no wait past FLEET_READ_SECONDS: the page answers (no 500, no wait for the timeout), names
+    it, and shows the reachable cluster's pods. A second page joins the read still in flight instead
+    of opening another connection to the hung server."""
+    kube, cluster = managed
+    member, _ = teams
+    running_llama(kube, cluster)
+    selector = "app.kubernetes.io/name=llama-2-7b"
+    pods = [pod["metadata"]["name"] for pod in kube.list("v1", "Pod", label_selector=selector)]
+    with SilentServer() as silent:
+        hung = Cluster.objects.create(name="hung", auth_method=Cluster.AuthMethod.TOKEN, server_url=silent.url,
+                                      bearer_token="t", insecure_skip_tls_verify=True, request_timeout_seconds=600,
+                                      namespaces=[kube.namespace])  # fmt: skip
+        mine = NamespaceGrant.objects.get(cluster=cluster, namespace=kube.namespace).team
+        NamespaceGrant.objects.create(team=mine, cluster=hung, namespace=kube.namespace)
+
+        page = member.get("/fleet/pods/")
+        assert page.status_code == 200
+        text = page.content.decode()
+        assert "Cluster hung did not answer within" in text
+        assert all(f"<code>{pod}</code>" in text for pod in pods)  # the reachable cluster, shown whole
+        assert wait_for(lambda: silent.accepted == 1, message="the read's connection to the hung server")
+        again = member.get("/fleet/pods/", {"q": "llama"}).content.decode()
+        assert "Cluster hung did not answer within" in again and f"<code>{pods[0]}</code>" in again
+        assert silent.accepted == 1  # joined the read in flight: no second connection
 
 
 def test_the_audit_log_filters_by_who_kind_cluster_and_days(world) -> None:

@@ -51,7 +51,20 @@ class NodePool(models.Model):
         return f"{self.cluster.name}/{self.name}"
 
     @property
+    def without_nodes(self) -> bool:
+        """Read from the cluster's Nodes and none is left (all gone, or cordoned): a pool models may
+        still name (their nodeSelector) but nothing can run in. Staff-made pools (``manual``) are
+        their figures and count as set (issue 43: the demo's gpu-h100 on a kwok cluster without
+        H100s showed 16 GPUs used)."""
+        return self.source == self.Source.NODES and not self.node_count
+
+    @property
     def effective_budget_bytes(self) -> int:
+        """What models may declare in the pool: staff's budget, else the allocatable memory; nothing
+        in a pool :attr:`without_nodes`, whatever budget staff set (no capacity is counted where
+        nothing can run, so nothing is admitted or planned into it)."""
+        if self.without_nodes:
+            return 0
         return self.budget_bytes if self.budget_bytes is not None else self.allocatable_bytes
 
     def reserved(self) -> tuple[dict[tuple[str, int, str, str], int], dict[tuple[str, int, str, str], int]]:

@@ -33,7 +33,9 @@ HOLDERS_SHOWN = 10
 
 @dataclass
 class PoolAccount:
-    """One pool's books. ``budget_bytes`` is None for a pool models name but no NodePool row has."""
+    """One pool's books. ``budget_bytes`` is None for a pool models name but no NodePool row has;
+    ``without_nodes`` such a pool, or one whose Nodes are all gone (``NodePool.without_nodes``):
+    shown as such, its memory and GPUs what models declare, none of it capacity."""
 
     cluster_id: int
     cluster_name: str
@@ -47,6 +49,7 @@ class PoolAccount:
     gpus_used: int = 0
     other_team_holders: int = 0
     holders_total: int = 0
+    without_nodes: bool = False
 
     @property
     def committed_bytes(self) -> int:
@@ -55,7 +58,7 @@ class PoolAccount:
 
     @property
     def free_bytes(self) -> int | None:
-        return None if self.budget_bytes is None else self.budget_bytes - self.committed_bytes
+        return None if self.budget_bytes is None or self.without_nodes else self.budget_bytes - self.committed_bytes
 
 
 def reserved_beyond(reservations: dict[ModelKey, int], declared: dict[ModelKey, int]) -> int:
@@ -105,7 +108,7 @@ def pool_accounts(
         pools = pools.filter(cluster_id=cluster_id)
     accounts: dict[tuple[int, str], PoolAccount] = {
         (pool.cluster_id, pool.name): PoolAccount(
-            pool.cluster_id, pool.cluster.name, pool.name, pool.effective_budget_bytes
+            pool.cluster_id, pool.cluster.name, pool.name, pool.effective_budget_bytes, without_nodes=pool.without_nodes
         )
         for pool in pools
     }
@@ -129,7 +132,7 @@ def pool_accounts(
     def entry(pool_key: tuple[int, str]) -> PoolAccount:
         if pool_key not in accounts:
             name = known[pool_key[0]] if pool_key[0] in known else names().get(pool_key[0], "?")
-            accounts[pool_key] = PoolAccount(pool_key[0], name, pool_key[1], None)
+            accounts[pool_key] = PoolAccount(pool_key[0], name, pool_key[1], None, without_nodes=True)
         return accounts[pool_key]
 
     # one cluster's managed kinds (whether its unreported models run) and kept holdings in one read

@@ -63,17 +63,16 @@ def pool_usage_of(clusters: Iterable[Cluster]) -> list[PoolAccount]:
     names = {cluster.pk: cluster.name for cluster in cluster_rows}
     controlled = controlled_pairs((cluster.pk, cluster.managed_kinds) for cluster in cluster_rows)
     accounts: dict[PoolKey, PoolAccount] = {
-        (pool.cluster_id, pool.name): PoolAccount(
-            pool.cluster_id, names[pool.cluster_id], pool.name, pool.effective_budget_bytes
-        )
+        (pool.cluster_id, pool.name): PoolAccount(pool.cluster_id, names[pool.cluster_id], pool.name,
+                                                  pool.effective_budget_bytes, without_nodes=pool.without_nodes)
         for pool in NodePool.objects.order_by().filter(cluster_id__in=names)
-    }
+    }  # fmt: skip
     for total in pool_totals(names):
         if not total.runs((total.cluster_id, total.kind) in controlled):
             continue
         key = (total.cluster_id, total.node_pool)
         if key not in accounts:
-            accounts[key] = PoolAccount(key[0], names[key[0]], key[1], None)
+            accounts[key] = PoolAccount(key[0], names[key[0]], key[1], None, without_nodes=True)
         accounts[key].allocated_bytes += total.memory_bytes
         accounts[key].gpus_used += total.gpus
         accounts[key].observed_bytes += total.observed_peak_bytes

@@ -55,7 +55,7 @@ def pool_usage_chart(accounts: list[PoolAccount]) -> str:
             pygal.Bar, height=320, style=LightSolarizedStyle, x_label_rotation=20, legend_at_bottom=True,
             y_title="GiB", title="Pool memory: budget vs allocated vs observed",
         ),
-        [f"{a.cluster_name}/{a.pool}" for a in accounts],
+        [f"{a.cluster_name}/{a.pool}{' (no nodes)' if a.without_nodes else ''}" for a in accounts],
         {
             "budget": [round((a.budget_bytes or 0) / GI, 1) for a in accounts],
             "allocated": [round(a.committed_bytes / GI, 1) for a in accounts],

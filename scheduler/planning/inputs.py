@@ -30,7 +30,8 @@ class PoolShapes:
     Pools with Node rows use them (schedulable only). Pools known only by their figures (demo
     data, staff-made pools) get ``node_count`` nodes of ``largest_node_bytes`` each, capped so
     they add up to the allocatable memory, GPUs spread evenly; a pool with no node figures at all
-    is one node the size of its budget, so only the budget limits it.
+    is one node the size of its budget, so only the budget limits it; a pool read from Nodes with
+    none left (``NodePool.without_nodes``) has no node.
     """
 
     def __init__(self, cluster: Cluster) -> None:
@@ -62,6 +63,8 @@ class PoolShapes:
 
 
 def _synthesized_nodes(pool: NodePool) -> list[NodeShape]:
+    if pool.without_nodes:
+        return []  # nothing to place on: not a node the size of a budget staff set
     extra = (0, pool.gpu_memory_bytes, pool.accelerator, pool.gpu_product.split(", ")[0])
     if pool.node_count and pool.largest_node_bytes:
         remaining, result = pool.allocatable_bytes, []

@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from scheduler.admission.accounting import PoolAccount
 from scheduler.templatetags.memory import gib
-from scheduler.templatetags.usage import usage_bar
+from scheduler.templatetags.usage import pool_bar
 
 register = template.Library()
 
@@ -30,7 +30,7 @@ def account_rows(accounts: Iterable[PoolAccount]) -> SafeString:
         "\n    <tr><td>{}/{}</td>\n        <td>{}</td>\n        <td>{}</td><td>{}</td>\n        <td>{}</td><td>{}</td>"
         "\n        <td>{}</td><td>{}</td><td>{}</td>\n        <td>{}</td></tr>\n  ",
         (
-            (account.cluster_name, account.pool, usage_bar(account.committed_bytes, account.budget_bytes),
+            (account.cluster_name, account.pool, pool_bar(account),
              gib(account.budget_bytes), gib(account.allocated_bytes), gib(account.reserved_bytes),
              gib(account.observed_bytes), gib(account.free_bytes), account.gpus_used,
              gib(account.rightsizing_savings_bytes), _holders(account))

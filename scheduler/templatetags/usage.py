@@ -41,6 +41,15 @@ def usage_bar(used: int | None, total: int | None) -> SafeString:
     return mark_safe(_bar(used, total))  # numbers only (see _bar)
 
 
+NO_NODES = '<span class="no-nodes" title="no node of the cluster is in this pool: not capacity">no nodes</span>'
+
+
+def pool_bar(account: PoolAccount) -> SafeString:
+    """A pool's bar, or "no nodes" for a pool nothing can run in (``PoolAccount.without_nodes``): its
+    declared memory and GPUs are shown as declared, never as a share of capacity it does not have."""
+    return mark_safe(NO_NODES if account.without_nodes else _bar(account.committed_bytes, account.budget_bytes))
+
+
 @register.simple_tag
 def pool_totals_rows(accounts: Iterable[PoolAccount]) -> SafeString:
     """The dashboard's table rows (pool, bar, allocated, budget, free, GPUs) written here, not by a
@@ -53,7 +62,7 @@ def pool_totals_rows(accounts: Iterable[PoolAccount]) -> SafeString:
     return mark_safe(  # the names escaped, the rest numbers
         "\n".join(
             f"<tr><td>{escape(account.cluster_name)}/{escape(account.pool)}</td>"
-            f"<td>{_bar(account.committed_bytes, account.budget_bytes)}</td><td>{gib(account.committed_bytes)}</td>"
+            f"<td>{pool_bar(account)}</td><td>{gib(account.committed_bytes)}</td>"
             f"<td>{gib(account.budget_bytes)}</td><td>{gib(account.free_bytes)}</td><td>{account.gpus_used}</td></tr>"
             for account in accounts
         )

@@ -15,8 +15,10 @@ from django.test import Client
 from clusters.models import Cluster
 from scheduler.admission.accounting import PoolAccount, pool_accounts
 from scheduler.forms import PLAN_EXAMPLE
+from scheduler.models import NodePool
 from scheduler.planning.planner import plan, plan_to_dict
 from scheduler.planning.proposals import proposal_from_request
+from scheduler.refresh import store_pools
 from scheduler.templatetags.usage import pool_totals_rows, usage_bar
 
 GI = 1024**3
@@ -75,3 +77,24 @@ def test_the_dashboards_pool_rows_say_each_pools_figures_escaped():
         "<td>96.0 GiB</td><td>-512.0 GiB</td><td>3</td></tr>"
     )
     assert rows[1] == "<tr><td>edge/cpu</td><td>no budget</td><td>0.0 GiB</td><td>—</td><td>—</td><td>0</td></tr>"
+
+
+def test_a_pool_whose_nodes_are_gone_is_shown_as_such_and_is_no_capacity(demo, make_user):
+    """Issue 43: the live demo's kwok cluster has no H100 node, so its refresh empties gpu-h100, where
+    the ModelServices still declare 16 GPUs. The pool is named as having no nodes on the dashboard
+    and the planning page, a budget staff set on it is no capacity (none free, no budget-only node),
+    and nothing is planned into it."""
+    store_pools(demo, {})  # the cluster's Nodes name no pool: every pool read from Nodes is emptied
+    NodePool.objects.filter(cluster=demo, name="gpu-h100").update(budget_bytes=1024 * GI)  # staff's, kept
+    account = {a.pool: a for a in pool_accounts(demo.pk)}["gpu-h100"]
+    assert account.without_nodes and account.budget_bytes == 0 and account.free_bytes is None
+    assert account.gpus_used == 8 + 2 * 4  # what the models declare, shown as declared
+    staff = Client()
+    staff.force_login(make_user("staff", staff=True))
+    no_nodes = r'demo/gpu-h100</td>\s*<td><span class="no-nodes"[^>]*>no nodes</span></td>'
+    assert re.search(no_nodes, staff.get("/").content.decode())
+    assert re.search(no_nodes, staff.get("/planning/").content.decode())
+    estimate = {"name": "h", "namespace": "default", "pool": "gpu-h100", "memory": "8Gi", "gpus": 1,
+                "gpu_memory": "8Gi"}  # fmt: skip
+    result = plan_to_dict(plan(demo, [proposal_from_request({"estimate": estimate}, 0, demo)]))
+    assert result["fits"] is False and not result["proposal"][0]["nodes"]

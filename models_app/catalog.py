@@ -20,7 +20,19 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import CharField, F, PositiveSmallIntegerField, Q, QuerySet, Value
+from django.db.models import (
+    BigIntegerField,
+    CharField,
+    ExpressionWrapper,
+    F,
+    Func,
+    IntegerField,
+    PositiveSmallIntegerField,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+)
 from django.db.models.fields.tuple_lookups import (
     Tuple,
     TupleGreaterThan,
@@ -30,7 +42,7 @@ from django.db.models.fields.tuple_lookups import (
 )
 from django.db.models.functions import Cast, Length
 
-from accounts.public import VIEW, restrict
+from accounts.public import VIEW, is_unrestricted, restrict
 from clusters.models import Cluster
 from clusters.postgres_only import LONGEST_INDEXED_TEXT
 from clusters.web.api.ordering import ordering_error
@@ -150,8 +162,8 @@ class CatalogRows:
     rows, else bounded (clusters.web.list_costs): ``estimated`` says when it is the planner's guess.
     """
 
-    def __init__(self, parts: dict[str, QuerySet], ordering: str) -> None:
-        self.parts, self.ordering = parts, ordering
+    def __init__(self, parts: dict[str, QuerySet], ordering: str, restricted: bool = False) -> None:
+        self.parts, self.ordering, self.restricted = parts, ordering, restricted
         self.estimated = False
 
     def count(self) -> int:
@@ -210,7 +222,7 @@ class CatalogRows:
                 for whole in self._past(self._keys_of(part, name), name, cursor, descending)
                 for piece in self._by_index(whole)
             ]
-            keys = [piece.order_by(*order).values(*key_columns)[:limit] for piece in pieces]
+            keys = [piece.order_by(*self._sorted_by(order)).values(*key_columns)[:limit] for piece in pieces]
             merged = keys[0] if len(keys) == 1 else keys[0].union(*keys[1:], all=True).order_by(*order)
             page_keys = [(row["page"], row["id"]) for row in merged[:limit]]
         if not page_keys:
@@ -226,14 +238,35 @@ class CatalogRows:
         by_key = {(row["page"], row["id"]): row for row in found}
         return [by_key[key] for key in page_keys if key in by_key]
 
+    def _sorted_by(self, order: list[str]) -> list[Any]:
+        """The keys' ORDER BY: ``order``, or, for a user who sees some namespaces only, the same
+        order with its sort key as an expression no index matches. PostgreSQL otherwise walks the
+        sort key's index and filters each entry by the user's (cluster, namespace) pairs, guessing
+        their rows spread evenly along it: a team's ten namespaces sort together, so a descending
+        page stepped over 89,000 other teams' entries first (0.7-0.8 s of PostgreSQL at 100,000
+        rows, issue 41). With the key hidden it reads the user's rows by the (cluster, namespace,
+        name) index and sorts those: a few ms for a team's thousand rows. Same order, nulls
+        included (``+ 0``, ``|| ''`` and the boolean's integer keep them null and in place)."""
+        if not self.restricted or connection.vendor != "postgresql":
+            return list(order)
+        first, *rest = order
+        column = first.lstrip("-")
+        if column in INTEGER_KEYS:
+            hidden = ExpressionWrapper(F(column) + 0, output_field=BigIntegerField())
+        elif column == "ready":
+            hidden = Cast(F(column), output_field=IntegerField())
+        else:
+            hidden = Func(F(column), template="(%(expressions)s || '')", output_field=TextField())
+        return [hidden.desc() if first.startswith("-") else hidden.asc(), *rest]
+
     def _keys_of(self, part: QuerySet, page_name: str) -> QuerySet:
         """Where one kind's sort keys are read from: its own table, or, sorted by an
         InferenceModel's utilization on PostgreSQL, the narrow table of those keys that triggers
         keep beside it (models_app.models.UtilizationSortKey), narrowed to ``part``'s rows when the
         catalog is filtered (or the user sees some namespaces only)."""
         utilization = self.ordering.lstrip("-") == "utilization" and page_name == InferenceModel._meta.model_name
-        if not utilization or connection.vendor != "postgresql":
-            return part
+        if not utilization or connection.vendor != "postgresql" or self.restricted:
+            return part  # a team's rows are read by namespace and sorted (:meth:`_sorted_by`), not walked
         keys = UtilizationSortKey.objects.annotate(id=F("model_id"), page=Value(page_name, output_field=CharField()))
         return keys.filter(model_id__in=part.values("id")) if part.query.where else keys
 
@@ -349,7 +382,7 @@ def catalog(params: Mapping[str, str], user: Any) -> CatalogRows:
             page=Value(model._meta.model_name, output_field=CharField()),
             utilization=utilization,
         )
-    return CatalogRows(parts, ordering)
+    return CatalogRows(parts, ordering, restricted=not is_unrestricted(user))
 
 
 def filter_choices(user: Any) -> dict[str, list[str]]:

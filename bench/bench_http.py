@@ -34,6 +34,23 @@ answer), timed while ``CLIENTS`` clients keep every page worker busy on the sort
 a worker of its own answers /readyz (docs/deploy.md "Probes"); through the page workers the liveness
 probe took 2.8-4.7 s here, against the kubelet's 5 s timeout (issue 41). Target: healthz p99 < 100.
 
+``http.member_<group>_*``: every group but the admin's (staff's only: a member is sent to sign in)
+as a team member (bench/dataset.py: grants on ten namespaces of one cluster, 1,000 of the 100,000
+InferenceModels), with the deep pages 90% down the member's own rows: what a team sees beside what
+staff see, on the same server (issue 41: members paid 1.4-4.8x staff's CPU and nothing measured it).
+
+``http.fleet_all_clusters_*``: the fleet's pods and events pages (``/fleet/pods/``,
+``/fleet/events/``) over the ten clusters, nine pointed at the real control plane (the tests',
+devstack/control_plane.py, 20 pods of a Deployment in team-00) under their own names and one at an
+address that accepts and never answers (tests/support/silent_server.py, request timeout 10 s);
+``http.member_fleet_all_clusters_*`` the member's (ten namespaces of one reachable cluster). Left
+out: the network to a remote API server; the control plane runs on the same 2 cores. Target: p99 <
+1,000 ms. Skipped (no figure) where the control plane cannot run (no Go toolchain).
+
+``http.admin_changelist_every_filter_*``: every list filter (one value each) and every sortable
+column (ascending and descending) of the mirrored kinds' admin changelists, each on its first and
+its last page, at 100,000 rows (bench ``admin_every_filter``: the URLs cycled). Target: p99 < 500.
+
 ``http.healthz_under_slowloris_ok`` is 1 when /healthz answered every probe while 40 slow-header
 connections were held open (bench/slow_clients.py), else 0. ``http.server_<model>_catalog_first_*``
 compare server models on the same machine, one after the other on the catalog's first page
@@ -44,14 +61,21 @@ deploy, 3 workers x 8 threads; gunicorn_gthread: 3 workers x 8 threads; bench/ht
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from urllib.parse import urlencode
 
 import aiohttp
+import kubernetes
 from django.conf import settings
+from django.contrib import admin as django_admin
 from django.contrib.auth.models import User
-from django.test import Client, override_settings
+from django.core.exceptions import FieldDoesNotExist
+from django.db.models import QuerySet
+from django.test import Client, RequestFactory, override_settings
 
 from bench.audit_data import add_audit_entries
 from bench.cpu_use import CpuSpan, database_backends, process_tree
@@ -59,9 +83,19 @@ from bench.dataset import POOLS, build
 from bench.http_server import ALTERNATIVES, Server, production_server
 from bench.http_server import SECRET_KEY as SERVER_SECRET_KEY
 from bench.slow_clients import healthz_answers_under_slow_clients
+from clusters.models import Cluster
 from clusters.web.api.pagination import Keyset
+from devstack.control_plane import (
+    ADMIN_TOKEN,
+    ControlPlane,
+    ControlPlaneUnavailable,
+    apply_crds_to,
+    running_control_plane,
+)
 from models_app.catalog import SORTABLE, cursor_token
-from models_app.models import InferenceModel
+from models_app.models import InferenceModel, KubeAIModel, ModelService
+from runs_app.models import InferenceConfig, InferenceRun
+from tests.support.silent_server import SilentServer
 
 CLIENTS = 16
 SECONDS = float(os.environ.get("BENCH_HTTP_SECONDS", "5"))
@@ -77,47 +111,104 @@ WHATIF = "- estimate: {name: new-70b, namespace: team-0, pool: gpu-a100, memory:
 PLAN = {"cluster": "cluster-00", "models": [{"estimate": ESTIMATE}]}
 
 
-def deep_cursor(ordering: str, rows: int) -> str:
+def deep_cursor(ordering: str, rows: int, seen: QuerySet | None = None) -> str:
     """The catalog's ``cursor`` of the page 90% of the way down ``ordering`` (the dataset's rows
-    are all InferenceModels), as a user reaches it by following next links (or last and previous)."""
+    are all InferenceModels; ``seen``: those a member sees), as a user reaches it by following
+    next links (or last and previous)."""
     key = ordering.lstrip("-")
     terms = [f"{'-' if ordering.startswith('-') else ''}{term}" for term in (key, "namespace", "name", "id")]
-    row = InferenceModel.objects.order_by(*terms).values(key, "namespace", "name", "id")[int(rows * 0.9)]
+    seen = InferenceModel.objects.all() if seen is None else seen
+    row = seen.order_by(*terms).values(key, "namespace", "name", "id")[int(rows * 0.9)]
     return cursor_token(ordering, {**row, "page": InferenceModel._meta.model_name})
 
 
-def api_cursor(rows: int, at: float) -> str:
+def api_cursor(rows: int, at: float, seen: QuerySet | None = None) -> str:
     """``&cursor=`` of the API's page ``at`` (a fraction) of the way down ``ordering=name``, as a client
     reaches it by following next links; nothing for the first page."""
     if not at:
         return ""
     keyset = Keyset(InferenceModel, ("name", "namespace", "pk"))
-    return f"&cursor={keyset.token(InferenceModel.objects.order_by(*keyset.terms)[int(rows * at)], before=False)}"
+    seen = InferenceModel.objects.all() if seen is None else seen
+    return f"&cursor={keyset.token(seen.order_by(*keyset.terms)[int(rows * at)], before=False)}"
 
 
-def groups(rows: int) -> dict[str, list[tuple[str, str, object]]]:
-    """Figure stem -> requests (method, path, body) its clients cycle through."""
+def groups(rows: int, seen: QuerySet | None = None) -> dict[str, list[tuple[str, str, object]]]:
+    """Figure stem -> requests (method, path, body) its clients cycle through; with ``seen`` (the
+    ``rows`` InferenceModels a member sees), a member's: no admin pages, deep pages in their rows."""
     deep_catalog = int(rows * 0.9) // CATALOG_PAGE_SIZE
+    # a proposal's namespace: one the user may read (a member's first, which cluster-00 holds)
+    namespace = "team-0" if seen is None else seen.order_by("namespace").values_list("namespace", flat=True)[0]
     per_pool = rows // len(POOLS)
     deep_admin = max(1, int(per_pool * 0.9) // ADMIN_PAGE_SIZE)
     admin = "/admin/models_app/inferencemodel/"
-    return {
+    found = {
         "catalog_first": [("GET", "/models/", None)],
         "catalog_sorted": [("GET", f"/models/?ordering={sign}{key}", None) for key in SORTABLE for sign in ("", "-")],
-        "catalog_deep": [("GET", f"/models/?cursor={deep_cursor('name', rows)}", None),
-                         ("GET", f"/models/?ordering=-memory_bytes&cursor={deep_cursor('-memory_bytes', rows)}", None)],
+        "catalog_deep": [("GET", f"/models/?cursor={deep_cursor('name', rows, seen)}", None),
+                         ("GET", f"/models/?ordering=-memory_bytes&cursor={deep_cursor('-memory_bytes', rows, seen)}",
+                          None)],
         "admin_changelist_first": [("GET", f"{admin}?node_pool__exact={pool}", None) for pool in POOLS],
         "admin_changelist_deep": [("GET", f"{admin}?node_pool__exact={pool}&p={deep_admin}", None) for pool in POOLS],
-        "whatif_post": [("POST", "/planning/", {"cluster": "cluster-00", "models": WHATIF, "include_running": "on"})],
-        "plan_api": [("POST", "/api/planning/plan/", PLAN)],
+        "whatif_post": [("POST", "/planning/", {"cluster": "cluster-00", "models": WHATIF.replace("team-0", namespace),
+                                                "include_running": "on"})],
+        "plan_api": [("POST", "/api/planning/plan/", {**PLAN, "models": [{"estimate": {**ESTIMATE,
+                                                                                      "namespace": namespace}}]})],
         "dashboard": [("GET", "/", None)],
         "rightsizing": [("GET", "/rightsizing/", None)],
         "audit": [("GET", "/audit/", None), ("GET", f"/audit/?page={deep_catalog}", None)],
-        "api_list": [("GET", f"/api/inferencemodels/?limit={API_LIMIT}&ordering=name{api_cursor(rows, at)}", None)
-                     for at in (0.0, 0.5, 0.9)],
+        "api_list": [("GET", f"/api/inferencemodels/?limit={API_LIMIT}&ordering=name{api_cursor(rows, at, seen)}",
+                      None) for at in (0.0, 0.5, 0.9)],
         "api_list_offset": [("GET", f"/api/inferencemodels/?limit={API_LIMIT}&offset={offset}&ordering=name", None)
                             for offset in (0, rows // 2, int(rows * 0.9))],
     }  # fmt: skip
+    if seen is not None:
+        found = {stem: requests for stem, requests in found.items() if not stem.startswith("admin_")}
+    return found
+
+
+ADMIN_KINDS = (InferenceModel, KubeAIModel, ModelService, InferenceConfig, InferenceRun)
+
+
+def admin_every_filter(staff: User) -> list[tuple[str, str, object]]:
+    """Every list filter (with one value the rows hold) and every sortable column (both ways) of the
+    mirrored kinds' changelists, each on its first and its last page, as the admin itself lists
+    them (``get_list_filter``, ``get_list_display``: a filter or column added later is measured)."""
+    request = RequestFactory().get("/admin/")
+    request.user = staff
+    found: list[tuple[str, str, object]] = []
+    for model in ADMIN_KINDS:
+        model_admin = django_admin.site._registry[model]
+        path = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+        queries: list[tuple[str, int]] = []  # (query, rows it leaves)
+        for spec in model_admin.get_list_filter(request):
+            name = spec[0] if isinstance(spec, tuple) else spec
+            field = model._meta.get_field(name)
+            column = field.attname  # cluster_id for the cluster
+            value = model.objects.order_by().values_list(column, flat=True).first()
+            count = model.objects.filter(**{column: value}).count()
+            lookup = f"{name}__id__exact" if field.is_relation else f"{name}__exact"
+            queries.append((urlencode({lookup: int(value) if isinstance(value, bool) else value}), count))
+        total = model.objects.count()
+        columns = model_admin.get_list_display(request)
+        offset = 1 if model_admin.get_actions(request) else 0  # the selection checkbox is column 0
+        for index, name in enumerate(columns, start=offset):
+            if _sortable(model_admin, model, name):
+                queries += [(f"o={index}", total), (f"o=-{index}", total)]
+        for query, count in queries:
+            last = max(1, math.ceil(count / ADMIN_PAGE_SIZE))
+            found += [("GET", f"{path}?{query}", None), ("GET", f"{path}?{query}&p={last}", None)]
+    return found
+
+
+def _sortable(model_admin: object, model: type, name: str) -> bool:
+    """Whether the changelist sorts by column ``name``: a model field, or a callable naming its
+    ``admin_order_field``."""
+    try:
+        model._meta.get_field(name)
+        return True
+    except FieldDoesNotExist:
+        attribute = getattr(model_admin, name, None) or getattr(model, name, None)
+        return bool(getattr(attribute, "admin_order_field", None))
 
 
 def _percentile(samples: Sequence[float], fraction: float) -> float:
@@ -232,6 +323,61 @@ def signed_in_cookies(user: User) -> dict[str, str]:
             settings.CSRF_COOKIE_NAME: CSRF}  # fmt: skip
 
 
+FLEET_PODS = 20
+FLEET_PAGES = [("GET", "/fleet/pods/", None), ("GET", "/fleet/events/", None)]
+
+
+@contextmanager
+def fleet_clusters(clusters: list[Cluster]) -> Iterator[bool]:
+    """The dataset's clusters pointed at the real control plane (every one but the last, each under
+    its own name) and the last at an address that accepts and never answers; False (and nothing
+    pointed) where the control plane cannot run here."""
+    with ExitStack() as stack:
+        try:
+            plane = stack.enter_context(running_control_plane(prepare=apply_crds_to))
+        except ControlPlaneUnavailable as reason:
+            print(f"fleet figures skipped: {reason}")
+            yield False
+            return
+        silent = stack.enter_context(SilentServer())
+        _deploy_pods(plane, "team-00", FLEET_PODS)
+        for cluster in clusters[:-1]:
+            cluster.auth_method, cluster.server_url = Cluster.AuthMethod.TOKEN, plane.url
+            cluster.bearer_token, cluster.ca_cert = ADMIN_TOKEN, plane.ca_pem
+            cluster.save()
+        hung = clusters[-1]
+        hung.auth_method, hung.server_url, hung.bearer_token = Cluster.AuthMethod.TOKEN, silent.url, "t"
+        hung.insecure_skip_tls_verify = True
+        hung.save()
+        yield True
+
+
+def _deploy_pods(plane: ControlPlane, namespace: str, replicas: int) -> None:
+    """A Deployment of ``replicas`` pods in ``namespace``, waited for until kwok runs them all."""
+    labels = {"app": "bench-fleet"}
+    with plane.api_client() as api_client:
+        kubernetes.client.CoreV1Api(api_client).create_namespace({"metadata": {"name": namespace}})
+        kubernetes.client.AppsV1Api(api_client).create_namespaced_deployment(namespace, {
+            "metadata": {"name": "bench-fleet"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "server", "image": "bench/server:1",
+                                         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]},
+            }},
+        })  # fmt: skip
+        core = kubernetes.client.CoreV1Api(api_client)
+
+        def running() -> bool:
+            pods = core.list_namespaced_pod(namespace, label_selector="app=bench-fleet").items
+            return len(pods) == replicas and all(pod.status.phase == "Running" for pod in pods)
+
+        deadline = time.monotonic() + 120
+        while not running():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"kwok did not run the {replicas} pods of bench-fleet in 120 s")
+            time.sleep(0.2)
+
+
 def database_env() -> dict[str, str]:
     db = settings.DATABASES["default"]
     url = f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
@@ -244,7 +390,11 @@ def run() -> dict[str, float]:
     rows = data.counts["InferenceModel"]
     figures["http.rows"] = float(rows)
     figures["http.audit_entries"] = float(add_audit_entries())
-    cookies = signed_in_cookies(User.objects.create_superuser("bench-http-admin", email="", password=None))
+    staff = User.objects.create_superuser("bench-http-admin", email="", password=None)
+    cookies = signed_in_cookies(staff)
+    member_cookies = signed_in_cookies(data.member)
+    seen = InferenceModel.objects.filter(cluster=data.clusters[0], namespace__in=data.member_namespaces)
+    figures["http.member_rows"] = float(data.member_models)
     env = database_env()
     compared = {"gunicorn_gthread": ALTERNATIVES["gunicorn_gthread"], "granian": ALTERNATIVES["granian"],
                 "nginx_gunicorn": None}  # fmt: skip  # None: the deploy's own command
@@ -256,9 +406,18 @@ def run() -> dict[str, float]:
     with production_server(env) as server:
         for stem, requests in groups(rows).items():
             figures.update(measure(server, cookies, stem, requests, SECONDS))
+        for stem, requests in groups(data.member_models, seen).items():
+            figures.update(measure(server, member_cookies, f"member_{stem}", requests, SECONDS))
+        every_filter = admin_every_filter(staff)
+        figures["http.admin_changelist_every_filter_urls"] = float(len(every_filter))
+        figures.update(measure(server, cookies, "admin_changelist_every_filter", every_filter, SECONDS))
         figures.update(probes_under_load(server, cookies, groups(rows)[PROBE_LOAD_GROUP], SECONDS))
         figures["http.healthz_under_slowloris_ok"] = float(
             healthz_answers_under_slow_clients(server.url, connections=SLOWLORIS_CONNECTIONS)
         )
+    with fleet_clusters(data.clusters) as pointed, production_server(env) as server:
+        if pointed:  # a fresh server: no worker keeps a read of the clusters as they were
+            figures.update(measure(server, cookies, "fleet_all_clusters", FLEET_PAGES, SECONDS))
+            figures.update(measure(server, member_cookies, "member_fleet_all_clusters", FLEET_PAGES, SECONDS))
     figures["http.load_1m_after"] = os.getloadavg()[0]
     return figures

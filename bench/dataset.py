@@ -46,6 +46,7 @@ class Dataset:
     staff: User
     member: User
     member_models: int  # InferenceModels the member sees
+    member_namespaces: list[str]  # the namespaces of the first cluster granted to the member
     counts: dict[str, int]
 
 
@@ -312,6 +313,7 @@ def build(
         clusters=cluster_rows,
         staff=staff,
         member=member,
+        member_namespaces=[_namespace(index) for index in range(namespaces)],
         member_models=InferenceModel.objects.filter(
             cluster=cluster_rows[0], namespace__in=[_namespace(index) for index in range(namespaces)]
         ).count(),

@@ -102,6 +102,7 @@ ReadKey = tuple[int, str, str, str | None, bool]  # cluster id, its URL and last
 class _Read:
     started: float
     future: Future[Lists]
+    failed_before: BaseException | None = None  # the last read's failure, when it failed
 
 
 _reads: dict[ReadKey, _Read] = {}
@@ -142,16 +143,19 @@ def _read(cluster: Cluster, namespace: str | None, events: bool) -> Lists:
 
 def _start(cluster: Cluster, namespace: str | None, events: bool, now: float) -> _Read:
     """The kept read of (cluster, namespace), started unless one began less than
-    ``FLEET_KEPT_SECONDS`` ago or is still in flight."""
+    ``FLEET_KEPT_SECONDS`` ago or is still in flight. A read after a failed one carries that
+    failure: pages name it at once rather than wait for the cluster again (a cluster that hangs
+    would cost a page ``FLEET_READ_SECONDS`` every time its last failure expired)."""
     key = (cluster.pk, cluster.server_url, cluster.updated_at.isoformat() if cluster.updated_at else "", namespace,
            events)  # fmt: skip
     with _reads_lock:
         read = _reads.get(key)
         if read is None or (read.future.done() and now - read.started >= settings.FLEET_KEPT_SECONDS):
+            failed = read.future.exception() if read is not None else None
             for stale in [k for k, r in _reads.items() if r.future.done()
                           and now - r.started >= settings.FLEET_KEPT_SECONDS]:  # fmt: skip
                 del _reads[stale]
-            read = _reads[key] = _Read(now, _executor().submit(_read, cluster, namespace, events))
+            read = _reads[key] = _Read(now, _executor().submit(_read, cluster, namespace, events), failed)
         return read
 
 
@@ -210,7 +214,10 @@ def _find_mirrored(trees: dict[int, _Tree]) -> None:
 
 
 def _waited(read: _Read, deadline: float) -> None:
-    """Wait for ``read`` until ``deadline`` at most, and never past ``FLEET_READ_SECONDS`` since it began."""
+    """Wait for ``read`` until ``deadline`` at most, and never past ``FLEET_READ_SECONDS`` since it
+    began; not at all for a read after a failed one."""
+    if read.failed_before is not None:
+        return
     wait_for_reads([read.future], timeout=max(0.0, min(deadline, read.started + settings.FLEET_READ_SECONDS)
                                               - time.monotonic()))  # fmt: skip
 
@@ -229,8 +236,9 @@ def read_fleet(scopes: Iterable[ClusterScope], events: bool) -> Fleet:
         cluster = scope.cluster
         for read in reads:
             _waited(read, deadline)
-        late = [read for read in reads if not read.future.done()]
-        failed = [read.future.exception() for read in reads if read.future.done() and read.future.exception()]
+        failed = [read.future.exception() if read.future.done() else read.failed_before for read in reads]
+        failed = [error for error in failed if error is not None]
+        late = [read for read in reads if not read.future.done() and read.failed_before is None]
         if late:
             waited = time.monotonic() - min(read.started for read in late)
             fleet.errors.append(f"Cluster {cluster.name} did not answer within {settings.FLEET_READ_SECONDS:g} s "

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 from django.conf import settings
@@ -17,6 +18,7 @@ from bench import bench_http
 from bench.cpu_use import SYSTEM, CpuSpan, database_backends, process_tree
 from bench.dataset import build
 from bench.http_server import production_server
+from models_app.models import InferenceModel
 from tests.clusters.conftest import wait_for
 
 PER_CLUSTER = 50
@@ -25,11 +27,30 @@ PER_CLUSTER = 50
 @pytest.mark.django_db(transaction=True)  # the server process reads committed rows
 def test_every_benchmarked_request_answers_200_over_http() -> None:
     data = build(models_per_cluster=PER_CLUSTER, observations=2 * 10 * PER_CLUSTER, member_rows=10, analyze=False)
-    cookies = bench_http.signed_in_cookies(User.objects.create_superuser("bench-http", email="", password=None))
+    staff = User.objects.create_superuser("bench-http", email="", password=None)
+    cookies = bench_http.signed_in_cookies(staff)
+    member = bench_http.signed_in_cookies(data.member)
+    seen = InferenceModel.objects.filter(cluster=data.clusters[0], namespace__in=data.member_namespaces)
+    every_filter = bench_http.admin_every_filter(staff)
+    # every filter and every sortable column of each of the five kinds, first and last page
+    assert {path.split("?")[0] for _, path, _ in every_filter} == {
+        f"/admin/{m._meta.app_label}/{m._meta.model_name}/" for m in bench_http.ADMIN_KINDS
+    }
+    assert any("ready__exact=" in path for _, path, _ in every_filter)
+    assert any("o=-" in path for _, path, _ in every_filter)
     with production_server(bench_http.database_env()) as server:
         for stem, requests in bench_http.groups(data.counts["InferenceModel"]).items():
             figures = bench_http.measure(server, cookies, stem, requests, 0.1)  # raises on any status but 200
             assert figures[f"http.{stem}_rps"] > 0
+        member_groups = bench_http.groups(data.member_models, seen)
+        assert set(member_groups) == {stem for stem in bench_http.groups(1) if not stem.startswith("admin_")}
+        for stem, requests in member_groups.items():
+            assert bench_http.measure(server, member, f"member_{stem}", requests, 0.1)[f"http.member_{stem}_rps"] > 0
+        cookie = "; ".join(f"{name}={value}" for name, value in cookies.items())
+        for _, path, _ in every_filter:  # each once: a 400, a redirect or a 500 of any of them fails here
+            request = urllib.request.Request(server.url + path, headers={"Cookie": cookie})
+            with urllib.request.urlopen(request) as answer:
+                assert answer.status == 200 and answer.url == server.url + path, path
         pages = bench_http.groups(data.counts["InferenceModel"])[bench_http.PROBE_LOAD_GROUP]
         probes = bench_http.probes_under_load(server, cookies, pages, 0.5)
         assert probes["http.healthz_probes_under_load"] > 0 and probes["http.readyz_probes_under_load"] > 0

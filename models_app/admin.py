@@ -10,6 +10,11 @@ class InferenceModelAdmin(KubeObjectAdmin):
     kind_list_filter = ("node_pool", "ready")
     indexed_filters = ("node_pool", "namespace")
     search_fields = ["name", "namespace", "model_name"]
+    # No index holds these columns' order over the whole table (longer text than a B-tree entry
+    # holds; status and write times, whose index would make every status update non-HOT): sorting
+    # 100,000 rows by them cost 0.2-0.9 s of PostgreSQL a page. The catalog sorts by pool and
+    # utilization from indexes (models_app.catalog).
+    unsorted_columns = ("model_name", "node_pool", "utilization_percent", "updated_at")
 
 
 @admin.register(KubeAIModel)

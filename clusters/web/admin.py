@@ -27,7 +27,7 @@ from clusters.sync.audit import Actor
 from clusters.sync.tasks import resync_cluster_task
 from clusters.validation.metadata_rules import DNS1123_LABEL
 from clusters.web.admin_quantities import QuantityAdminMixin
-from clusters.web.api.pagination import BoundedPaginator
+from clusters.web.api.pagination import CLUSTER_ORDER, BoundedPaginator
 from clusters.web.connection_rules import connection_change_errors
 from clusters.web.forms import KubeObjectForm, to_yaml
 from clusters.web.list_costs import distinct_values
@@ -253,6 +253,22 @@ class NarrowChangeList(ChangeList):
         self.queryset = self.queryset.defer(*unlisted_columns(self.model, self.list_display))
         super().get_results(request)
 
+    def _get_deterministic_ordering(self, ordering: list[Any]) -> list[Any]:
+        """A column's sort made total by the catalog's tie-breakers, namespace, name and id, in the
+        column's direction, instead of Django's ``-pk``: the sort indexes are ``(column, namespace,
+        name, id)`` (models_app migrations 0010 and 0012), so a page, the last one too, is read
+        in index order; with ``-pk`` after the column no index held the order and every row was
+        sorted (0.3-1.3 s of PostgreSQL at 100,000 rows, issue 41). Ascending by cluster is the
+        mirrored kinds' default order, walked cluster by cluster (pagination.ids_in_cluster_order)."""
+        if len(ordering) == 1 and isinstance(ordering[0], str):
+            column = ordering[0].lstrip("-")
+            sign = "-" if ordering[0].startswith("-") else ""
+            if column == "cluster" and not sign:
+                return list(CLUSTER_ORDER)
+            if column not in ("cluster", "pk", "id"):
+                return [ordering[0], *(f"{sign}{tie}" for tie in ("namespace", "name", "id") if tie != column)]
+        return super()._get_deterministic_ordering(ordering)
+
     def get_filters(self, request: Any) -> tuple[list[admin.ListFilter], bool, dict, bool, bool]:
         """Django's filters, each written by ``admin/kube_object_filter.html`` (its choices in one
         step, clusters/templatetags/admin_filters.py) where it would be by Django's ``filter.html``."""
@@ -297,8 +313,15 @@ class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
         "updated_at",
     )
 
+    unsorted_columns: tuple[str, ...] = ()  # list columns offered unsorted: no index holds their order
+
     def get_list_display(self, request):
         return ["name", "namespace", "cluster", *self.kind_list_display, "sync_state", "updated_at"]
+
+    def get_sortable_by(self, request: Any) -> list[str]:
+        """The list's columns but ``unsorted_columns``: every sort offered reads an index (issue 41:
+        each filter and sort bounded at 100,000 rows)."""
+        return [column for column in self.get_list_display(request) if column not in self.unsorted_columns]
 
     def get_changelist(self, request: Any, **kwargs: Any) -> type[ChangeList]:
         return NarrowChangeList

@@ -145,3 +145,22 @@ def test_the_audit_log_pages_show_every_entry_once_newest_first_and_say_about_be
     page = staff.get("/audit/", {"who": "writer"}).content.decode()
     assert "About" in page and "an estimate" in page and " of about " in page
     assert walk() == expected  # the planner guesses fewer than there are: every page is reached still
+
+
+def test_after_a_failed_read_a_page_names_the_failure_at_once_while_the_cluster_is_asked_again(
+    make_user, db, settings
+) -> None:
+    """A cluster that hangs (its requests time out after 1 s, past FLEET_READ_SECONDS) is read again
+    once its failed read is no longer kept, and pages meanwhile name the failure without waiting
+    for the new read: a page that waited would say "did not answer within", every time."""
+    settings.FLEET_KEPT_SECONDS = 0
+    client = Client()
+    client.force_login(make_user("someone", perms=ALL_KIND_PERMS, staff=True))
+    with SilentServer() as silent:
+        Cluster.objects.create(name="hung", auth_method=Cluster.AuthMethod.TOKEN, server_url=silent.url,
+                               bearer_token="t", insecure_skip_tls_verify=True, request_timeout_seconds=1)  # fmt: skip
+        assert "Cluster hung did not answer within" in client.get("/fleet/pods/").content.decode()
+        failed = "Cluster hung could not be read just now"
+        assert wait_for(lambda: failed in client.get("/fleet/pods/").content.decode(), timeout=30,
+                        message="a page naming the failed read at once")  # fmt: skip
+        assert silent.accepted >= 2  # asked again

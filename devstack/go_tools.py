@@ -28,9 +28,11 @@ class Build:
         return Path(self.stdout.strip().splitlines()[-1])
 
 
-def run_build(script: Path, say: Callable[[str], None] | None = None) -> Build:
-    """Run ``script`` (bash), each line of its stderr passed to ``say`` as it is written."""
-    process = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def run_build(script: Path, say: Callable[[str], None] | None = None, env: dict[str, str] | None = None) -> Build:
+    """Run ``script`` (bash; ``env``: its environment, default this process's), each line of its
+    stderr passed to ``say`` as it is written."""
+    process = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env)
     said = []
     for line in process.stderr:  # stdout is one line (a path): its pipe never fills meanwhile
         said.append(line)

@@ -5,7 +5,8 @@
 # (default ~/.cache/inference-portal/go-tools/<folder name>): outside the clone, so every clone on the
 # machine shares it. One build at a time per tool: a second clone (or test process) waits for the
 # first instead of compiling beside it. The modules come from the module proxy at build time, never
-# at run time. Prints the binary's path; says on stderr what it does (its progress every 30 s, whose
+# at run time. GO_BUILD_CACHED_ONLY=1: exit status 3 instead of building a binary not built yet
+# (make run starts the OpenID provider only when built). Prints the binary's path; says on stderr what it does (its progress every 30 s, whose
 # build it waits for: tools/build-common.sh). Exit status 2: no Go toolchain.
 # Usage: tools/go-build.sh <folder> [<package to build, default the folder's main package>]
 set -euo pipefail
@@ -21,6 +22,7 @@ out="$cache/$key"
 mkdir -p "$cache"
 take_build_lock "$cache" "$binary"
 if [[ ! -x "$out/$binary" ]]; then
+  [[ -n "${GO_BUILD_CACHED_ONLY:-}" ]] && exit 3
   if ! command -v go >/dev/null 2>&1; then
     echo "go not found: install the Go toolchain (https://go.dev/doc/install, or Debian's golang-go)" >&2
     exit 2

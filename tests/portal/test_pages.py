@@ -221,12 +221,17 @@ def test_submit_a_run_and_follow_its_status(world):
     manifest = run.to_manifest()
     manifest["metadata"]["uid"] = "u-1"
     contract = base64.b64encode(b'{"jobName": "inf-nightly-u1"}').decode()  # status.contract is format: byte
+    # the Job's counts as last copied, from before it ended: the page reads the run's phase
     manifest["status"] = {"phase": "Succeeded", "jobRef": {"name": "inf-nightly-u1", "namespace": "vision"},
-                          "jobStatus": {"succeeded": 1}, "contract": contract}  # fmt: skip
+                          "jobStatus": {"active": 1, "succeeded": 1}, "contract": contract}  # fmt: skip
     upsert_from_cluster(InferenceRun, world.cluster, manifest, Actor.cluster(manifest))
     status = text(browser.get(f"/runs/{run.pk}/status/"))
     assert "Succeeded" in status and "hx-trigger" not in status and "inf-nightly-u1-contract" in status
     assert "&quot;jobName&quot;: &quot;inf-nightly-u1&quot;" in status and "succeeded 1" in status
+    assert "active 1" not in status and "active 1" not in text(browser.get(f"/runs/{run.pk}/"))
+    # the poll that finds it ended takes a Cancel shown at load away (out of band)
+    assert ('<span id="cancel-form" hx-swap-oob="outerHTML"><small>Cancel: the run has already ended (Succeeded)'
+            in status)
     assert "vision/nightly" in text(browser.get("/runs/", {"phase": "Succeeded"}))
     assert "vision/nightly" not in text(browser.get("/runs/", {"phase": "Failed"}))
     assert world.browser("other").get(f"/runs/{run.pk}/status/").status_code == 404

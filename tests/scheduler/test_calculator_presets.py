@@ -3,6 +3,7 @@ to a pre-filled create form of each serving kind (followed and saved as a browse
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -174,6 +175,9 @@ def test_calculator_page_fills_a_preset_shows_counts_labels_and_errors_once(clie
     client.force_login(make_user("calc"))
     page = client.get("/calculator/?preset=mixtral-8x7b-instruct-v0.1").content.decode()
     assert 'value="46.7B"' in page and "7000000000.0" not in page
+    # one select of models (the picker); the figures' form carries the one picked, hidden
+    assert len(re.findall(r'<select[^>]*name="preset"', page)) == 1
+    assert '<input type="hidden" name="preset" value="mixtral-8x7b-instruct-v0.1"' in page
     assert "KV cache dtype" in page and "GPU memory" in page and "Kv dtype" not in page and "Gpu memory" not in page
     fields = form_fields(page.split('id="calculator"')[1])
     result = client.post("/calculator/", fields).content.decode()

@@ -106,6 +106,7 @@ def test_pools_that_hold_it_now_count_the_gpus_every_kind_already_holds(api_as):
     _pool(cluster, "h100", gpus_per_node=4, nodes=1, gpu_memory=80 * GI)
     _pool(cluster, "l4", gpus_per_node=2, nodes=4, gpu_memory=24 * GI)
     _pool(cluster, "a100", gpus_per_node=8, nodes=1, gpu_memory=80 * GI)
+    _pool(cluster, "l4-pair", gpus_per_node=2, nodes=2, gpu_memory=24 * GI)  # 4 GPUs where 8 are needed
     InferenceModel.objects.create(cluster=cluster, name="busy", spec={
         "modelName": "busy", "memory": "60Gi", "nodeSelector": {"inference-pool": "h100"},
         "resources": {"limits": {"gpu": "3"}}})  # fmt: skip
@@ -118,6 +119,8 @@ def test_pools_that_hold_it_now_count_the_gpus_every_kind_already_holds(api_as):
     assert (pools["gpu/h100"]["gpus"], pools["gpu/h100"]["gpus_free"], pools["gpu/h100"]["holds_now"]) == (2, 1, False)
     l4 = pools["gpu/l4"]  # 8 x 24 GiB needed, 2 per node: 4 pipeline stages, no single pod to create
     assert (l4["tensor_parallel"], l4["pipeline_parallel"], l4["holds_now"], l4["create_links"]) == (2, 4, True, {})
+    pair = pools["gpu/l4-pair"]  # the same 4 stages do not fit on its 2 nodes: no split proposed there
+    assert (pair["gpus"], pair["pipeline_parallel"], pair["holds_now"]) == (None, None, False)
     assert (pools["gpu/a100"]["gpus_free"], pools["gpu/a100"]["holds_now"]) == (4, True)
     link = pools["gpu/a100"]["create_links"]["InferenceModel"]
     assert "inference-pool: a100" in parse_qs(urlsplit(link).query)["more_spec"][0]

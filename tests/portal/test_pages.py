@@ -154,7 +154,7 @@ def test_create_form_shows_the_error_at_the_field_then_saves(world):
     refused = text(browser.post("/models/inferencemodels/new/", {**form, "namespace": "nlp", "memory": "1Gi"}))
     assert "&#x27;nlp&#x27; in cluster east is not a namespace your teams may edit" in refused
     bad_yaml = text(browser.post("/models/inferencemodels/new/", {**form, "name": "x2", "more_spec": "a: [b"}))
-    assert "is not valid YAML at line 1" in bad_yaml.split('id="field-more_spec"')[1].split("</p>")[0]
+    assert "more_spec: is not valid YAML at line 1" in bad_yaml.split('id="field-more_spec"')[1].split("</p>")[0]
 
 
 def test_edit_form_keeps_identity_and_the_rest_of_the_spec(world):

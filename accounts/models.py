@@ -64,6 +64,7 @@ class ApiToken(AbstractAuthToken):
 
     class Meta:
         ordering = ["-created"]
+        verbose_name = "API token"
 
     def __str__(self) -> str:
         return f"{self.user}: {self.name}"
@@ -130,6 +131,7 @@ class ExternalIdentity(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="accounts_identity_unique")]
+        verbose_name_plural = "external identities"
 
     def __str__(self) -> str:
         return f"{self.user} = {self.subject}@{self.issuer}"

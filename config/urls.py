@@ -6,6 +6,8 @@ layer rule of docs/architecture.md, held by tests/test_architecture.py."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
@@ -41,6 +43,15 @@ api_patterns = [
     ),
 ]
 
+
+
+def favicon(_request: HttpRequest) -> HttpResponsePermanentRedirect:
+    """The portal's icon, for the pages that name none (the admin's, the API docs'): a browser asks
+    for /favicon.ico on each, and a 404 was logged for every page (issue 43). Resolved per request:
+    the static files' manifest names the file."""
+    return HttpResponsePermanentRedirect(static("portal/favicon.svg"))
+
+
 urlpatterns = [
     path("", include(sign_in_urls)),
     path("oidc/", include("mozilla_django_oidc.urls")),
@@ -56,6 +67,9 @@ urlpatterns = [
     path("", include("governance.urls")),
     path("api/", include(api_patterns)),
     path("metrics", metrics, name="prometheus-django-metrics"),
+    # what a browser asks for on pages that name no icon (the admin's, the API docs'): the portal's,
+    # not a 404 logged on every page (issue 43)
+    path("favicon.ico", favicon, name="favicon"),
 ]
 
 # JSON under /api/, the portal's page elsewhere; named as Django names handlers (a dotted path), as

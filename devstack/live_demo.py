@@ -12,7 +12,10 @@ Started by ``manage.py run_demo`` when the control plane can be built (Go is ins
 4. the reference samples applied to the cluster as ``kubectl apply`` would (the InferenceModels
    at zero, last asked for a day ago, so the first request wakes them; the mirrored kinds with the
    statuses their controllers would write), then one ``sync --once`` and the right-sizing demo week;
-5. the watcher (``sync_watch``), the gateway (``GATEWAY_ALLOW_LOOPBACK=1``, as the backend is on
+5. single sign-on, when the project's OpenID provider is built (tools/oidc-provider): it runs with
+   two demo people whose groups map to two demo teams (``SSO_TEAMS``, ``SSO_PEOPLE``), and the
+   portal and gateway are configured for it;
+6. the watcher (``sync_watch``), the gateway (``GATEWAY_ALLOW_LOOPBACK=1``, as the backend is on
    loopback) and the portal (``runserver``), each its own process; Celery runs in-process (eager,
    as in the embedded default) and this process runs the periodic reconcile pass.
 
@@ -32,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -42,19 +46,20 @@ import kubernetes
 import requests
 import yaml
 from django.conf import settings
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, GroupMapping, NamespaceGrant, Team
 from accounts.public import issue_token
 from clusters.kinds import all_models, model_for
 from clusters.kube.conditions import rfc3339
 from clusters.management.commands.ensure_demo_admin import demo_password
 from clusters.models import Cluster
 from common.child_processes import die_with_parent
-from devstack.control_plane import ADMIN_TOKEN, ControlPlane, Process, apply_crds_to
+from devstack.control_plane import ADMIN_TOKEN, SAY_EVERY_SECONDS, ControlPlane, Process, apply_crds_to
+from devstack.oidc_provider import OidcProvider, ProviderUnavailable, build_binary
 from devstack.ports import free_port
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import MemoryReservation
@@ -64,6 +69,22 @@ MANAGED = ["InferenceModel", "InferenceRun"]
 TOKEN_NAME = "live demo"
 PASS_SECONDS = 10.0  # the periodic reconcile pass (cooldowns, budgets); the watcher acts within a second
 DEMO_MODEL = "mistral-7b"
+# Single sign-on in the demo (docs/identity.md): the project's own OpenID provider with two people,
+# whose provider groups map to two teams, each editing one namespace of the local cluster.
+SSO_PROVIDER_NAME = "the demo provider"
+SSO_TEAMS = {  # team -> (its provider group, the namespace of `local` it edits)
+    "ml-research": ("demo-ml-research", "default"),
+    "batch-inference": ("demo-batch-inference", "kserve-controller-system"),
+}
+SSO_PEOPLE = (  # (subject, user name, password, groups)
+    ("demo-ada", "ada", "ada-demo-password", ["demo-ml-research"]),
+    ("demo-grace", "grace", "grace-demo-password", ["demo-batch-inference"]),
+)
+SSO_ROLE = "ML team member"  # accounts' ready-made role: the kinds a member may edit
+
+
+class Stopped(Exception):
+    """Ctrl-C (or SIGTERM) came while the demo was starting."""
 
 
 @dataclass
@@ -157,7 +178,49 @@ def demo_token() -> tuple[str, str]:
     return demo_password(), key
 
 
-def banner(endpoints: Endpoints, password: str, token: str, plane: ControlPlane) -> str:
+def sso_teams(cluster: Cluster) -> None:
+    """The demo teams, their grants on ``cluster`` and the group mappings that make the demo people
+    members (with the role ``SSO_ROLE``) at their sign-in; kept from start to start."""
+    role = Group.objects.filter(name=SSO_ROLE).first()
+    with transaction.atomic():
+        for name, (group, namespace) in SSO_TEAMS.items():
+            team, _ = Team.objects.get_or_create(name=name, defaults={"description": "make run's single sign-on demo"})
+            NamespaceGrant.objects.get_or_create(team=team, cluster=cluster, namespace=namespace)
+            GroupMapping.objects.update_or_create(group=group, team=team, defaults={"role": role})
+
+
+def start_sso(cluster: Cluster, portal_url: str, workdir: Path, say: Callable[[str], None]) -> OidcProvider | None:
+    """The project's OpenID provider (tools/oidc-provider) with the demo people, when it is built
+    (the demo spends no build on it); None, said with how to build it, when not."""
+    try:
+        binary = build_binary(cached_only=True)
+    except ProviderUnavailable as reason:
+        say(f"Single sign-on: off ({reason}); the next `make run` starts it (docs/identity.md).")
+        return None
+    sso_teams(cluster)
+    folder = workdir / "oidc-provider"
+    folder.mkdir(exist_ok=True)
+    provider = OidcProvider(workdir=folder, redirect_uris=[f"{portal_url}oidc/callback/"], access_token_ttl="1h",
+                            name=SSO_PROVIDER_NAME)
+    for subject, username, password, groups in SSO_PEOPLE:
+        provider.add_user(subject, username, password, groups)
+    provider.start(binary)
+    return provider
+
+
+def sso_lines(provider: OidcProvider | None) -> list[str]:
+    """The banner's lines on single sign-on: who may sign in, and what each sees."""
+    if provider is None:
+        return []
+    people = [f"{username} / {password} (team {team}: namespace {SSO_TEAMS[team][1]})"
+              for _, username, password, groups in SSO_PEOPLE
+              for team, (group, _) in SSO_TEAMS.items() if group in groups]
+    return [f"  Single sign-on: \"Sign in with {SSO_PROVIDER_NAME}\" on the login page ({provider.issuer}) as",
+            *(f"    {person}" for person in people)]
+
+
+def banner(endpoints: Endpoints, password: str, token: str, plane: ControlPlane,
+           provider: OidcProvider | None = None) -> str:
     body = json.dumps({"model": DEMO_MODEL, "messages": [{"role": "user", "content": "Hello from the live demo"}]})
     return "\n".join([
         "",
@@ -168,6 +231,7 @@ def banner(endpoints: Endpoints, password: str, token: str, plane: ControlPlane)
         f"    curl -s {endpoints.gateway}/v1/chat/completions -H 'Authorization: Bearer {token}' \\",
         f"      -H 'Content-Type: application/json' -d '{body}'",
         f"  kubectl:  KUBECONFIG={plane.kubeconfig} kubectl get pods -A",
+        *sso_lines(provider),
         "Ctrl-C stops everything.",
         "",
     ])
@@ -180,8 +244,9 @@ class LiveDemo:
         self.endpoints, self.out = endpoints, out
         self.stop = threading.Event()
         self.children: list[Process] = []
+        self.sso: OidcProvider | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="inference-portal-live-"))
-        self.plane = ControlPlane(workdir=self.workdir, binaries=binaries)
+        self.plane = ControlPlane(workdir=self.workdir, binaries=binaries, say=self.say)
         # GATEWAY_PUBLIC_URL: the model pages' snippets name the gateway this demo started.
         self.env = {**os.environ, "GATEWAY_ALLOW_LOOPBACK": "1", "PYTHONUNBUFFERED": "1",
                     "GATEWAY_PUBLIC_URL": endpoints.gateway}
@@ -191,11 +256,18 @@ class LiveDemo:
         self.out.flush()
 
     def run(self) -> int:
-        """Runs until stopped; the exit status is 0 after Ctrl-C, 1 when a part died."""
+        """Runs until stopped; the exit status is 0 after Ctrl-C, 1 when a part died or could not
+        start (said in a sentence with the part's last output, not a traceback)."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop.set())
         try:
             return self._run()
+        except Stopped:
+            self.say("Stopping...")
+            return 0
+        except (RuntimeError, OSError) as error:
+            self.say(f"The live demo could not start: {error}\nThe parts' logs: {self.workdir}")
+            return 1
         finally:
             self.shutdown()
 
@@ -214,13 +286,16 @@ class LiveDemo:
         call_command("load_demo_observations", cluster=CLUSTER, stdout=io.StringIO())
         self.say(f"Cluster {CLUSTER}: {count} demo objects applied and synced.")
         password, token = demo_token()
+        self.sso = start_sso(cluster, self.endpoints.portal, self.workdir, self.say)
+        if self.sso is not None:  # the portal and the gateway (its access tokens) use it
+            self.env.update(self.sso.environment())
         self._start("watcher", ["sync_watch", "--cluster", CLUSTER])
         self._start("gateway", ["gateway", "--host", self.endpoints.host, "--port", str(self.endpoints.gateway_port)])
         self._start("portal", ["runserver", "--noreload", f"{self.endpoints.host}:{self.endpoints.port}"])
         self._wait_serving(f"{self.endpoints.gateway}/healthz", "the gateway")
         self._wait_serving(f"{self.endpoints.portal}healthz", "the portal")
         threading.Thread(target=self._periodic_passes, name="reconcile passes", daemon=True).start()
-        self.say(banner(self.endpoints, password, token, self.plane))
+        self.say(banner(self.endpoints, password, token, self.plane, self.sso))
         while not self.stop.wait(1.0):
             dead = [child for child in [*self.children, *self.plane.processes] if not child.alive()]
             if dead:
@@ -240,24 +315,30 @@ class LiveDemo:
         self.children.append(child)
         return child
 
-    def _wait_serving(self, url: str, what: str, timeout: float = 60.0) -> None:
+    def _wait_serving(self, url: str, what: str) -> None:
         def serving() -> bool:
             try:
                 return requests.get(url, timeout=2).status_code < 500
             except requests.RequestException:
                 return False
 
-        self._wait(serving, timeout, what)
+        self._wait(serving, what)
 
-    def _wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
-        waited = 0.0
+    def _wait(self, condition: Callable[[], bool], what: str) -> None:
+        """Until ``condition()``, for as long as every part lives: a part that exits ends the wait
+        with its last output, Ctrl-C with :class:`Stopped`; every ``SAY_EVERY_SECONDS`` it says
+        what it waits for. No deadline: on a loaded machine a part takes minutes to answer (a fixed
+        60 s ended the demo with a traceback at load 11-16, issue 43)."""
+        began = said = time.monotonic()
         while not condition():
             dead = next((child for child in self.children if not child.alive()), None)
             if dead is not None:
-                raise RuntimeError(f"{dead.name} exited while waiting for {what}:\n{dead.tail()}")
-            if self.stop.wait(0.2) or waited > timeout:
-                raise RuntimeError(f"{what} did not start within {timeout:.0f} s")
-            waited += 0.2
+                raise RuntimeError(f"{dead.name} exited while waiting for {what}; its last output:\n{dead.tail()}")
+            if self.stop.wait(0.2):
+                raise Stopped
+            if time.monotonic() - said >= SAY_EVERY_SECONDS:
+                said = time.monotonic()
+                self.say(f"  still waiting for {what} ({said - began:.0f} s; load {os.getloadavg()[0]:.1f})")
 
     def _periodic_passes(self) -> None:
         """What Celery beat runs on a deployment (``reconcile_managed_clusters`` every
@@ -279,5 +360,7 @@ class LiveDemo:
         self.stop.set()
         for child in reversed(self.children):
             child.stop()
+        if self.sso is not None:
+            self.sso.stop()
         self.plane.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)

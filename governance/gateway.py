@@ -31,14 +31,14 @@ from typing import Any
 
 from aiohttp import web
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 
 from common.db_thread import close_reads, read
 from common.gateway_metrics import CLIENT_LEFT
 from governance import metrics
 from governance.bodies import Asked, BodyRefused, asked, capped, prompt_estimate, reservation
 from governance.ledger import LedgerWriter, default_sink, spool_folder_for
-from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision, Limiter, counters_for
+from governance.limits import BUDGET, CHARGE_SECONDS, REQUESTS, TOKENS, Decision, Limiter, counters_for, counting
 from governance.models import Limit
 from governance.resp import CircuitOpen
 from governance.sse import UsageTap, upstream_body
@@ -54,6 +54,11 @@ EMBEDDINGS = "/v1/embeddings"  # the one API path whose answers generate no toke
 # the tables load_tables reads, whose change notices (governance migration 0003 and, for grants,
 # inference_gateway's 0002) make them read again
 NOTICE_TABLES = frozenset({"governance_limit", "accounts_team", "accounts_team_members", "accounts_namespacegrant"})
+# Where no change notices come (SQLite: make run's demo), the tables are read again this often, so a
+# changed limit applies in every worker within it (issue 43: one worker used the old limit 41 s on,
+# waiting for the safety net of USAGE_LIMITS_TTL_SECONDS).
+UNNOTIFIED_READ_SECONDS = 1.0
+RATELIMIT = "x-ratelimit-"
 
 
 @dataclass
@@ -202,9 +207,9 @@ def refusal(decision: Decision, team: str) -> web.Response:
     wait = decision.headers["Retry-After"]
     if check.kind == BUDGET:
         ends = datetime.fromtimestamp(check.resets_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
-        message = (f"You exceeded your current quota: {who} used or reserved {_used(decision)} of its monthly "
-                   f"budget of {check.limit} tokens, and this request reserves {decision.reserved}; "
-                   f"it resets at {ends}.")
+        message = (f"You exceeded your current quota: {who} used {_used(decision)} tokens of its monthly budget "
+                   f"of {check.limit} (what the usage ledger records, and what requests in flight reserve), and "
+                   f"this request reserves {decision.reserved}; it resets at {ends}.")
         error = {"message": message, "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}
     else:
         per = "requests per minute" if check.kind == REQUESTS else "tokens per minute"
@@ -221,14 +226,17 @@ class Governance:
     """Limits and ledger for one gateway process; ``enabled=False`` makes every hook a no-op."""
 
     def __init__(self, enabled: bool, limiter: Limiter | None, writer: LedgerWriter | None,
-                 tables_ttl: float, completion_reserve: int = 0, bytes_per_token: float = 4.0) -> None:
+                 tables_ttl: float, completion_reserve: int = 0, bytes_per_token: float = 4.0,
+                 counted: str = "limits off (USAGE_LIMITS=false)") -> None:
         self.enabled = enabled
+        self.counting = counted  # where the limits are counted, in words: said at the gateway's start
         self.completion_reserve = completion_reserve
         self.bytes_per_token = bytes_per_token
         self.limiter = limiter
         self.writer = writer
         self.tables = Snapshot(tables_ttl)
         self._charging: asyncio.Task | None = None
+        self._rereading: asyncio.Task | None = None
 
     @classmethod
     def from_django(cls) -> Governance:
@@ -237,11 +245,12 @@ class Governance:
         sink = default_sink()
         writer = LedgerWriter(sink, settings.USAGE_LEDGER_QUEUE_ROWS, settings.USAGE_LEDGER_BATCH_ROWS,
                               settings.USAGE_LEDGER_FLUSH_SECONDS, spool_folder_for(sink))
-        counters = counters_for(settings.GOVERNANCE_REDIS_URL, settings.USAGE_LIMITS_LEASE_SECONDS,
-                                settings.GOVERNANCE_REDIS_TIMEOUT_SECONDS, settings.GOVERNANCE_REDIS_RETRY_SECONDS)
+        url, shared_file = settings.GOVERNANCE_REDIS_URL, settings.USAGE_LIMITS_SHARED_FILE
+        counters = counters_for(url, settings.USAGE_LIMITS_LEASE_SECONDS, settings.GOVERNANCE_REDIS_TIMEOUT_SECONDS,
+                                settings.GOVERNANCE_REDIS_RETRY_SECONDS, shared_file)
         return cls(True, Limiter(counters), writer,
                    settings.USAGE_LIMITS_TTL_SECONDS, settings.USAGE_RESERVE_COMPLETION_TOKENS,
-                   settings.USAGE_RESERVE_BYTES_PER_TOKEN)
+                   settings.USAGE_RESERVE_BYTES_PER_TOKEN, counting(url, shared_file))
 
     def changed(self, table: str | None) -> None:
         """A change notice of ``table`` (None: of any): the tables are read again when they read it."""
@@ -253,8 +262,17 @@ class Governance:
             self.writer.start()
         if self.limiter is not None:
             self._charging = asyncio.get_running_loop().create_task(self._charge_every(CHARGE_SECONDS))
+        if self.enabled and connection.vendor != "postgresql":  # no notices (inference_gateway.notices)
+            self._rereading = asyncio.get_running_loop().create_task(self._reread_every(UNNOTIFIED_READ_SECONDS))
+
+    async def _reread_every(self, seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            self.tables.changed()
 
     async def stop(self, _app: web.Application) -> None:
+        if self._rereading is not None:
+            self._rereading.cancel()
         if self._charging is not None:
             self._charging.cancel()
             await self._charge()
@@ -320,14 +338,19 @@ class Governance:
         return admission.tap if admission is not None else None
 
     @staticmethod
-    def headers(request: web.Request, headers: dict[str, str]) -> dict[str, str]:
-        """The answer's headers with the ``x-ratelimit-*`` of the limits that apply to the request
-        (as counted at its admission), in place of any the backend sent."""
+    async def stamp(request: web.BaseRequest, response: web.StreamResponse) -> None:
+        """Every answer to a request a limit applies to carries its ``x-ratelimit-*`` (as counted at
+        its admission), in place of any the backend sent: whole answers, streams and every error
+        the gateway writes after admission (a wake that failed, an unreachable backend, a
+        timeout). aiohttp's ``on_response_prepare`` calls it as the headers go out, so no answer
+        path can miss it (issue 43: one answer came without them)."""
         admission = request.get(ADMISSION)
         if admission is None or not admission.decision.headers:
-            return headers
-        own = {name: value for name, value in headers.items() if not name.lower().startswith("x-ratelimit-")}
-        return {**own, **admission.decision.headers}
+            return
+        for name in {name for name in response.headers if name.lower().startswith(RATELIMIT)}:
+            del response.headers[name]
+        response.headers.update({name: value for name, value in admission.decision.headers.items()
+                                 if name.startswith(RATELIMIT)})  # Retry-After is the refusal's own
 
     @staticmethod
     def usage(request: web.Request, usage: Any) -> None:

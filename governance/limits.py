@@ -25,8 +25,9 @@ from memory; leased units are in the counter, so the bound holds as it is.
 
 Windows are fixed, aligned to the clock: simple, the same on every replica, and every answer can
 say exactly when the window resets (``x-ratelimit-reset-*``, ``Retry-After``). Keys expire with
-their window. Without Redis (the embedded single-process demo) :class:`LocalCounters` counts in
-memory, the same way.
+their window. Without Redis, :class:`SharedCounters` counts the same way for every worker of one
+gateway (a SQLite file the supervisor names), and :class:`LocalCounters` in the memory of a gateway
+of one worker.
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ import asyncio
 import calendar
 import contextlib
 import logging
+import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -392,9 +395,18 @@ class RedisCounters(Counters):
         await self.redis.close()
 
 
+def _first_without_room(checks: Sequence[Check], values: list[int], amounts: list[int]) -> int:
+    """The 1-based index of the first check whose counter has no room for its amount (0: every one
+    has): :data:`ADMIT`'s rule, for the counters kept without Redis."""
+    for index, check in enumerate(checks):
+        if values[index] + max(amounts[index], 1) > check.limit:
+            return index + 1
+    return 0
+
+
 class LocalCounters(Counters):
-    """Counters in this process's memory: for one gateway without Redis (the embedded demo); they
-    are counted since the process started (``since``)."""
+    """Counters in this process's memory: for a gateway of one worker without Redis (the embedded
+    demo); they are counted since the process started (``since``)."""
 
     def __init__(self) -> None:
         self.values: dict[str, tuple[int, float]] = {}  # key -> (value, expires)
@@ -406,9 +418,8 @@ class LocalCounters(Counters):
 
     async def admit(self, checks: Sequence[Check], amounts: list[int], now: float) -> tuple[int, list[int]]:
         values = [self._get(check.key, now) for check in checks]
-        for index, check in enumerate(checks):
-            if values[index] + max(amounts[index], 1) > check.limit:
-                return index + 1, values
+        if refused := _first_without_room(checks, values, amounts):
+            return refused, values
         for index, check in enumerate(checks):
             if amounts[index] > 0:
                 values[index] += amounts[index]
@@ -426,10 +437,123 @@ class LocalCounters(Counters):
         return [self._get(key, now) for key in keys]
 
 
-def counters_for(url: str, lease_seconds: float = 0.0, timeout: float = 0.25, retry_seconds: float = 1.0) -> Counters:
-    if not url:
-        return LocalCounters()
-    return RedisCounters(url, lease_seconds, timeout=timeout, retry_seconds=retry_seconds)
+class SharedCounters(Counters):
+    """Counters every worker of one gateway shares without Redis: one SQLite file, named by the
+    supervisor (``USAGE_LIMITS_SHARED_FILE``, inference_gateway/workers.py). Without it each worker
+    counted on its own and a limit of 5 a minute let 5 through per worker (issue 43).
+
+    SQLite because it is the atomic read-check-add across processes that Python ships with: each
+    admission is one ``BEGIN IMMEDIATE`` transaction (the file's write lock, held for microseconds),
+    so the workers together admit exactly the limit, as :data:`ADMIT` does in Redis. The calls run
+    on a thread of their own, so a worker waiting for the lock never stalls its event loop. No
+    leases: the workers are on one host, and the lock is cheaper than Redis' round trip. ``since``:
+    when the file was made (the supervisor's start)."""
+
+    SCHEMA = ("CREATE TABLE IF NOT EXISTS counters (key TEXT PRIMARY KEY, value INTEGER NOT NULL, "
+              "expires REAL NOT NULL) WITHOUT ROWID",
+              "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value REAL NOT NULL)")
+    PURGE_SECONDS = 60.0  # expired counters are deleted at most this often
+
+    def __init__(self, path: str, busy_seconds: float = 5.0) -> None:
+        self.path, self.busy_seconds = path, busy_seconds
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="limits-shared")
+        self.db: sqlite3.Connection | None = None
+        self.purged_at = 0.0
+
+    def _connection(self) -> sqlite3.Connection:
+        """Opened on first use, on the counters' thread: the schema and ``since`` made by the first
+        worker, read by the others."""
+        if self.db is None:
+            db = sqlite3.connect(self.path, timeout=self.busy_seconds, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=OFF")  # counters live as long as the gateway, not past the machine
+            with self._transaction(db):
+                for statement in self.SCHEMA:
+                    db.execute(statement)
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('since', ?)", (time.time(),))
+            self.since = db.execute("SELECT value FROM meta WHERE name = 'since'").fetchone()[0]
+            self.db = db
+        return self.db
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _transaction(db: sqlite3.Connection) -> Any:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    async def _run(self, work: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.thread, work, *args)
+
+    @staticmethod
+    def _values(db: sqlite3.Connection, keys: Sequence[str], now: float) -> list[int]:
+        return [row[0] if row else 0 for row in
+                (db.execute("SELECT value FROM counters WHERE key = ? AND expires > ?", (key, now)).fetchone()
+                 for key in keys)]
+
+    def _admit(self, checks: Sequence[Check], amounts: list[int], now: float) -> tuple[int, list[int]]:
+        db = self._connection()
+        with self._transaction(db):
+            values = self._values(db, [check.key for check in checks], now)
+            if refused := _first_without_room(checks, values, amounts):
+                return refused, values
+            for index, check in enumerate(checks):
+                if amounts[index] > 0:
+                    values[index] += amounts[index]
+                    db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?, ?)",
+                               (check.key, values[index], check.resets_at))
+        return 0, values
+
+    def _add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
+        db = self._connection()
+        with self._transaction(db):
+            for key, (tokens, lifetime) in amounts.items():  # never below zero, as GIVE_BACK in Redis
+                value = self._values(db, [key], now)[0]
+                db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?, ?)",
+                           (key, max(0, value + tokens), now + lifetime))
+            if now - self.purged_at > self.PURGE_SECONDS:
+                db.execute("DELETE FROM counters WHERE expires <= ?", (now,))
+                self.purged_at = now
+
+    def _read(self, keys: list[str]) -> list[int]:
+        return self._values(self._connection(), keys, time.time())
+
+    async def admit(self, checks: Sequence[Check], amounts: list[int], now: float) -> tuple[int, list[int]]:
+        return await self._run(self._admit, checks, amounts, now)
+
+    async def add(self, amounts: dict[str, tuple[int, int]], now: float) -> None:
+        await self._run(self._add, amounts, now)
+
+    async def read(self, keys: list[str]) -> list[int]:
+        return await self._run(self._read, keys)
+
+    async def close(self) -> None:
+        if self.db is not None:
+            await self._run(self.db.close)
+        self.thread.shutdown(wait=False)
+
+
+def counters_for(url: str, lease_seconds: float = 0.0, timeout: float = 0.25, retry_seconds: float = 1.0,
+                 shared_file: str = "") -> Counters:
+    """Redis at ``url``; without it, the workers' ``shared_file``; without either, this process's memory."""
+    if url:
+        return RedisCounters(url, lease_seconds, timeout=timeout, retry_seconds=retry_seconds)
+    return SharedCounters(shared_file) if shared_file else LocalCounters()
+
+
+def counting(url: str, shared_file: str) -> str:
+    """Where :func:`counters_for` counts, in words: the gateway says it at start (issue 43: without
+    Redis every worker counted on its own, and nothing said so)."""
+    if url:
+        return "limits counted in Redis (GOVERNANCE_REDIS_URL), shared by every gateway replica and worker"
+    alone = "no Redis (GOVERNANCE_REDIS_URL is empty), so another gateway replica counts on its own"
+    if shared_file:
+        return f"limits counted in {shared_file}, shared by this gateway's workers; {alone}"
+    return f"limits counted in this worker's memory; {alone}"
 
 
 def _reset(seconds: float) -> str:

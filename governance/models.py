@@ -73,6 +73,7 @@ class GpuPrice(models.Model):
 
     class Meta:
         ordering = ["gpu_product"]
+        verbose_name = "GPU price"
 
     def __str__(self) -> str:
         return f"{self.gpu_product or '(unknown product)'}: {self.price_per_gpu_hour}/GPU-hour"
@@ -176,6 +177,7 @@ class GpuSample(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["team", "sampled_at"])]
+        verbose_name = "GPU sample"
 
     def __str__(self) -> str:
         return f"{self.sampled_at:%Y-%m-%d %H:%M} {self.team} {self.model or '-'}: {self.gpus} GPUs"

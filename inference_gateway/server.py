@@ -426,8 +426,7 @@ class Gateway:
             return error_response(502, f"the backend of model {route.id} answered {upstream.status} with Content-Type "
                                   f"{upstream.content_type}, which no OpenAI client reads (JSON, an event stream or "
                                   "plain text)", "upstream_content_type")
-        headers = self.governance.headers(request, answer_headers(upstream.headers, self.config.passed_headers,
-                                                                  content))  # + x-ratelimit-*
+        headers = answer_headers(upstream.headers, self.config.passed_headers, content)  # + x-ratelimit-*: stamp
         if upstream.content_type == "text/event-stream":
             return await self._stream(request, upstream, route, started, headers, deadline)
         try:
@@ -555,6 +554,7 @@ def make_app(config: GatewaySettings | None = None) -> web.Application:
     app[GATEWAY] = gateway
     app.on_startup.append(gateway.start)
     app.on_startup.append(gateway.governance.start)
+    app.on_response_prepare.append(gateway.governance.stamp)  # x-ratelimit-* on every answer past admission
     app.on_cleanup.append(gateway.governance.stop)
     app.on_cleanup.append(gateway.stop)
     app.router.add_get("/v1/models", gateway.list_models)
@@ -581,7 +581,7 @@ async def run(
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=reuse_port or None)
     await site.start()
-    logger.info("inference gateway listening on %s:%s", host, port)
+    logger.info("inference gateway listening on %s:%s; %s", host, port, runner.app[GATEWAY].governance.counting)
     if ready is not None:
         ready.set()
     try:

@@ -16,6 +16,11 @@ cannot start does not spin), and on SIGINT or SIGTERM passes the signal on, wait
 ``STOP_SECONDS`` for the workers to finish their requests, then kills what is left. Every worker
 gets ``PR_SET_PDEATHSIG``: a supervisor killed outright (SIGKILL) takes its workers with it.
 
+Limits: without Redis (``GOVERNANCE_REDIS_URL`` empty) the supervisor names one file in which
+every worker counts (``USAGE_LIMITS_SHARED_FILE`` when set, else one in a temporary folder;
+governance.limits.SharedCounters), so a team
+limit holds for the gateway, not once per worker; each worker says where it counts as it starts.
+
 Metrics: the supervisor gives the workers one ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's
 multiprocess mode), so any worker's ``/metrics`` answers the sum over all of them, the dead ones'
 counts included (``inference_gateway.metrics``).
@@ -72,10 +77,13 @@ class Supervisor:
         self.worker_args, self.count = worker_args, count
         self.workers: dict[int, tuple[subprocess.Popen, float]] = {}  # slot -> (process, started at)
         self.metrics_dir = ""
+        self.shared_dir = ""  # the workers' shared limit counters, without Redis
         self.mask: set[signal.Signals] = set()
 
     def _start(self, slot: int) -> None:
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir}
+        if self.shared_dir:
+            env["USAGE_LIMITS_SHARED_FILE"] = str(Path(self.shared_dir) / "limits.sqlite3")
         process = subprocess.Popen(self.worker_args, env=env, preexec_fn=lambda: _in_worker(self.mask))
         self.workers[slot] = (process, time.monotonic())
         logger.info("gateway worker %d started (pid %d)", slot, process.pid)
@@ -97,6 +105,8 @@ class Supervisor:
     def run(self) -> int:
         """Serve until SIGINT or SIGTERM; the exit status (0 once every worker has stopped)."""
         self.metrics_dir = tempfile.mkdtemp(prefix="gateway-metrics-")
+        if settings.USAGE_LIMITS and not settings.GOVERNANCE_REDIS_URL and not settings.USAGE_LIMITS_SHARED_FILE:
+            self.shared_dir = tempfile.mkdtemp(prefix="gateway-limits-")
         self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
         try:
             for slot in range(self.count):
@@ -108,6 +118,8 @@ class Supervisor:
                 process.wait()
             signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
             shutil.rmtree(self.metrics_dir, ignore_errors=True)
+            if self.shared_dir:
+                shutil.rmtree(self.shared_dir, ignore_errors=True)
 
     def _supervise(self) -> signal.Signals:
         """Start a worker again for each one that dies, until a stop signal arrives: that signal."""

@@ -101,19 +101,27 @@ def _b64(value: str) -> str | None:
 
 
 def _status_context(run: InferenceRun) -> dict[str, Any]:
+    """What the run page shows of the run's state, all of it read from its phase on: a run that
+    ended has no active pods and no Cancel, whatever the last Job counts copied (issue 43: a
+    Succeeded run showed "active 1" and *Cancel run*)."""
     status = run.status or {}
     contract = decode_contract(status.get("contract"))
     job = status.get("jobRef") or {}
+    finished = status.get("phase") in TERMINAL
+    job_status = status.get("jobStatus") or {}
+    if finished:  # the Job's counts as last copied may predate its end: nothing of an ended run is active
+        job_status = {key: value for key, value in job_status.items() if key != "active"}
     return {
         "phase": status.get("phase") or "Pending",
         "message": status.get("message", ""),
         "start": status.get("startTime"),
         "completion": status.get("completionTime"),
         "job": job,
-        "job_status": status.get("jobStatus") or {},
+        "job_status": job_status,
         "contract": json.dumps(contract, indent=2, sort_keys=True) if contract is not None else None,
         "contract_configmap": f"{job['name']}-contract" if job.get("name") else None,
-        "finished": status.get("phase") in TERMINAL,
+        "finished": finished,
+        "cancel_refused": cancel_refusal(run),
         "connected": connected(run.cluster),  # a snapshot never moves: no polling, and the page says why
         "conditions": status.get("conditions") if isinstance(status.get("conditions"), list) else [],
         "status_yaml": to_yaml({k: v for k, v in status.items() if k not in ("conditions", "contract")}),
@@ -126,7 +134,6 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
     context = {**object_context(request, run), **_status_context(run)}
     config = InferenceConfig.objects.filter(cluster=run.cluster, namespace=run.config_namespace, name=run.config_name)
     context["config"] = restrict(config, request.user, VIEW).first()
-    context["cancel_refused"] = cancel_refusal(run)
     context["can_rerun"] = request.user.has_perm("runs_app.add_inferencerun")
     siblings = InferenceRun.objects.filter(
         cluster=run.cluster, config_namespace=run.config_namespace, config_name=run.config_name
@@ -139,6 +146,7 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def run_status(request: HttpRequest, pk: int) -> HttpResponse:
-    """The live part of the run page, polled by htmx every 2 s until the phase is terminal."""
+    """The live part of the run page, polled by htmx every 2 s until the phase is terminal; the
+    answer that finds it ended also takes the page's Cancel away (``polled``: an out-of-band swap)."""
     run = visible_object(request, InferenceRun, pk)
-    return render(request, "runs_app/_status.html", {"obj": run, **_status_context(run)})
+    return render(request, "runs_app/_status.html", {"obj": run, "polled": True, **_status_context(run)})

@@ -5,10 +5,13 @@
 # (default ~/.cache/inference-portal/go-tools/<folder name>): outside the clone, so every clone on the
 # machine shares it. One build at a time per tool: a second clone (or test process) waits for the
 # first instead of compiling beside it. The modules come from the module proxy at build time, never
-# at run time. Prints the binary's path. Exit status 2: no Go toolchain.
+# at run time. GO_BUILD_CACHED_ONLY=1: exit status 3 instead of building a binary not built yet
+# (make run starts the OpenID provider only when built). Prints the binary's path; says on stderr what it does (its progress every 30 s, whose
+# build it waits for: tools/build-common.sh). Exit status 2: no Go toolchain.
 # Usage: tools/go-build.sh <folder> [<package to build, default the folder's main package>]
 set -euo pipefail
 here="$(cd "$1" && pwd)"
+source "$(dirname "$0")/build-common.sh"
 package="${2:-.}"
 name="$(basename "$here")"
 binary="$(basename "$package")"
@@ -17,18 +20,17 @@ key="$(cat "$here/go.sum" $(find "$here/$package" -maxdepth 1 -name '*.go' | sor
 cache="${GO_TOOL_CACHE:-${GO_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/inference-portal/go-tools}/$name}"
 out="$cache/$key"
 mkdir -p "$cache"
-exec 9>"$cache/.build.lock"
-flock 9
+take_build_lock "$cache" "$binary"
 if [[ ! -x "$out/$binary" ]]; then
+  [[ -n "${GO_BUILD_CACHED_ONLY:-}" ]] && exit 3
   if ! command -v go >/dev/null 2>&1; then
     echo "go not found: install the Go toolchain (https://go.dev/doc/install, or Debian's golang-go)" >&2
     exit 2
   fi
   mkdir -p "$out.partial"
-  start=$(date +%s)
   echo "building $binary into $out" >&2
-  (cd "$here" && CGO_ENABLED=0 GOFLAGS="-buildvcs=false -trimpath" go build -ldflags="-s -w" -o "$out.partial/$binary" "$package")
+  (export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -trimpath"
+   go_build "$binary" "$here" -ldflags="-s -w" -o "$out.partial/$binary" "$package")
   rm -rf "$out" && mv "$out.partial" "$out"
-  echo "built $binary in $(( $(date +%s) - start )) s" >&2
 fi
 echo "$out/$binary"

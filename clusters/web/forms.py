@@ -39,7 +39,12 @@ def enum_label(value: str) -> str:
 
 
 class YAMLField(forms.CharField):
-    """Edit a JSON value as YAML; parse errors name the line and column."""
+    """Edit a JSON value as YAML; errors name the field, the line and the column (``spec: is not
+    valid YAML at line 2, column 7: ...``), as every field error of the portal names its field:
+    shown in a list of errors, or read out of context, "is not valid YAML" said of nothing
+    (issue 43)."""
+
+    subject = ""  # the field's name in its form, learnt when the form binds it
 
     widget = forms.Textarea(attrs={"rows": 16, "cols": 90, "style": "font-family: monospace"})
 
@@ -57,13 +62,20 @@ class YAMLField(forms.CharField):
         text = super().to_python(value)
         if not text.strip():
             return self.empty_yaml
+        named = f"{self.subject}: " if self.subject else ""
         try:
             parsed = yaml_input.load(text)
         except yaml.YAMLError as error:
-            raise forms.ValidationError(f"is not valid YAML{yaml_input.describe(error)}") from None
+            raise forms.ValidationError(f"{named}is not valid YAML{yaml_input.describe(error)}") from None
         if not isinstance(parsed, dict):
-            raise forms.ValidationError(f"must be a mapping (key: value lines), not {type(parsed).__name__}")
+            raise forms.ValidationError(f"{named}must be a mapping (key: value lines), not {type(parsed).__name__}")
         return parsed
+
+    def get_bound_field(self, form: forms.BaseForm, field_name: str) -> forms.BoundField:
+        """Bound before it is cleaned (each form holds its own copy of the field): its name is
+        what its errors are about."""
+        self.subject = field_name
+        return super().get_bound_field(form, field_name)
 
     def has_changed(self, initial: Any, data: Any) -> bool:
         try:

@@ -426,9 +426,12 @@ OIDC_JWKS_CACHE_SECONDS = env_int("OIDC_JWKS_CACHE_SECONDS", 300)
 OIDC_JWKS_REFRESH_COOLDOWN_SECONDS = env_int("OIDC_JWKS_REFRESH_COOLDOWN_SECONDS", 30)
 
 # Team limits, usage ledger and showback (governance/, docs/usage.md). Limits are counted in this
-# Redis so every gateway replica enforces the same numbers (empty: in each gateway's memory, for
-# one gateway). USAGE_LIMITS=false turns limits and the ledger off in the gateway.
+# Redis so every gateway replica enforces the same numbers (empty: each gateway counts on its own,
+# across its workers). USAGE_LIMITS=false turns limits and the ledger off in the gateway.
 GOVERNANCE_REDIS_URL = env_str("GOVERNANCE_REDIS_URL", CACHE_URL)
+# Without that Redis, the file in which the workers of one gateway count together (SQLite); empty:
+# the gateway's supervisor makes one in a temporary folder for its workers (inference_gateway/workers.py).
+USAGE_LIMITS_SHARED_FILE = env_str("USAGE_LIMITS_SHARED_FILE", "")
 # How long the gateway and the portal wait for that Redis (connecting, or an answer), and how long
 # they then leave it alone (the circuit: requests go through unchecked at once, counted) before
 # trying again: a hung Redis costs one timeout per this many seconds, not one per request.

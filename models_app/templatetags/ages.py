@@ -8,7 +8,7 @@ Every timestamp of the portal's pages goes through it, so they all read the same
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import template
@@ -38,14 +38,30 @@ def exact(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+# timesince's units, in seconds: a span is said in the largest that fits it
+UNITS = (365 * 86_400, 30 * 86_400, 7 * 86_400, 86_400, 3_600, 60)
+
+
+def rounded(seconds: float) -> float:
+    """``seconds`` rounded to the nearest whole of its largest unit. Django's ``timesince`` cuts
+    instead: a token made to last 7 days read "in 6 days" a second after it was made (issue 43)."""
+    for unit in UNITS:
+        if seconds >= unit:
+            return round(seconds / unit) * unit
+    return seconds
+
+
 def relative(moment: datetime, now: datetime | None = None) -> str:
-    """``3 minutes ago`` / ``in 2 days`` (the largest unit only); ``just now`` under a minute."""
+    """``3 minutes ago`` / ``in 2 days`` (the largest unit only, rounded to the nearest); ``just
+    now`` under a minute."""
     now = now or timezone.now()
-    if abs((now - moment).total_seconds()) < 60:
+    seconds = abs((now - moment).total_seconds())
+    if seconds < 60:
         return "just now"
+    span = timedelta(seconds=rounded(seconds))
     if moment <= now:
-        return f"{timesince(moment, now, depth=1)} ago"
-    return f"in {timeuntil(moment, now, depth=1)}"
+        return f"{timesince(now - span, now, depth=1)} ago"
+    return f"in {timeuntil(now + span, now, depth=1)}"
 
 
 @register.filter

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Max
+from django.db.models import Count, Max, Q
 
 from scheduler.admission.usage import gpus_held
 from scheduler.calculator.memory import Estimate, GPUSplit, gpus_needed, usable_bytes
@@ -56,6 +56,7 @@ class PoolGPUs:
     gpu_count: int
     gpus_per_node: int
     gpus_held: int
+    nodes: int = 1  # its nodes with GPUs: as many pipeline stages as a split may take there
 
     @property
     def gpus_free(self) -> int:
@@ -86,7 +87,8 @@ def pool_gpu_capacity(cluster_ids: set[int] | None = None) -> list[PoolGPUs]:
     pools = NodePool.objects.filter(gpu_count__gt=0, gpu_memory_bytes__gt=0).select_related("cluster")
     if cluster_ids is not None:
         pools = pools.filter(cluster_id__in=cluster_ids)
-    pools = pools.annotate(per_node=Max("nodes__gpu_count")).order_by("cluster__name", "name")
+    pools = pools.annotate(per_node=Max("nodes__gpu_count"),
+                           gpu_nodes=Count("nodes", filter=Q(nodes__gpu_count__gt=0))).order_by("cluster__name", "name")
     held = gpus_held(cluster_ids)
     return [
         PoolGPUs(
@@ -96,13 +98,15 @@ def pool_gpu_capacity(cluster_ids: set[int] | None = None) -> list[PoolGPUs]:
             gpu_count=pool.gpu_count,
             gpus_per_node=pool.per_node or pool.gpu_count,
             gpus_held=held.get((pool.cluster_id, pool.name), 0),
+            nodes=pool.gpu_nodes or 1,  # no node rows: its GPUs count as one node's (gpus_per_node above)
         )
         for pool in pools
     ]
 
 
 def fit_in_pools(result: Estimate, pools: list[PoolGPUs], attention_heads: int = 0) -> list[PoolFit]:
-    """Each pool's split of ``result`` (within its largest node) and whether its free GPUs take it now."""
+    """Each pool's split of ``result`` (within its largest node, over no more nodes than it has) and
+    whether its free GPUs take it now."""
     return [
         PoolFit(
             pool,
@@ -111,6 +115,7 @@ def fit_in_pools(result: Estimate, pools: list[PoolGPUs], attention_heads: int =
                 usable_bytes(pool.gpu_memory_bytes, result.gpu_utilization),
                 attention_heads,
                 max_per_node=pool.gpus_per_node,
+                max_nodes=pool.nodes,
             ),
         )
         for pool in pools

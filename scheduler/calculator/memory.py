@@ -273,13 +273,14 @@ def estimate(
 
 
 def gpus_needed(
-    result: Estimate, usable_per_gpu: int, attention_heads: int = 0, max_per_node: int = 8
+    result: Estimate, usable_per_gpu: int, attention_heads: int = 0, max_per_node: int = 8, max_nodes: int = 64
 ) -> GPUSplit | None:
     """The smallest split of ``result`` over GPUs with ``usable_per_gpu`` bytes each.
 
     Tensor parallel first (sizes 1, 2, 4, 8 up to ``max_per_node``; vLLM needs the attention heads
-    divisible by it), then pipeline stages of a full node. None when the per-GPU terms alone do not
-    fit one GPU, or when more than 64 pipeline stages would be needed.
+    divisible by it), then pipeline stages of a full node, one node each. None when the per-GPU
+    terms alone do not fit one GPU, or when more stages than ``max_nodes`` would be needed (a
+    pool's nodes: a split of 4 nodes was proposed on a pool of 2, issue 43; at most 64).
     """
     if usable_per_gpu <= result.per_gpu_fixed_bytes:
         return None
@@ -293,7 +294,7 @@ def gpus_needed(
         if each <= usable_per_gpu:
             return GPUSplit(tp, 1, each)
     widest = sizes[-1]
-    for stages in range(2, 65):
+    for stages in range(2, min(max_nodes, 64) + 1):
         each = per_gpu_bytes(result.shared_bytes, result.per_gpu_fixed_bytes, widest * stages)
         if each <= usable_per_gpu:
             return GPUSplit(widest, stages, each)

@@ -24,6 +24,7 @@ class Refresh(models.Model):
 
     class Meta:
         ordering = ["-started_at", "-id"]
+        verbose_name_plural = "refreshes"
         get_latest_by = "started_at"
 
     def __str__(self) -> str:

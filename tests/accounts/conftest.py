@@ -17,8 +17,8 @@ from clusters.kinds import model_for
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.validation.manifests import validate_manifest
 from clusters.web.services import assign_manifest
+from devstack.oidc_provider import OidcProvider
 from tests.conftest import ALL_KIND_PERMS, ENDPOINTS, load_samples
-from tests.support.oidc_provider import OidcProvider
 
 SAMPLE_FILES = {
     "InferenceModel": "inferencemodel-llama-2-70b.yaml",

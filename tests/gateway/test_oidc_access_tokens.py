@@ -13,11 +13,11 @@ import pytest
 from accounts.access_tokens import not_an_access_token
 from accounts.models import ExternalIdentity, NamespaceGrant, Team
 from clusters.models import Cluster
+from devstack.oidc_provider import OidcProvider
 from governance.gateway import LimitView
 from governance.limits import Limiter, LocalCounters
 from inference_gateway.callers import Caller, Callers, NotAuthenticated, verify
 from tests.gateway.test_callers import closed_reads, run  # noqa: F401 - a fixture
-from tests.support.oidc_provider import OidcProvider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

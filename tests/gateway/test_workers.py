@@ -28,8 +28,8 @@ METRICS_TOKEN = "metrics-token-for-worker-tests"
 class Supervised:
     """The supervisor process and what its workers answer on the shared port."""
 
-    def __init__(self, process: subprocess.Popen, url: str) -> None:
-        self.process, self.url = process, url
+    def __init__(self, process: subprocess.Popen, url: str, count: int = WORKERS) -> None:
+        self.process, self.url, self.count = process, url, count
 
     def worker(self, session: requests.Session | None = None) -> tuple[int, str]:
         """The pid of the worker that answers (a new connection unless ``session``), and whether
@@ -49,9 +49,9 @@ class Supervised:
                 session.close()
             else:
                 found[pid] = session
-            return len(found) == WORKERS
+            return len(found) == self.count
 
-        wait_for(one_more, timeout=120, message=f"{WORKERS} workers to answer")
+        wait_for(one_more, timeout=120, message=f"{self.count} workers to answer")
         return found
 
     def children(self) -> set[int]:

@@ -14,6 +14,7 @@ import pytest
 import requests
 
 from accounts.models import Team
+from devstack.ports import free_port
 from governance.gateway import LimitView
 from governance.limits import (
     BUDGET,
@@ -24,6 +25,7 @@ from governance.limits import (
     Limiter,
     LocalCounters,
     RedisCounters,
+    SharedCounters,
 )
 from governance.models import Limit
 from tests.clusters.conftest import wait_for
@@ -48,10 +50,13 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(params=["redis", "memory"])
-def counters(request, limits_redis) -> Callable[[], Counters]:
-    """Makes the counters inside the test's event loop (an asyncio Redis client is bound to one)."""
-    return lambda: RedisCounters(REDIS_URL) if request.param == "redis" else LocalCounters()
+@pytest.fixture(params=["redis", "memory", "shared"])
+def counters(request, limits_redis, tmp_path) -> Callable[[], Counters]:
+    """Makes the counters inside the test's event loop (an asyncio Redis client is bound to one):
+    Redis, one worker's memory, or the file a gateway's workers share without Redis."""
+    made = {"redis": lambda: RedisCounters(REDIS_URL), "memory": LocalCounters,
+            "shared": lambda: SharedCounters(str(tmp_path / "limits.sqlite3"))}
+    return made[request.param]
 
 
 def run(work: Callable[[], Awaitable[T]]) -> T:
@@ -287,6 +292,22 @@ def test_every_answer_under_a_limit_carries_the_rate_limit_headers(cluster, gate
         assert "Retry-After" not in answer.headers
     free = ask(gateway, api_key, "free")
     assert free.status_code == 200 and not any(name.lower().startswith("x-ratelimit") for name in free.headers)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_answers_the_gateway_writes_after_admission_carry_the_rate_limit_headers(cluster, gateway, api_key,
+                                                                                 start_backend) -> None:
+    """An unreachable backend's 502 and a backend's own error carry them too (issue 43: one answer
+    had none): they are stamped as any answer's headers go out."""
+    serve_model(cluster, "gone", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    serve_model(cluster, "failing", start_backend("failing", fail=500).url)
+    Limit.objects.create(team=Team.objects.get(name="team-a"), requests_per_minute=50)
+    away_from_minute_end()
+    gone, failing = ask(gateway, api_key, "gone"), ask(gateway, api_key, "failing")
+    assert (gone.status_code, gone.json()["error"]["code"]) == (502, "backend_unreachable")
+    assert failing.status_code == 500
+    assert gone.headers["x-ratelimit-limit-requests"] == failing.headers["x-ratelimit-limit-requests"] == "50"
+    assert int(failing.headers["x-ratelimit-remaining-requests"]) < int(gone.headers["x-ratelimit-remaining-requests"])
 
 
 @pytest.mark.django_db(transaction=True)

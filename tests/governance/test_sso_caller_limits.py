@@ -10,11 +10,11 @@ import openai
 import pytest
 
 from accounts.models import ExternalIdentity, NamespaceGrant, Team
+from devstack.oidc_provider import OidcProvider
 from governance.models import Limit
 from tests.gateway.conftest import serve_model
 from tests.gateway.test_oidc_access_tokens import start_provider
 from tests.governance.test_limits import away_from_minute_end, chat
-from tests.support.oidc_provider import OidcProvider
 
 
 @pytest.fixture

@@ -62,6 +62,10 @@ def test_a_moment_reads_as_its_age_with_the_exact_time_on_hover():
     exact = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
     assert re.fullmatch(rf'<time datetime="[0-9T:-]+Z" title="{exact}">3\xa0minutes ago</time>', shown), shown
     assert ">in 2\xa0days<" in age(now + timedelta(days=2, hours=1))
+    # rounded to the nearest of the largest unit, not cut: a 7-day token made a second ago
+    assert ">in 1\xa0week<" in age(now + timedelta(days=7, seconds=-1))
+    assert ">in 3\xa0days<" in age(now + timedelta(days=2, hours=13))
+    assert ">2\xa0hours ago<" in age(now - timedelta(hours=1, minutes=45))
     assert 'title="2026-01-02 03:04:05 UTC"' in age("2026-01-02T03:04:05.678901Z")  # Kubernetes' text
     assert age(datetime(2026, 1, 2, 3, 4, 5)) == age(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
     assert age(None) == "—" and age("", "never") == "never" and age("not a time") == "not a time"

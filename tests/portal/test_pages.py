@@ -154,7 +154,7 @@ def test_create_form_shows_the_error_at_the_field_then_saves(world):
     refused = text(browser.post("/models/inferencemodels/new/", {**form, "namespace": "nlp", "memory": "1Gi"}))
     assert "&#x27;nlp&#x27; in cluster east is not a namespace your teams may edit" in refused
     bad_yaml = text(browser.post("/models/inferencemodels/new/", {**form, "name": "x2", "more_spec": "a: [b"}))
-    assert "is not valid YAML at line 1" in bad_yaml.split('id="field-more_spec"')[1].split("</p>")[0]
+    assert "more_spec: is not valid YAML at line 1" in bad_yaml.split('id="field-more_spec"')[1].split("</p>")[0]
 
 
 def test_edit_form_keeps_identity_and_the_rest_of_the_spec(world):
@@ -221,12 +221,17 @@ def test_submit_a_run_and_follow_its_status(world):
     manifest = run.to_manifest()
     manifest["metadata"]["uid"] = "u-1"
     contract = base64.b64encode(b'{"jobName": "inf-nightly-u1"}').decode()  # status.contract is format: byte
+    # the Job's counts as last copied, from before it ended: the page reads the run's phase
     manifest["status"] = {"phase": "Succeeded", "jobRef": {"name": "inf-nightly-u1", "namespace": "vision"},
-                          "jobStatus": {"succeeded": 1}, "contract": contract}  # fmt: skip
+                          "jobStatus": {"active": 1, "succeeded": 1}, "contract": contract}  # fmt: skip
     upsert_from_cluster(InferenceRun, world.cluster, manifest, Actor.cluster(manifest))
     status = text(browser.get(f"/runs/{run.pk}/status/"))
     assert "Succeeded" in status and "hx-trigger" not in status and "inf-nightly-u1-contract" in status
     assert "&quot;jobName&quot;: &quot;inf-nightly-u1&quot;" in status and "succeeded 1" in status
+    assert "active 1" not in status and "active 1" not in text(browser.get(f"/runs/{run.pk}/"))
+    # the poll that finds it ended takes a Cancel shown at load away (out of band)
+    assert ('<span id="cancel-form" hx-swap-oob="outerHTML"><small>Cancel: the run has already ended (Succeeded)'
+            in status)
     assert "vision/nightly" in text(browser.get("/runs/", {"phase": "Succeeded"}))
     assert "vision/nightly" not in text(browser.get("/runs/", {"phase": "Failed"}))
     assert world.browser("other").get(f"/runs/{run.pk}/status/").status_code == 404

@@ -3,6 +3,7 @@ to a pre-filled create form of each serving kind (followed and saved as a browse
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -105,6 +106,7 @@ def test_pools_that_hold_it_now_count_the_gpus_every_kind_already_holds(api_as):
     _pool(cluster, "h100", gpus_per_node=4, nodes=1, gpu_memory=80 * GI)
     _pool(cluster, "l4", gpus_per_node=2, nodes=4, gpu_memory=24 * GI)
     _pool(cluster, "a100", gpus_per_node=8, nodes=1, gpu_memory=80 * GI)
+    _pool(cluster, "l4-pair", gpus_per_node=2, nodes=2, gpu_memory=24 * GI)  # 4 GPUs where 8 are needed
     InferenceModel.objects.create(cluster=cluster, name="busy", spec={
         "modelName": "busy", "memory": "60Gi", "nodeSelector": {"inference-pool": "h100"},
         "resources": {"limits": {"gpu": "3"}}})  # fmt: skip
@@ -117,6 +119,8 @@ def test_pools_that_hold_it_now_count_the_gpus_every_kind_already_holds(api_as):
     assert (pools["gpu/h100"]["gpus"], pools["gpu/h100"]["gpus_free"], pools["gpu/h100"]["holds_now"]) == (2, 1, False)
     l4 = pools["gpu/l4"]  # 8 x 24 GiB needed, 2 per node: 4 pipeline stages, no single pod to create
     assert (l4["tensor_parallel"], l4["pipeline_parallel"], l4["holds_now"], l4["create_links"]) == (2, 4, True, {})
+    pair = pools["gpu/l4-pair"]  # the same 4 stages do not fit on its 2 nodes: no split proposed there
+    assert (pair["gpus"], pair["pipeline_parallel"], pair["holds_now"]) == (None, None, False)
     assert (pools["gpu/a100"]["gpus_free"], pools["gpu/a100"]["holds_now"]) == (4, True)
     link = pools["gpu/a100"]["create_links"]["InferenceModel"]
     assert "inference-pool: a100" in parse_qs(urlsplit(link).query)["more_spec"][0]
@@ -174,6 +178,9 @@ def test_calculator_page_fills_a_preset_shows_counts_labels_and_errors_once(clie
     client.force_login(make_user("calc"))
     page = client.get("/calculator/?preset=mixtral-8x7b-instruct-v0.1").content.decode()
     assert 'value="46.7B"' in page and "7000000000.0" not in page
+    # one select of models (the picker); the figures' form carries the one picked, hidden
+    assert len(re.findall(r'<select[^>]*name="preset"', page)) == 1
+    assert '<input type="hidden" name="preset" value="mixtral-8x7b-instruct-v0.1"' in page
     assert "KV cache dtype" in page and "GPU memory" in page and "Kv dtype" not in page and "Gpu memory" not in page
     fields = form_fields(page.split('id="calculator"')[1])
     result = client.post("/calculator/", fields).content.decode()

@@ -4,12 +4,11 @@ plane, else the embedded one (snapshot data, nothing moves), saying in one line 
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from devstack.control_plane import ControlPlaneUnavailable, build_binaries
 from devstack.live_demo import Endpoints, LiveDemo
@@ -31,14 +30,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, host: str, port: int, gateway_port: int, embedded: bool, **options: Any) -> None:
         binaries = None
-        if not embedded and shutil.which("go"):
-            self.stdout.write("Building the local control plane (the first time: about 10 minutes; cached after)...")
-            self.stdout.flush()
-        if not embedded:
+        if not embedded:  # the build says what it does: nothing when cached, its steps and progress when not
             try:
-                binaries = build_binaries()
+                binaries = build_binaries(say=self._say)
             except ControlPlaneUnavailable:
                 embedded = True
+            except RuntimeError as error:  # a failed build: its output, not a traceback
+                raise CommandError(str(error)) from None
         if embedded:
             self.stdout.write(NO_GO)
             call_command("load_demo", stdout=self.stdout)
@@ -46,3 +44,7 @@ class Command(BaseCommand):
             call_command("runserver", f"{host}:{port}", use_reloader=False)
             return
         raise SystemExit(LiveDemo(Endpoints(host, port, gateway_port), binaries, self.stdout).run())
+
+    def _say(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()

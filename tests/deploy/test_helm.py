@@ -12,7 +12,15 @@ from clusters.sync.leader import LeaseElector
 from devstack.control_plane import NODE_POOLS
 from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import sample_manifest
-from tests.deploy.conftest import LEASE_NAME, apply, helm_template, managed_namespace, rendered, service_account_token
+from tests.deploy.conftest import (
+    LEASE_NAME,
+    POLICY_KINDS,
+    apply,
+    helm_template,
+    managed_namespace,
+    rendered,
+    service_account_token,
+)
 
 SAME_AS_BASE = {"namespace": {"create": True}, "managedNamespaces": ["team-a"]}
 # what the chart adds to each container: the image's tag and pull policy, the URLs by reference
@@ -41,6 +49,8 @@ def test_the_chart_renders_the_objects_of_the_kustomize_base(helm) -> None:
         if document["kind"] in ("Deployment", "Job"):
             assert pod_spec(document) == pod_spec(base[name]), name
             assert document["spec"].get("replicas") == base[name]["spec"].get("replicas"), name
+        if document["kind"] in POLICY_KINDS:  # the pod-template policy, one rule set in both
+            assert document["spec"] == base[name]["spec"], name
         if document["kind"] in ("Service", "ConfigMap", "Namespace"):
             assert document.get("spec") == base[name].get("spec") and document.get("data") == base[name].get("data")
             assert base[name]["metadata"]["labels"].items() <= document["metadata"]["labels"].items(), name

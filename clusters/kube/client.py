@@ -385,11 +385,14 @@ class BuiltinResource:
             return lambda **kwargs: method(namespace, **kwargs)
         return getattr(self.api, f"list_{self.snake}_for_all_namespaces")
 
-    def list(self, label_selector: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], str]:
-        """Every object with the labels in ``namespace`` (None: all), and the list's resourceVersion."""
+    def list(
+        self, label_selector: str, namespace: str | None = None, field_selector: str = ""
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object with the labels (and fields, e.g. a pod's ``spec.nodeName``) in ``namespace``
+        (None: all), and the list's resourceVersion."""
         with translated():
-            result = self._list_method(namespace)(label_selector=label_selector,
-                                                  _request_timeout=self.gateway.timeout * 3)
+            result = self._list_method(namespace)(label_selector=label_selector, field_selector=field_selector,
+                                                  _request_timeout=self.gateway.timeout * 3)  # fmt: skip
         body = self.gateway.api_client.sanitize_for_serialization(result)
         return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
 

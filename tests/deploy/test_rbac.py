@@ -215,7 +215,7 @@ def check_refusals(portal: kubernetes.client.ApiClient, managed: str, unmanaged:
     refused(core.read_namespaced_service, "kube-dns", "kube-system")
     refused(core.read_namespaced_service, "any", unmanaged)
     refused(core.read_namespaced_pod_log, "app", unmanaged)  # pod logs outside the managed namespaces
-    refused(core.list_namespaced_pod, unmanaged)
+    refused(core.read_namespaced_pod, "app", unmanaged)  # pods are listed (admission), never read one by one
     for name in OTHER_CONTROLLERS_LEASES:  # another controller's leader election
         refused(leases.read_namespaced_lease, name, "kube-system")
         refused(leases.replace_namespaced_lease, name, "kube-system", {"metadata": {"name": name}, "spec": {
@@ -315,7 +315,9 @@ def test_cluster_wide_rights_only_read_and_the_lease_is_the_watchers() -> None:
     cluster_role = find("ClusterRole")
     assert all(set(rule["verbs"]) <= READ_VERBS for rule in cluster_role["rules"]), cluster_role["rules"]
     granted = {resource for rule in cluster_role["rules"] for resource in rule["resources"]}
-    assert not granted & {"secrets", "pods", "pods/log", "jobs", "cronjobs", "deployments", "configmaps", "leases"}
+    assert not granted & {"secrets", "pods/log", "jobs", "cronjobs", "deployments", "configmaps", "leases"}
+    pods = [rule for rule in cluster_role["rules"] if "pods" in rule["resources"]]  # admission: what nodes carry
+    assert pods == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}], pods
     documents = managed_namespace("team-a")
     lease_rules = [r for d in documents if d["kind"] == "Role" for r in d["rules"] if "leases" in r["resources"]]
     assert lease_rules == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],

@@ -25,7 +25,7 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.kube.client import ClusterGateway, NotFoundError, PermanentError
 from clusters.kube.conditions import rfc3339, set_condition
-from clusters.kube.failures import refusal, warn
+from clusters.kube.failures import refusal, unschedulable, warn
 from clusters.kube.owned import NotOwnedError, ensure, label_value
 from clusters.models import Cluster, SyncState
 from clusters.sync.handover import remove_finalizer
@@ -62,10 +62,12 @@ class Reason:
     SCALED_TO_ZERO = "ScaledToZero"
     PENDING = "Pending"
     TERMINATING = "Terminating"
+    FAILED_SCHEDULING = "FailedScheduling"  # the kube-scheduler cannot place a pod (its own event's reason)
 
 
 FAILURES = {
     Reason.FAILED, Reason.INSUFFICIENT_MEMORY, Reason.INSUFFICIENT_GPU, Reason.OVER_QUOTA, Reason.DEPENDENCY_NOT_FOUND,
+    Reason.FAILED_SCHEDULING,
 }  # fmt: skip
 """The ``Ready`` reasons that say something is wrong (a Warning Event, the object's ``lastError``)."""
 
@@ -139,7 +141,10 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
             plan = Plan(0, *refusal(error))
     if plan.replicas == 0:
         release(row.cluster_id, KIND.kind, row.namespace, row.name)
-    status = _status(cr, deployment, plan, now)
+    stuck = None
+    if plan.replicas and deployment is not None and ready_replicas(deployment) < 1:  # starting: can it be placed?
+        stuck = unschedulable(gateway, row.namespace, deployment["spec"]["selector"]["matchLabels"])
+    status = _status(cr, deployment, plan, now, stuck)
     if status != {key: cr.get("status", {}).get(key) for key in status}:
         cr = gateway.patch_status(KIND, row.namespace, row.name, status)
         upsert_from_cluster(InferenceModel, row.cluster, cr)
@@ -198,9 +203,10 @@ def _plan(
         quantity_to_int(spec["memory"]) or 0,
         gpus=desired_gpus(row),
     )
-    decision = admit(demand, now)
+    decision = admit(demand, now, gateway=gateway)  # the gateway: pods on the pool's nodes count too
     if not decision.fits and decision.frees_enough:
-        decision = admit(demand, now, stopping=_scale_idle_now(gateway, decision.idle_candidates, now))
+        stopping = _scale_idle_now(gateway, decision.idle_candidates, now)
+        decision = admit(demand, now, stopping=stopping, gateway=gateway)
     if not decision.fits:
         return Plan(0, decision.reason or Reason.INSUFFICIENT_MEMORY, decision.message)
     return Plan(spec.get("maxReplicas", 1))
@@ -369,7 +375,10 @@ def _deployment_failure(deployment: dict[str, Any]) -> str | None:
     return None
 
 
-def _status(cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, now: datetime) -> dict[str, Any]:
+def _status(
+    cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, now: datetime, unschedulable: str | None = None
+) -> dict[str, Any]:
+    """The model's status; ``unschedulable`` is the scheduler's word on a pod it cannot place."""
     observed = (deployment or {}).get("status") or {}
     ready = ready_replicas(deployment)
     if plan.replicas == 0:
@@ -378,6 +387,8 @@ def _status(cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, n
         reason, message = Reason.FAILED, failure
     elif ready >= 1:
         reason, message = Reason.DEPLOYED, "Deployment is ready and serving traffic"
+    elif unschedulable:
+        reason, message = Reason.FAILED_SCHEDULING, unschedulable
     else:
         reason, message = Reason.DEPLOYING, f"waiting for pods to become ready ({ready}/{plan.replicas})"
     generation = cr["metadata"].get("generation")

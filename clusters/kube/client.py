@@ -11,6 +11,7 @@ never appear in messages or logs.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import tempfile
 from collections.abc import Iterator
@@ -169,6 +170,57 @@ def impersonate(api_client: client.ApiClient, user: str, groups: list[str]) -> N
     pool.request = request
 
 
+class PassSnapshot:
+    """Objects listed once for a reconcile pass, so that its reads of them cost no request.
+
+    Issue 44: a pass read every managed object and each one's Deployment live (a GET of the model,
+    two of its Deployment: 300 requests per 100 models per pass). A pass lists each managed kind
+    and the children it owns once per namespace instead (``clusters.sync.controllers``) and gives
+    the snapshot to its gateways: a read of a listed scope is served from here (a copy: callers
+    change what they read), one of anything else goes to the cluster. The pass's own writes keep it
+    current (the object the API server answered replaces the listed one; a delete makes the name
+    unknown, so the next read of it is live). What others write during the pass is seen by the next
+    pass, or by the reconcile their change wakes through the watch, as an informer's cache is; a
+    stale read costs at most a write refused with 409 (resourceVersion preconditions) or one more
+    apply. Shared by the pass's worker threads: each object is reconciled by one of them, and each
+    update is one dict assignment under the GIL."""
+
+    def __init__(self) -> None:
+        self._objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._complete: set[tuple[str, str | None]] = set()  # (type, namespace); None: every namespace
+        self._unknown: set[tuple[str, str, str]] = set()
+
+    @staticmethod
+    def type_key(api_version: str, kind: str) -> str:
+        return f"{api_version}/{kind}"
+
+    def add(self, type_key: str, namespace: str | None, items: list[dict[str, Any]]) -> None:
+        """Everything of ``type_key`` in ``namespace`` (None: the whole cluster), as one list gave it."""
+        for item in items:
+            metadata = item["metadata"]
+            self._objects[type_key, metadata.get("namespace") or "", metadata["name"]] = item
+        self._complete.add((type_key, namespace))
+
+    def read(self, type_key: str, namespace: str, name: str) -> tuple[bool, dict[str, Any] | None]:
+        """(known, the object or None when the listed scope lacks it); (False, None) to read live."""
+        key = (type_key, namespace, name)
+        listed = (type_key, namespace) in self._complete or (type_key, None) in self._complete
+        if not listed or key in self._unknown:
+            return False, None
+        found = self._objects.get(key)
+        return True, copy.deepcopy(found) if found is not None else None
+
+    def wrote(self, type_key: str, namespace: str, name: str, answer: dict[str, Any] | None) -> None:
+        """The pass wrote the object: keep the API server's answer, or forget it (read it live)."""
+        key = (type_key, namespace, name)
+        if answer and answer.get("metadata", {}).get("name") == name:
+            self._objects[key] = copy.deepcopy(answer)
+            self._unknown.discard(key)
+        else:
+            self._objects.pop(key, None)
+            self._unknown.add(key)
+
+
 class ClusterGateway:
     """Verbs on custom resources of one cluster. One instance per thread (ApiClient is not shared).
 
@@ -189,6 +241,12 @@ class ClusterGateway:
             impersonate(self.api_client, *acting_for)
         self.custom = client.CustomObjectsApi(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
+        self.snapshot: PassSnapshot | None = None  # a reconcile pass's listed objects (PassSnapshot)
+
+    def _wrote(self, kind: KindInfo, namespace: str, name: str, answer: Any) -> None:
+        if self.snapshot is not None:
+            self.snapshot.wrote(PassSnapshot.type_key(kind.api_version, kind.kind), namespace, name,
+                                answer if isinstance(answer, dict) else None)  # fmt: skip
 
     def close(self) -> None:
         self.api_client.close()
@@ -238,6 +296,12 @@ class ClusterGateway:
                 return nodes
 
     def get(self, kind: KindInfo, namespace: str, name: str) -> dict[str, Any]:
+        if self.snapshot is not None:
+            known, found = self.snapshot.read(PassSnapshot.type_key(kind.api_version, kind.kind), namespace, name)
+            if known and found is None:
+                raise NotFoundError(f'{kind.plural}.{kind.group} "{name}" not found', 404)
+            if known:
+                return found
         with translated():
             return self.custom.get_namespaced_custom_object(
                 kind.group, kind.version, namespace, kind.plural, name, _request_timeout=self.timeout
@@ -255,6 +319,7 @@ class ClusterGateway:
                 _request_timeout=self.timeout,
             )
         # The client returns None for codes it does not map; read the object back then.
+        self._wrote(kind, namespace, body["metadata"]["name"], created)
         return created or self.get(kind, namespace, body["metadata"]["name"])
 
     def patch(self, kind: KindInfo, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
@@ -280,11 +345,13 @@ class ClusterGateway:
                 _content_type="application/merge-patch+json",
                 _request_timeout=self.timeout,
             )
+        self._wrote(kind, namespace, name, patched)
         return patched or self.get(kind, namespace, name)
 
     def delete(self, kind: KindInfo, namespace: str, name: str, uid: str | None) -> dict[str, Any] | None:
         """DELETE guarded by the uid, so a newer object of the same name is never removed."""
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
+        self._wrote(kind, namespace, name, None)  # it may linger (finalizers): read it live from now on
         with translated():
             return self.custom.delete_namespaced_custom_object(
                 kind.group, kind.version, namespace, kind.plural, name, body=options, _request_timeout=self.timeout
@@ -371,6 +438,12 @@ class BuiltinResource:
         except KeyError:
             raise ValueError(f"{kind} ({api_version}) is not a built-in kind the portal manages") from None
         self.gateway, self.api = gateway, api_class(gateway.api_client)
+        self.type_key = PassSnapshot.type_key(api_version, kind)
+        self.api_version, self.kind = api_version, kind
+
+    def _wrote(self, namespace: str, name: str, answer: dict[str, Any] | None) -> None:
+        if self.gateway.snapshot is not None:
+            self.gateway.snapshot.wrote(self.type_key, namespace, name, answer)
 
     def _call(self, verb: str, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         method = getattr(self.api, f"{verb}_namespaced_{self.snake}")
@@ -385,11 +458,14 @@ class BuiltinResource:
             return lambda **kwargs: method(namespace, **kwargs)
         return getattr(self.api, f"list_{self.snake}_for_all_namespaces")
 
-    def list(self, label_selector: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], str]:
-        """Every object with the labels in ``namespace`` (None: all), and the list's resourceVersion."""
+    def list(
+        self, label_selector: str, namespace: str | None = None, field_selector: str = ""
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object with the labels (and fields, e.g. a pod's ``spec.nodeName``) in ``namespace``
+        (None: all), and the list's resourceVersion."""
         with translated():
-            result = self._list_method(namespace)(label_selector=label_selector,
-                                                  _request_timeout=self.gateway.timeout * 3)
+            result = self._list_method(namespace)(label_selector=label_selector, field_selector=field_selector,
+                                                  _request_timeout=self.gateway.timeout * 3)  # fmt: skip
         body = self.gateway.api_client.sanitize_for_serialization(result)
         return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
 
@@ -417,7 +493,13 @@ class BuiltinResource:
         yield from _stream_events(response)
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The object, or None when it does not exist."""
+        """The object, or None when it does not exist (from the pass's snapshot where it listed them)."""
+        if self.gateway.snapshot is not None:
+            # Children are listed by the controller's label: one without it (someone else's object
+            # of that name, which ensure must refuse to take over) is not there, so a miss is read live.
+            known, found = self.gateway.snapshot.read(self.type_key, namespace, name)
+            if known and found is not None:
+                return found
         try:
             return self._call("read", name, namespace)
         except NotFoundError:
@@ -429,6 +511,8 @@ class BuiltinResource:
             created = self._call("create", namespace, body, field_manager=FIELD_MANAGER)
         except ConflictError:
             created = None
+            self._wrote(namespace, body["metadata"]["name"], None)  # another made it: read it live
+        self._wrote(namespace, body["metadata"]["name"], created)
         return created or self.get(namespace, body["metadata"]["name"])
 
     def apply(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -438,10 +522,12 @@ class BuiltinResource:
             "patch", body["metadata"]["name"], namespace, body, field_manager=FIELD_MANAGER, force=True,
             _content_type="application/apply-patch+yaml",
         )
+        self._wrote(namespace, body["metadata"]["name"], applied)
         return applied or self.get(namespace, body["metadata"]["name"])
 
     def delete(self, namespace: str, name: str) -> None:
         """Delete with background propagation (a Job's pods go too); a missing object is fine."""
+        self._wrote(namespace, name, None)
         try:
             self._call("delete", name, namespace, propagation_policy="Background")
         except NotFoundError:

@@ -103,6 +103,20 @@ def last_error(obj: Any) -> dict[str, str] | None:
             "since": condition.get("lastTransitionTime") or ""}
 
 
+def unschedulable(gateway: ClusterGateway, namespace: str, match_labels: dict[str, str]) -> str | None:
+    """The kube-scheduler's word on the first of the selected pods it could not place (their
+    ``PodScheduled`` condition, reason ``Unschedulable``: "0/6 nodes are available: 2 Insufficient
+    nvidia.com/gpu, ..."), else None. A workload whose pods cannot be placed reports nothing of it
+    itself until its progress deadline (10 minutes for a Deployment); the pods say so at once."""
+    selector = ",".join(f"{key}={value}" for key, value in sorted(match_labels.items()))
+    pods, _ = gateway.builtin("v1", "Pod").list(selector, namespace, field_selector="status.phase=Pending")
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+                return f"pod {pod['metadata']['name']}: {condition.get('message') or 'Unschedulable'}"
+    return None
+
+
 def fail_condition(cr: dict[str, Any], reason: str, message: str, now: datetime) -> list[dict[str, Any]]:
     """The object's conditions with ``Ready`` False for ``reason``: a stale message never stays."""
     return set_condition((cr.get("status") or {}).get("conditions"), CONDITION, False, reason, message, now,

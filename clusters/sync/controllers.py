@@ -20,9 +20,9 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from clusters.controller_registry import reconciler_for, sweeps
+from clusters.controller_registry import controller_children, reconciler_for, sweeps
 from clusters.kinds import all_models
-from clusters.kube.client import ClusterGateway, GatewayError, PermanentError
+from clusters.kube.client import ClusterGateway, GatewayError, PassSnapshot, PermanentError
 from clusters.kube.failures import refusal, report_refusal
 from clusters.kube.owned import NotOwnedError
 from clusters.models import Cluster, KubeObject, SyncState
@@ -99,15 +99,16 @@ def _reconcile_pass(cluster: Cluster, now: datetime) -> list[ReconcileResult]:
         .select_related("cluster")
     ]
 
+    snapshot = _snapshot(cluster, {type(row) for row in rows}) if rows else None
     # SQLite serializes writers anyway (and tests on it stay in one connection): no threads there.
     workers = 1 if connection.vendor == "sqlite" else max(1, min(settings.MAX_RECONCILE_RATE, len(rows)))
     if workers == 1:
-        return _reconcile_share(cluster, rows, now)
+        return _reconcile_share(cluster, rows, now, snapshot)
     shares = [rows[start::workers] for start in range(workers)]
 
     def in_thread(share: list[KubeObject]) -> list[ReconcileResult]:
         try:
-            return _reconcile_share(cluster, share, now)
+            return _reconcile_share(cluster, share, now, snapshot)
         finally:
             connection.close()  # each pool thread opened its own
 
@@ -122,11 +123,45 @@ def _sweep(cluster: Cluster) -> None:
             sweep(cluster)
 
 
-def _reconcile_share(cluster: Cluster, rows: list[KubeObject], now: datetime) -> list[ReconcileResult]:
-    """Reconcile rows in turn over one gateway (one API client per worker, not per object)."""
+def _snapshot(cluster: Cluster, models: set[type[KubeObject]]) -> PassSnapshot | None:
+    """The managed kinds' objects and the children their controllers own (by label), one list per
+    kind and namespace (the cluster's namespaces, else cluster-wide), for the pass's reads
+    (:class:`PassSnapshot`). None when a list fails: the pass then reads each object live, as before."""
+    snapshot = PassSnapshot()
+    gateway = ClusterGateway(cluster)
+    try:
+        for namespace in cluster.namespaces or [None]:
+            for model in sorted(models, key=lambda m: m.kube.kind):
+                kind, items, token = model.kube, [], None
+                while True:
+                    page = gateway.list_page(kind, namespace, settings.SYNC_LIST_PAGE_SIZE, token)
+                    items += page.items
+                    if not (token := page.continue_token):
+                        break
+                snapshot.add(PassSnapshot.type_key(kind.api_version, kind.kind), namespace, items)
+                for child in controller_children(kind.kind):
+                    children, _ = gateway.builtin(child.api_version, child.kind).list(child.selector, namespace)
+                    for item in children:  # a list's items carry no kind; a GET's do
+                        item.setdefault("apiVersion", child.api_version)
+                        item.setdefault("kind", child.kind)
+                    snapshot.add(PassSnapshot.type_key(child.api_version, child.kind), namespace, children)
+    except GatewayError as error:
+        logger.warning("%s: listing for the reconcile pass failed (%s); reading each object live", cluster, error)
+        return None
+    finally:
+        gateway.close()
+    return snapshot
+
+
+def _reconcile_share(
+    cluster: Cluster, rows: list[KubeObject], now: datetime, snapshot: PassSnapshot | None = None
+) -> list[ReconcileResult]:
+    """Reconcile rows in turn over one gateway (one API client per worker, not per object), reading
+    what the pass listed from ``snapshot``."""
     if not rows:
         return []
     gateway = ClusterGateway(cluster)
+    gateway.snapshot = snapshot
     try:
         return [_reconcile_safely(row, now, gateway) for row in rows]
     finally:

@@ -2,10 +2,11 @@
 
 Follows client-go's reflector (DESIGN.md, "Facts the sync must respect"): list first, then watch
 from the list's resourceVersion with bookmarks; track the resourceVersion ourselves (bookmarks
-included); on 410 relist; give every watch a server timeout (random 5-10 minutes) and a client
-read timeout; reconnect with backoff 0.8 s doubling to 30 s, reset after 2 quiet minutes. Only
-one process watches a cluster: the holder of its Lease (clusters/sync/leader.py,
-clusters/sync/watch_supervisor.py).
+included); on 410 relist; on 404 (a CRD deleted, or not installed yet) name the kind in the
+cluster's ``missing_kinds`` and relist after the backoff, which finds it back; give every watch a
+server timeout (random 5-10 minutes) and a client read timeout; reconnect with backoff 0.8 s
+doubling to 30 s, reset after 2 quiet minutes. Only one process watches a cluster: the holder of
+its Lease (clusters/sync/leader.py, clusters/sync/watch_supervisor.py).
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ class WatchLoop:
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    def not_served(self) -> None:
+        """The API server answered 404 for what this loop lists or watches (a CRD deleted or not
+        installed yet); by default nothing more than the relist that follows."""
+
     def apply_batch(self, events: list[dict[str, Any]]) -> None:
         """Act on a batch of ADDED/MODIFIED/DELETED events, in order; by default one at a time."""
         for event in events:
@@ -114,6 +119,17 @@ class WatchLoop:
                     finally:
                         gateway.close()
                     backoff.stream_lasted(time.monotonic() - started)
+                except NotFoundError as error:
+                    # The kind went (its CRD deleted: the watch ends, and watching again answers 404)
+                    # or is not served yet. Say so now, and relist on the next try instead of
+                    # watching a resourceVersion again: the relist is what finds the kind back.
+                    delay = backoff.next_delay()
+                    logger.info("%s: not served (%s); relisting in %.1f s", self.name, error, delay)
+                    self.not_served()
+                    self.resource_version = None
+                    sync_stats.watch_reconnected(self.cluster, self.kind)
+                    connection.close()
+                    self.stop.wait(delay)
                 except GoneError:
                     logger.info("%s: resourceVersion %s expired; relisting", self.name, self.resource_version)
                     sync_stats.relisted_after_gone(self.cluster, self.kind)
@@ -149,7 +165,8 @@ class WatchLoop:
                 self._apply_pending(pending)
                 code = obj.get("code")
                 message = obj.get("message", "watch error")
-                raise GoneError(message, 410) if code == 410 else TransientError(message, code or 0)
+                error = {410: GoneError, 404: NotFoundError}.get(code, TransientError)
+                raise error(message, code or 0)
             if event_type != "BOOKMARK":
                 pending.append(event)
             else:
@@ -232,8 +249,7 @@ class KindWatcher(WatchLoop):
         """Resync, and (like a controller's initial list) reconcile every object of a managed kind."""
         try:
             resource_version = resync_namespace(gateway, self.model, self.namespace, ResyncReport(self.kind))
-        except NotFoundError:  # the CRD is not served (yet): retried with backoff, as any failed list
-            record_served(self.cluster, self.kind, False)
+        except NotFoundError:  # the CRD is not served (yet): not_served, then a relist after the backoff
             raise
         record_served(self.cluster, self.kind, True)
         if self.cluster.manages(self.model.kube.kind):
@@ -243,6 +259,11 @@ class KindWatcher(WatchLoop):
             for row in (rows.filter(namespace=self.namespace) if self.namespace else rows).select_related("cluster"):
                 enqueue_reconcile(row)
         return resource_version
+
+    def not_served(self) -> None:
+        """``missing_kinds`` names the kind from the first 404 (of the list or the watch), and drops
+        it at the first relist that finds it served: both within one backoff."""
+        record_served(self.cluster, self.kind, False)
 
     def stream(self, gateway: ClusterGateway, timeout: int) -> Iterator[dict[str, Any]]:
         return gateway.watch(self.model.kube, self.namespace, self.resource_version or "", timeout)

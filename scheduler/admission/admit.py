@@ -22,8 +22,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from clusters.kube.client import ClusterGateway
 from clusters.validation.quantities import format_bytes, quantity_to_int
 from scheduler.admission.accounting import account
+from scheduler.admission.cluster_pods import PodRequests, pods_on_pools, unmirrored
 from scheduler.admission.quotas import QuotaState, asks, clear_reclaiming, mark_reclaiming, quota_state
 from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import MemoryReservation, NodePool
@@ -127,20 +129,24 @@ def _gpu_decision(
     reserved_gpus: dict[ModelKey, int],
     now: datetime,
     first: set[ModelKey] = frozenset(),
+    foreign: list[PodRequests] = (),
 ) -> AdmissionDecision | None:
     """A refusal when the pool's GPUs (known from its Nodes) cannot hold the demands' GPUs, else None.
 
-    Held are the GPUs of running models and those promised to models admitted but not running yet
+    Held are the GPUs of running models, those promised to models admitted but not running yet
     (their reservations), as memory is counted: under the pool's lock, so of two GPU models
-    racing for the last GPUs only one is admitted. Idle models holding GPUs are offered to scale
-    to zero, as for memory, so the controller can make room in the same pass."""
+    racing for the last GPUs only one is admitted; and those of ``foreign`` pods, which no mirrored
+    model accounts for (``cluster_pods``). Idle models holding GPUs are offered to scale to zero,
+    as for memory, so the controller can make room in the same pass."""
     wanted = sum(demand.gpus for demand in demands)
     if pool is None or not pool.gpu_count or not wanted:
         return None
     held = sum(holder.gpu_count for holder in others)
     ignore = {demand.key for demand in demands} | {holder.key for holder in others}
     reserved = sum(gpus for key, gpus in reserved_gpus.items() if key not in ignore)
-    free = pool.gpu_count - held - reserved
+    outside = [pod for pod in foreign if pod.gpus]
+    by_pods = sum(pod.gpus for pod in outside)
+    free = pool.gpu_count - held - reserved - by_pods
     if wanted <= free:
         return None
     names = ", ".join(demand.label for demand in demands)
@@ -150,7 +156,8 @@ def _gpu_decision(
     return AdmissionDecision(
         False, pool.name, 0, None, pool.effective_budget_bytes, others, candidates,
         f"insufficient GPUs in pool {pool.name} for {names}: requested {wanted}, free {max(free, 0)} of "
-        f"{pool.gpu_count} ({held} held by running models, {reserved} reserved by models starting)"
+        f"{pool.gpu_count} ({held} held by running models, {reserved} reserved by models starting"
+        f"{_by_pods(outside, by_pods, str)})"
         f"{idle_text}",
         INSUFFICIENT_GPU, frees_enough=bool(candidates) and freed >= wanted - free,
     )  # fmt: skip
@@ -164,12 +171,16 @@ def _pool_decision(
     reservations: dict[ModelKey, int],
     now: datetime,
     first: set[ModelKey] = frozenset(),
+    foreign: list[PodRequests] = (),
 ) -> AdmissionDecision:
     keys = {demand.key for demand in demands}
     others = [holder for holder in holders if holder.key not in keys]
     others.sort(key=lambda h: (-h.memory_bytes, h.label))
     other_reservations = {key: amount for key, amount in reservations.items() if key not in keys}
     allocated, reserved, _, _ = account(others, other_reservations)
+    outside = [pod for pod in foreign if pod.memory_bytes]
+    by_pods = sum(pod.memory_bytes for pod in outside)
+    allocated += by_pods
     requested = sum(demand.memory_bytes for demand in demands)
     names = ", ".join(demand.label for demand in demands)
     # Models starting up hold the pool through their reservation before they report replicas.
@@ -206,12 +217,28 @@ def _pool_decision(
         False, pool_name, requested, available, budget, others, candidates,
         f"insufficient memory in pool {pool_name} for {names}: requested {format_bytes(requested)}, "
         f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}; held by {holder_text}"
-        f"{idle_text}",
+        f"{_by_pods(outside, by_pods, format_bytes)}{idle_text}",
         INSUFFICIENT_MEMORY, frees_enough=bool(candidates) and freed >= shortfall,
     )  # fmt: skip
 
 
-def admit(demand: Demand, now: datetime | None = None, stopping: set[ModelKey] = frozenset()) -> AdmissionDecision:
+def _by_pods(pods: list[PodRequests], amount: int, shown: Callable[[int], str], named: int = 3) -> str:
+    """The refusal's words about what pods no mirrored model accounts for hold: the amount and the
+    first few pods by name."""
+    if not pods:
+        return ""
+    names = ", ".join(pod.label for pod in pods[:named])
+    if len(pods) > named:
+        names += f" and {len(pods) - named} more"
+    return f"; {shown(amount)} by pods the portal does not mirror: {names}"
+
+
+def admit(
+    demand: Demand,
+    now: datetime | None = None,
+    stopping: set[ModelKey] = frozenset(),
+    gateway: ClusterGateway | None = None,
+) -> AdmissionDecision:
     """Admit ``demand`` and its dependencies that are not running yet, all or nothing.
 
     On success every admitted model holds a reservation until :func:`release`; on failure
@@ -221,6 +248,9 @@ def admit(demand: Demand, now: datetime | None = None, stopping: set[ModelKey] =
     against itself. ``stopping`` names models being scaled to zero right now (their status still
     says running): they hold nothing. Every serving kind's running models count (KubeAI Models and
     ModelServices too, through the registry); GPUs are checked where the pool's Nodes give a count.
+    With the cluster's ``gateway``, what the pods on the pools' nodes that serve no mirrored model
+    request counts too (``cluster_pods``: read before the pools are locked, so no lock waits on
+    the API server).
     """
     now = now or timezone.now()
     group = demand.closure()
@@ -237,10 +267,11 @@ def admit(demand: Demand, now: datetime | None = None, stopping: set[ModelKey] =
             f"MAX_MODEL_MEMORY={format_bytes(cap)}",
             INSUFFICIENT_MEMORY,
         )  # fmt: skip
+    by_pool: dict[tuple[int, str], list[Demand]] = {}
+    for item in group:
+        by_pool.setdefault((item.cluster_id, item.pool), []).append(item)
+    on_nodes = pods_on_pools(gateway, demand.cluster_id, {pool for _, pool in by_pool}) if gateway else {}
     with transaction.atomic():
-        by_pool: dict[tuple[int, str], list[Demand]] = {}
-        for item in group:
-            by_pool.setdefault((item.cluster_id, item.pool), []).append(item)
         pools = _lock_pools(list(by_pool))
         pool_names = sorted({pool_name for _, pool_name in by_pool})
         running = {
@@ -263,10 +294,12 @@ def admit(demand: Demand, now: datetime | None = None, stopping: set[ModelKey] =
             others = [holder for holder in holders if holder.key not in keys]
             shares = quota_state(pool, holders, reservations, reserved_gpus, keys) if pool else None
             first = shares.borrowers if shares else frozenset()
+            mirrored = {(key[2], key[3]) for key in [*running, *reservations, *stopping, *(d.key for d in group)]}
+            foreign = unmirrored(on_nodes.get(pool_name, []), mirrored)
             decision = (
                 _quota_decision(shares, pool_name, items, others, now)
-                or _gpu_decision(pool, items, others, reserved_gpus, now, first)
-                or _pool_decision(pool_name, budget, items, holders, reservations, now, first)
+                or _gpu_decision(pool, items, others, reserved_gpus, now, first, foreign)
+                or _pool_decision(pool_name, budget, items, holders, reservations, now, first, foreign)
             )
             owner = shares.within_guarantee(items, asks) if shares else None
             if owner is not None:

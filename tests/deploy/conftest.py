@@ -25,7 +25,9 @@ def _deployed_lease_name(settings) -> None:
     """The portal as deployed: its watcher takes the Lease the deploy made, by WATCH_LEASE_NAME."""
     settings.WATCH_LEASE_NAME = LEASE_NAME
 MANAGED_NAMESPACE_DIR = DEPLOY_DIR / "managed-namespace"
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                  "ValidatingAdmissionPolicyBinding"}  # fmt: skip
+POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 FIELD_MANAGER = "inference-portal-tests"
 
 
@@ -89,27 +91,36 @@ RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "Ro
 def service_account_token(
     admin_client: kubernetes.client.ApiClient, documents: list[dict[str, Any]], account: str
 ) -> str:
-    """Apply for real the ServiceAccount, roles, bindings and Leases among ``documents``, the RBAC
-    objects renamed ``account`` (so tests with different roles never share one), wait until the
-    authorizer enforces them, then ask the TokenRequest API for the account's token, as a pod's
-    projected token is made."""
+    """Apply for real the ServiceAccount, roles, bindings, Leases, managed Namespaces (their Pod
+    Security label) and the pod-template admission policy among ``documents``, the RBAC and policy
+    objects renamed ``account`` (so tests with different roles never share one; the policy matches
+    that account, as an overlay patches it), wait until the authorizer enforces them, then ask the
+    TokenRequest API for the account's token, as a pod's projected token is made."""
     core = kubernetes.client.CoreV1Api(admin_client)
     namespace = next(d["metadata"]["namespace"] for d in documents if d["kind"] == "ServiceAccount")
     if namespace not in {n.metadata.name for n in core.list_namespace().items}:
         core.create_namespace({"metadata": {"name": namespace}})
     applied = []
     for document in documents:
-        if document["kind"] not in RBAC_KINDS | {"Lease"}:
+        if document["kind"] == "Namespace" and document["metadata"]["name"] != namespace:
+            apply(admin_client, document)  # a managed namespace: its Pod Security label
+        if document["kind"] not in RBAC_KINDS | POLICY_KINDS | {"Lease"}:
             continue
         document = copy.deepcopy(document)
-        if document["kind"] in RBAC_KINDS:
+        if document["kind"] in RBAC_KINDS | POLICY_KINDS:
             document["metadata"]["name"] = account
+        if document["kind"] == "ValidatingAdmissionPolicyBinding":
+            document["spec"]["policyName"] = account
+        if document["kind"] == "ValidatingAdmissionPolicy":
+            condition = document["spec"]["matchConditions"][0]
+            condition["expression"] = f"request.userInfo.username == 'system:serviceaccount:{namespace}:{account}'"
         if "roleRef" in document:
             document["roleRef"]["name"] = account
         for subject in document.get("subjects") or []:
             subject["name"] = account
         apply(admin_client, document)
-        applied.append(document)
+        if document["kind"] not in POLICY_KINDS:
+            applied.append(document)
     wait_until_rbac_applies(admin_client, applied)
     request = core.create_namespaced_service_account_token(account, namespace, {"spec": {"expirationSeconds": 3600}})
     return request.status.token

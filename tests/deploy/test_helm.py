@@ -4,15 +4,29 @@ run), and the portal works under the chart's own ServiceAccount and managed-name
 
 from __future__ import annotations
 
+import os
+import subprocess
 from typing import Any
+
+import kubernetes
+import yaml
 
 from clusters.kube.client import ClusterGateway
 from clusters.models import Cluster
 from clusters.sync.leader import LeaseElector
 from devstack.control_plane import NODE_POOLS
 from scheduler.refresh import refresh_node_pools
-from tests.clusters.conftest import sample_manifest
-from tests.deploy.conftest import LEASE_NAME, apply, helm_template, managed_namespace, rendered, service_account_token
+from tests.clusters.conftest import sample_manifest, wait_for
+from tests.deploy.conftest import (
+    CHART_DIR,
+    LEASE_NAME,
+    POLICY_KINDS,
+    apply,
+    helm_template,
+    managed_namespace,
+    rendered,
+    service_account_token,
+)
 
 SAME_AS_BASE = {"namespace": {"create": True}, "managedNamespaces": ["team-a"]}
 # what the chart adds to each container: the image's tag and pull policy, the URLs by reference
@@ -41,6 +55,8 @@ def test_the_chart_renders_the_objects_of_the_kustomize_base(helm) -> None:
         if document["kind"] in ("Deployment", "Job"):
             assert pod_spec(document) == pod_spec(base[name]), name
             assert document["spec"].get("replicas") == base[name]["spec"].get("replicas"), name
+        if document["kind"] in POLICY_KINDS:  # the pod-template policy, one rule set in both
+            assert document["spec"] == base[name]["spec"], name
         if document["kind"] in ("Service", "ConfigMap", "Namespace"):
             assert document.get("spec") == base[name].get("spec") and document.get("data") == base[name].get("data")
             assert base[name]["metadata"]["labels"].items() <= document["metadata"]["labels"].items(), name
@@ -133,3 +149,56 @@ def test_the_portal_works_under_the_charts_service_account(helm, kube, control_p
         assert elector.name == LEASE_NAME and elector.try_acquire_or_renew()  # the chart's Lease, by name
     finally:
         gateway.close()
+
+
+def _left_of(api_client, release: str, kinds: set[tuple[str, str]], namespaces: list[str]) -> list[str]:
+    """Objects of ``kinds`` (apiVersion, kind) labelled with the release, in ``namespaces`` or cluster-wide."""
+    dynamic = kubernetes.dynamic.DynamicClient(api_client)
+    left = []
+    for api_version, kind in sorted(kinds):
+        resource = dynamic.resources.get(api_version=api_version, kind=kind)
+        for namespace in namespaces if resource.namespaced else [None]:
+            items = resource.get(namespace=namespace, label_selector=f"app.kubernetes.io/instance={release}").items
+            left += [f"{kind} {namespace or ''}/{item.metadata.name}" for item in items]
+    return left
+
+
+def test_helm_uninstall_leaves_nothing_of_the_chart_behind(helm, kube, control_plane, admin_client) -> None:
+    """A real ``helm install`` (its post-install migrate hook run to completion by kwok) and
+    ``helm uninstall``: no object of the release is left, the migrate hook's Job included (Helm never
+    deletes hooks on uninstall: the Job deletes itself once it succeeded). Only the managed Namespace
+    stays, by ``helm.sh/resource-policy: keep``: it holds the teams' objects."""
+    release, namespace = f"u{kube.namespace[-8:]}", f"{kube.namespace}-portal"
+    values = {"managedNamespaces": [kube.namespace], "ingress": {"enabled": True, "host": "portal.example"}}
+    kinds = {(d["apiVersion"], d["kind"]) for d in helm_template(helm, values, release, namespace)} | {
+        ("batch/v1", "Job"), ("v1", "Pod"), ("apps/v1", "ReplicaSet")}  # fmt: skip
+    environment = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
+
+    def helm_run(*arguments: str) -> None:
+        result = subprocess.run([str(helm), *arguments], capture_output=True, text=True, env=environment)
+        assert result.returncode == 0, result.stderr
+
+    core = kubernetes.client.CoreV1Api(admin_client)
+    adopted = {"labels": {"app.kubernetes.io/managed-by": "Helm"},
+               "annotations": {"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": namespace}}
+    core.patch_namespace(kube.namespace, {"metadata": adopted})  # it exists: adopted as docs/deploy.md says
+    try:
+        helm_run("install", release, str(CHART_DIR), "--namespace", namespace, "--create-namespace",
+                 "--values", write_values(control_plane.workdir / f"{release}.yaml", values), "--timeout", "120s")
+        assert _left_of(admin_client, release, {("batch/v1", "Job")}, [namespace]) == []  # the hook, gone once done
+        installed = _left_of(admin_client, release, kinds, [namespace, kube.namespace])
+        assert any(k.startswith("ValidatingAdmissionPolicy ") for k in installed), installed
+        assert any(k.startswith("Deployment ") for k in installed), installed
+        helm_run("uninstall", release, "--namespace", namespace, "--wait", "--timeout", "120s")
+        left = lambda: [k for k in _left_of(admin_client, release, kinds, [namespace, kube.namespace])  # noqa: E731
+                        if k != f"Namespace /{kube.namespace}"]  # fmt: skip
+        wait_for(lambda: not left(), timeout=60, message="every object of the release to go")
+        assert core.read_namespace(kube.namespace).metadata.labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    finally:
+        if namespace in {n.metadata.name for n in core.list_namespace().items}:
+            core.delete_namespace(namespace)
+
+
+def write_values(path, values: dict[str, Any]) -> str:
+    path.write_text(yaml.safe_dump(values))
+    return str(path)

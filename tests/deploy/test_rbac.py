@@ -5,7 +5,11 @@ both controllers and the pages' live view (pods, events, logs) work on the real 
 outside that namespace every write, Job, CronJob (and with them any mount of a Secret), pod log
 and Lease is refused, as are Secrets and other Leases inside it. The ``update`` on
 ``inferencemodels/finalizers`` is needed: without it the API server refuses the Deployment whose
-owner reference sets ``blockOwnerDeletion``."""
+owner reference sets ``blockOwnerDeletion``. Inside the managed namespace the pod-template admission
+policy refuses, under the same token, every Job, CronJob or Deployment that would reach what RBAC
+keeps from it: a Secret (volume or environment), another ServiceAccount (one bound to ``admin``), the
+node (host namespaces, hostPath, privilege); the namespace enforces the baseline Pod Security
+Standard."""
 
 from __future__ import annotations
 
@@ -211,7 +215,7 @@ def check_refusals(portal: kubernetes.client.ApiClient, managed: str, unmanaged:
     refused(core.read_namespaced_service, "kube-dns", "kube-system")
     refused(core.read_namespaced_service, "any", unmanaged)
     refused(core.read_namespaced_pod_log, "app", unmanaged)  # pod logs outside the managed namespaces
-    refused(core.list_namespaced_pod, unmanaged)
+    refused(core.read_namespaced_pod, "app", unmanaged)  # pods are listed (admission), never read one by one
     for name in OTHER_CONTROLLERS_LEASES:  # another controller's leader election
         refused(leases.read_namespaced_lease, name, "kube-system")
         refused(leases.replace_namespaced_lease, name, "kube-system", {"metadata": {"name": name}, "spec": {
@@ -223,11 +227,97 @@ def check_refusals(portal: kubernetes.client.ApiClient, managed: str, unmanaged:
     refused(leases.read_namespaced_lease, "another", managed)
 
 
+def _pod(**spec) -> dict:
+    return {"restartPolicy": "Never", "containers": [{"name": "x", "image": "x"}], **spec}
+
+
+def _escalations() -> dict[str, tuple[dict, str]]:
+    """Pod specs the portal's controllers never generate, each with the field its refusal names."""
+    secret_volume = {"volumes": [{"name": "s", "secret": {"secretName": "any"}}],
+                     "containers": [{"name": "x", "image": "x", "volumeMounts": [{"name": "s", "mountPath": "/s"}]}]}
+    token = {"volumes": [{"name": "t", "projected": {"sources": [{"secret": {"name": "any"}}]}}]}
+    env = {"containers": [{"name": "x", "image": "x", "env": [
+        {"name": "S", "valueFrom": {"secretKeyRef": {"name": "any", "key": "k"}}}]}]}
+    env_from = {"containers": [{"name": "x", "image": "x", "envFrom": [{"secretRef": {"name": "any"}}]}]}
+    init = {"initContainers": [{"name": "i", "image": "x", "envFrom": [{"secretRef": {"name": "any"}}]}]}
+    node = {"hostPID": True, "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+            "containers": [{"name": "x", "image": "x", "volumeMounts": [{"name": "root", "mountPath": "/host"}]}]}
+    privileged = {"containers": [{"name": "x", "image": "x", "securityContext": {"privileged": True}}]}
+    return {
+        "secret volume": (_pod(**secret_volume), "spec.volumes"),
+        "projected secret": (_pod(**token), "spec.volumes"),
+        "secretKeyRef": (_pod(**env), "env/envFrom"),
+        "envFrom secret": (_pod(**env_from), "env/envFrom"),
+        "init container's secret": (_pod(**init), "env/envFrom"),
+        "another ServiceAccount": (_pod(serviceAccountName="ops"), "spec.serviceAccountName"),
+        "hostPID and hostPath /": (_pod(**node), "spec.volumes"),
+        "hostNetwork": (_pod(hostNetwork=True), "hostNetwork/hostPID/hostIPC"),
+        "privileged": (_pod(**privileged), "securityContext"),
+    }
+
+
+def refused_by_policy(what: str, field: str, call, *args, **kwargs) -> None:
+    """403 from the pod-template policy (not RBAC: the message names the field and the rule)."""
+    with pytest.raises(kubernetes.client.ApiException) as refusal:
+        call(*args, **kwargs)
+    body = refusal.value.body
+    assert refusal.value.status == 403 and field in body and "the portal's ServiceAccount may" in body, (what, body)
+
+
+def test_in_the_managed_namespace_no_secret_other_service_account_or_node(kube, control_plane, admin_client) -> None:
+    token = service_account_token(admin_client, deploy_rbac(kube.namespace), f"{PORTAL}-templates")
+    admin_core = kubernetes.client.CoreV1Api(admin_client)
+    # what a real namespace holds: a Secret, and a ServiceAccount bound to `admin` there
+    admin_core.create_namespaced_secret(kube.namespace, {"metadata": {"name": "any"}, "stringData": {"k": "v"}})
+    admin_core.create_namespaced_service_account(kube.namespace, {"metadata": {"name": "ops"}})
+    kubernetes.client.RbacAuthorizationV1Api(admin_client).create_namespaced_role_binding(kube.namespace, {
+        "metadata": {"name": "ops-admin"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole", "name": "admin"}, "subjects": [{"kind": "ServiceAccount", "name": "ops",
+        "namespace": kube.namespace}]})  # fmt: skip
+    configuration = kubernetes.client.Configuration()
+    configuration.host, configuration.ssl_ca_cert = control_plane.url, str(control_plane.workdir / "ca.crt")
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    with kubernetes.client.ApiClient(configuration) as portal:
+        batch, apps = kubernetes.client.BatchV1Api(portal), kubernetes.client.AppsV1Api(portal)
+
+        def job(pod: dict) -> dict:
+            return {"metadata": {"name": "escalation"}, "spec": {"template": {"spec": pod}}}
+
+        def policy_in_force() -> bool:  # the API server loads policies from an informer, as RBAC
+            try:
+                batch.create_namespaced_job(kube.namespace, job(_escalations()["hostPID and hostPath /"][0]),
+                                            dry_run="All")  # fmt: skip
+            except kubernetes.client.ApiException as error:
+                assert error.status == 403, error.body
+                return True
+            return False
+
+        wait_for(policy_in_force, message="the pod-template admission policy to be enforced")
+        plain = job(_pod())
+        assert batch.create_namespaced_job(kube.namespace, plain, dry_run="All").metadata.name == "escalation"
+        for what, (pod, field) in _escalations().items():
+            refused_by_policy(what, field, batch.create_namespaced_job, kube.namespace, job(pod), dry_run="All")
+            cronjob = {"metadata": {"name": "escalation"},
+                       "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": job(pod)["spec"]}}}
+            refused_by_policy(what, field, batch.create_namespaced_cron_job, kube.namespace, cronjob, dry_run="All")
+            deployment = {"metadata": {"name": "escalation"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+                          "template": {"metadata": {"labels": {"a": "b"}}, "spec": {**pod, "restartPolicy": "Always"}}}}
+            refused_by_policy(what, field, apps.create_namespaced_deployment, kube.namespace, deployment, dry_run="All")
+    # the namespace enforces the baseline Pod Security Standard on pods, whoever makes them
+    node_pod = {"metadata": {"name": "node"}, "spec": _escalations()["hostPID and hostPath /"][0]}
+    with pytest.raises(kubernetes.client.ApiException) as refusal:
+        admin_core.create_namespaced_pod(kube.namespace, node_pod, dry_run="All")
+    assert refusal.value.status == 403 and "violates PodSecurity" in refusal.value.body, refusal.value.body
+    assert "baseline:" in refusal.value.body and "hostPID" in refusal.value.body, refusal.value.body
+
+
 def test_cluster_wide_rights_only_read_and_the_lease_is_the_watchers() -> None:
     cluster_role = find("ClusterRole")
     assert all(set(rule["verbs"]) <= READ_VERBS for rule in cluster_role["rules"]), cluster_role["rules"]
     granted = {resource for rule in cluster_role["rules"] for resource in rule["resources"]}
-    assert not granted & {"secrets", "pods", "pods/log", "jobs", "cronjobs", "deployments", "configmaps", "leases"}
+    assert not granted & {"secrets", "pods/log", "jobs", "cronjobs", "deployments", "configmaps", "leases"}
+    pods = [rule for rule in cluster_role["rules"] if "pods" in rule["resources"]]  # admission: what nodes carry
+    assert pods == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}], pods
     documents = managed_namespace("team-a")
     lease_rules = [r for d in documents if d["kind"] == "Role" for r in d["rules"] if "leases" in r["resources"]]
     assert lease_rules == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],

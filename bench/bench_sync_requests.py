@@ -1,0 +1,104 @@
+"""How many requests the portal sends the API server for managed models in steady state.
+
+Issue 44: 2,089 apiserver requests a minute for 154 models at a 15 s poll, every object read live
+each pass. Here, on the tests' real control plane (devstack/control_plane.py; kwok runs the pods),
+``MODELS`` managed InferenceModels are started and left ready; then every request the portal sends
+is counted at the fault proxy it reaches the cluster through (tests/support/fault_proxy.py: each
+request as Kubernetes' RequestInfo names it), while one reconcile pass and one full resync run.
+
+- ``sync.apiserver_requests_per_reconcile_pass_per_100_models``: requests of one reconcile pass
+  over the ready models, per 100 models.
+- ``sync.apiserver_requests_per_min_per_100_models`` (target under 20): a minute of steady state at
+  a 15 s ``POLLING_INTERVAL`` (the issue's: 4 passes) plus a fifth of a full resync (beat runs one
+  every 5 minutes), per 100 models. The watches' own requests are left out: one per kind and
+  namespace every 5-10 minutes, whatever the number of models.
+- ``sync.requests_load_1min``: the machine's load when they were taken.
+
+Printed too: the pass's requests by verb and resource, which say where they go.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+
+from clusters.models import Cluster
+from clusters.sync.controllers import reconcile_cluster
+from clusters.sync.resync import resync_cluster
+from devstack.control_plane import apply_crds_to, running_control_plane
+from tests.support.clusters import KubeCluster
+from tests.support.fault_proxy import FaultProxy, RequestInfo
+
+MODELS = 100
+PASSES_PER_MINUTE = 4  # POLLING_INTERVAL 15 s, as in the issue
+RESYNCS_PER_MINUTE = 1 / 5  # the beat's full resync every 5 minutes
+READY_WITHIN_S = 600
+
+
+def _model(index: int, namespace: str) -> dict[str, Any]:
+    """A CPU model (no GPU, no pool): admission lets all of them start; a day's cooldown keeps them up."""
+    manifest = yaml.safe_load((Path(settings.SAMPLES_DIR) / "inferencemodel-llama-2-7b.yaml").read_text())
+    manifest["metadata"] = {"name": f"steady-{index:03d}", "namespace": namespace}
+    spec = manifest["spec"]
+    spec.update(modelName=f"steady-{index:03d}", memory="1Gi", cooldownPeriod="24h", nodeSelector={},
+                backendUrl=f"http://steady-{index:03d}.{namespace}.svc:8000")  # fmt: skip
+    spec["resources"] = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "10m", "memory": "16Mi"}}
+    return manifest
+
+
+def _counted(kube: KubeCluster, action: Callable[[], Any]) -> list[RequestInfo]:
+    seen = len(kube.proxy.requests_seen)
+    action()
+    return kube.proxy.requests_seen[seen:]
+
+
+def _ready(kube: KubeCluster) -> int:
+    return sum(1 for d in kube.list("apps/v1", "Deployment") if (d.get("status") or {}).get("readyReplicas"))
+
+
+def _steady_requests(kube: KubeCluster) -> dict[str, float]:
+    cluster = kube.register(managed_kinds=["InferenceModel"])
+    for index in range(MODELS):
+        kube.write(_model(index, kube.namespace))
+    deadline = time.monotonic() + READY_WITHIN_S
+    while _ready(kube) < MODELS:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {_ready(kube)} of {MODELS} Deployments ready within {READY_WITHIN_S} s")
+        kube.sync()
+        time.sleep(1.0)
+    kube.sync()  # statuses caught up: the steady state starts here
+    cluster = Cluster.objects.get(pk=cluster.pk)
+    reconcile = _counted(kube, lambda: reconcile_cluster(cluster))
+    resync = _counted(kube, lambda: resync_cluster(cluster))
+    for (verb, plural), count in sorted(Counter((r.verb, r.plural) for r in reconcile).items()):
+        print(f"  reconcile pass: {verb:<6} {plural:<28} {count:>5}")
+    print(f"  full resync: {len(resync)} requests")
+    per_100 = 100 / MODELS
+    return {
+        "sync.apiserver_requests_per_reconcile_pass_per_100_models": len(reconcile) * per_100,
+        "sync.apiserver_requests_per_min_per_100_models": (
+            len(reconcile) * PASSES_PER_MINUTE + len(resync) * RESYNCS_PER_MINUTE
+        ) * per_100,
+    }
+
+
+def run() -> dict[str, float]:
+    with running_control_plane(prepare=apply_crds_to) as plane, plane.api_client() as api_client:
+        workdir = plane.workdir
+        proxy = FaultProxy(plane.url, str(workdir / "ca.crt"), str(workdir / "apiserver.crt"),
+                           str(workdir / "apiserver.key")).start()  # fmt: skip
+        kube = KubeCluster(api_client, name="bench-requests", plane=plane, proxy=proxy)
+        try:
+            figures = _steady_requests(kube)
+        finally:
+            kube.close()
+            proxy.stop()
+    figures["sync.requests_load_1min"] = os.getloadavg()[0]
+    return figures

@@ -123,24 +123,30 @@ class UsageRow:
         return self.cost * MILLION / self.tokens if self.tokens else None
 
     def as_dict(self) -> dict[str, Any]:
+        """The API's and the CSV's row: GPU-hours to 1/10,000, money to the cent (half to even).
+
+        Written for speed (staff's month by day is 28,000 rows): GPU-hours are rounded from whole
+        GPU-seconds as floats, which gives the exact decimal rounding (seconds / 3600 is never within
+        float error of a tie at the fourth decimal); only money goes through ``Decimal``."""
         data: dict[str, Any] = {"team": self.team, "model": self.model or None}
         if self.day is not None:
             data["day"] = self.day.isoformat()
-        per_million = self.cost_per_million_tokens
+        cost = self.gpu_cost + self.token_cost
+        tokens = self.prompt_tokens + self.completion_tokens
         data.update({
             "requests": self.requests, "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
-            "gpu_hours": _round(self.gpu_hours, "0.0001"), "idle_gpu_hours": _round(self.idle_gpu_seconds / HOUR,
-                                                                                    "0.0001"),
-            "unpriced_gpu_hours": _round(self.unpriced_gpu_seconds / HOUR, "0.0001"),
-            "cost": _round(self.cost), "idle_cost": _round(self.idle_cost),
-            "cost_per_million_tokens": _round(per_million) if per_million is not None else None,
+            "gpu_hours": round(self.gpu_seconds / 3600, 4), "idle_gpu_hours": round(self.idle_gpu_seconds / 3600, 4),
+            "unpriced_gpu_hours": round(self.unpriced_gpu_seconds / 3600, 4),
+            "cost": _round(cost), "idle_cost": _round(self.idle_cost),
+            "cost_per_million_tokens": _round(cost * MILLION / tokens) if tokens else None,
         })
         return data
 
 
-def _round(value: Decimal, step: str = "0.01") -> float:
-    return float(Decimal(value).quantize(Decimal(step)))
+def _round(value: Decimal) -> float:
+    """Money to the cent, half to even."""
+    return float(value.quantize(CENT)) if value else 0.0
 
 
 def _filtered(rows: QuerySet, query: UsageQuery) -> QuerySet:

@@ -64,7 +64,7 @@ def fill(start: datetime) -> None:
                 f"'team-' || lpad((g %% {TEAMS})::text, 2, '0'), 'bench', 'key', "
                 f"'ns-' || ((g / {TEAMS}) %% {MODELS}) || '/model-' || ((g / {TEAMS}) %% {MODELS}), 1, "
                 f"'ns-' || ((g / {TEAMS}) %% {MODELS}), 200, 5 + (g * 7919 %% 2000) / 4.0, 3, g %% 1000, "
-                f"g %% 500, false FROM generate_series(%s, %s) g",
+                f"g %% 500, false FROM generate_series(%s::bigint, %s::bigint) g",
                 [start, span_seconds, ROWS, low, high],
             )
     periods = span_seconds // SAMPLE_SECONDS

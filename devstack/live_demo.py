@@ -17,7 +17,8 @@ Started by ``manage.py run_demo`` when the control plane can be built (Go is ins
    portal and gateway are configured for it;
 6. the watcher (``sync_watch``), the gateway (``GATEWAY_ALLOW_LOOPBACK=1``, as the backend is on
    loopback) and the portal (``runserver``), each its own process; Celery runs in-process (eager,
-   as in the embedded default) and this process runs the periodic reconcile pass.
+   as in the embedded default) and this process runs the periodic reconcile pass and the GPU
+   sampling (what beat runs on a deployment).
 
 Ctrl-C (SIGINT) or SIGTERM stops every process it started, children first, then the control
 plane, and removes the control plane's data. Every child dies with this process even if it is
@@ -68,6 +69,7 @@ CLUSTER = "local"
 MANAGED = ["InferenceModel", "InferenceRun"]
 TOKEN_NAME = "live demo"
 PASS_SECONDS = 10.0  # the periodic reconcile pass (cooldowns, budgets); the watcher acts within a second
+SAMPLE_SECONDS = 60  # GPU holdings sampled this often for GPU-hours (beat's USAGE_SAMPLE_SECONDS elsewhere)
 DEMO_MODEL = "mistral-7b"
 # Single sign-on in the demo (docs/identity.md): the project's own OpenID provider with two people,
 # whose provider groups map to two teams, each editing one namespace of the local cluster.
@@ -342,14 +344,21 @@ class LiveDemo:
 
     def _periodic_passes(self) -> None:
         """What Celery beat runs on a deployment (``reconcile_managed_clusters`` every
-        POLLING_INTERVAL): cooldowns scale idle models to zero, waiting models are admitted."""
+        POLLING_INTERVAL): cooldowns scale idle models to zero, waiting models are admitted; and
+        every ``SAMPLE_SECONDS`` the GPU sample (``sample_gpu_holdings``), without which the demo's
+        GPU-hours stayed 0 however many GPUs its models held (no beat runs here)."""
         from django.db import connection
 
         from clusters.sync.tasks import reconcile_managed_clusters
+        from governance.public import sample_gpu_holdings
 
+        sampled_at = time.monotonic()
         while not self.stop.wait(PASS_SECONDS):
             try:
                 reconcile_managed_clusters()
+                if time.monotonic() - sampled_at >= SAMPLE_SECONDS:
+                    sampled_at = time.monotonic()
+                    sample_gpu_holdings(SAMPLE_SECONDS)
             except Exception as error:  # a pass that failed is retried next time, as beat would
                 self.say(f"reconcile pass failed: {error}")
             finally:

@@ -2,7 +2,7 @@
 
 The number shown is the one enforced: the gateway's Redis counter of the month
 (:mod:`governance.limits`). Without Redis (the embedded demo, one gateway counting in memory) the
-month's ledger rows are summed instead.
+month's daily rollups of the ledger are summed instead.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import date
 from functools import cache
 
 import redis
@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from accounts.models import Team
 from governance.limits import budget_key, month_bounds
-from governance.models import Limit, RequestRecord
+from governance.models import Limit, UsageDay
 
 WARN_AT = 0.8
 logger = logging.getLogger(__name__)
@@ -75,9 +75,9 @@ def _read_counters(url: str, keys: list[str]) -> list[int] | None:
 
 
 def _ledger_used(limit: Limit, now: float) -> int:
+    """The month's tokens of the budget's scope, from the ledger's daily rollups (governance.rollups)."""
     month, _ = month_bounds(now)
-    start = datetime(int(month[:4]), int(month[4:]), 1, tzinfo=UTC)
-    rows = RequestRecord.objects.filter(started_at__gte=start)
+    rows = UsageDay.objects.filter(day__gte=date(int(month[:4]), int(month[4:]), 1))
     if limit.team_id is not None:
         rows = rows.filter(team=limit.team.name)
     if limit.model:

@@ -42,12 +42,13 @@ import dj_database_url
 import orjson
 import psycopg
 from django.conf import settings
-from django.db import DatabaseError, connection, models
+from django.db import DatabaseError, connection, models, transaction
 from django.db.backends.base.operations import BaseDatabaseOperations
 
 from governance import metrics
 from governance.models import LEDGER_COLUMNS, LedgerSpool, RequestRecord, SetAsideRecord
 from governance.partitions import ensure_partitions
+from governance.rollups import LedgerRollup, write_ledger_rollup_here
 from governance.spool import ROTATE_BYTES, Orphan, Spool, orphans, spool_dir
 
 logger = logging.getLogger(__name__)
@@ -154,10 +155,12 @@ class PostgresSink:
             self._copy_once(rows, mark)
 
     def _copy_once(self, rows: list[Row], mark: Mark) -> None:
+        """The rows, their rollups (:mod:`governance.rollups`) and the spool's mark: one transaction."""
         with self.connection.cursor() as cursor:
             with cursor.copy(COPY_SQL) as copy:
                 for row in rows:
                     copy.write_row(row)
+            LedgerRollup().add_ledger_rows(rows).write(cursor)
             if mark is not None:
                 cursor.execute(MARK_SQL, mark)
         self.connection.commit()
@@ -208,12 +211,15 @@ class PostgresSink:
 
 
 class OrmSink:
-    """``bulk_create`` through Django's connection (SQLite, the embedded demo)."""
+    """``bulk_create`` through Django's connection (SQLite, the embedded demo), with the rows'
+    rollups in the same transaction."""
 
     def write(self, rows: list[Row], _marks: list[Mark]) -> int:
         try:
-            RequestRecord.objects.bulk_create([RequestRecord(**dict(zip(LEDGER_COLUMNS, row, strict=True)))
-                                               for row in rows])
+            with transaction.atomic():
+                RequestRecord.objects.bulk_create([RequestRecord(**dict(zip(LEDGER_COLUMNS, row, strict=True)))
+                                                   for row in rows])
+                write_ledger_rollup_here(rows)
         except DatabaseError:
             connection.close()
             raise

@@ -181,3 +181,78 @@ class GpuSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.sampled_at:%Y-%m-%d %H:%M} {self.team} {self.model or '-'}: {self.gpus} GPUs"
+
+
+class UsageHour(models.Model):
+    """The ledger rolled up per UTC hour, team and model: requests and tokens, kept by the ledger's
+    writer in the transaction that writes the raw rows (:mod:`governance.rollups`), so every row
+    is counted exactly once. What showback, the usage pages and budgets read instead of the ledger."""
+
+    hour = models.DateTimeField()
+    team = models.CharField(max_length=63, blank=True)
+    model = models.CharField(max_length=253)
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "team", "model"], name="governance_usagehour_key")]
+        indexes = [models.Index(fields=["team", "hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H}h {self.team or '-'} {self.model}: {self.requests} requests"
+
+
+class UsageDay(models.Model):
+    """The ledger rolled up per UTC day, team and model (as :class:`UsageHour`, a day at a time)."""
+
+    day = models.DateField()
+    team = models.CharField(max_length=63, blank=True)
+    model = models.CharField(max_length=253)
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "team", "model"], name="governance_usageday_key")]
+        indexes = [models.Index(fields=["team", "day"])]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.team or '-'} {self.model}: {self.requests} requests"
+
+
+class LatencyDay(models.Model):
+    """How many of a team's requests of a UTC day took a latency in one bucket (buckets 5% wide on
+    a log scale, :func:`governance.rollups.latency_bucket`): the team page's p50 and p95 per day
+    without reading the ledger."""
+
+    day = models.DateField()
+    team = models.CharField(max_length=63, blank=True)
+    bucket = models.SmallIntegerField()
+    requests = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "team", "bucket"], name="governance_latencyday_key")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.team or '-'} bucket {self.bucket}: {self.requests}"
+
+
+class GpuDay(models.Model):
+    """GPU-seconds held per UTC day, team, model, GPU product and idleness: the GPU samples rolled
+    up in the transaction that writes them (:func:`governance.sampling.sample_holdings`)."""
+
+    day = models.DateField()
+    team = models.CharField(max_length=63)
+    model = models.CharField(max_length=253, blank=True)
+    gpu_product = models.CharField(max_length=253, blank=True)
+    idle = models.BooleanField(default=False)
+    gpu_seconds = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "team", "model", "gpu_product", "idle"],
+                                               name="governance_gpuday_key")]
+        indexes = [models.Index(fields=["team", "day"])]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.team} {self.model or '-'}: {self.gpu_seconds} GPU-seconds"

@@ -5,7 +5,8 @@ rule planning and the dashboard use); the showback needs it over a month, so a p
 writes one :class:`governance.models.GpuSample` per running model and period, plus one per node
 pool for its GPUs nobody held (team ``unused``): every GPU-hour of a pool is assigned. A model
 that held GPUs without serving a request during the period (the cooldown before it scales to
-zero) is sampled ``idle``: its GPU-hours count, and the showback shows them as idle cost.
+zero) is sampled ``idle``: its GPU-hours count, and the showback shows them as idle cost. The
+samples' GPU-seconds are rolled up per day as they are written (:func:`record_samples`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from governance.models import UNASSIGNED, UNUSED, GpuSample
+from governance.rollups import write_gpu_rollup
 from governance.teams import best_team, grants
 from scheduler.models import NodePool
 from scheduler.public import load_holdings
@@ -57,6 +59,13 @@ def sample_holdings(now: datetime, every_seconds: int) -> int:
             samples.append(GpuSample(sampled_at=now, period_seconds=period_seconds, team=UNUSED, model="",
                                      cluster_id=pool.cluster_id, node_pool=pool.name, gpu_product=pool.gpu_product,
                                      gpus=free))
+    record_samples(samples)
+    return len(samples)
+
+
+def record_samples(samples: list[GpuSample]) -> None:
+    """Write samples and add them to the GPU rollups (:class:`~governance.models.GpuDay`, what
+    showback reads) in one transaction: each sample's GPU-seconds are counted once."""
     with transaction.atomic():
         GpuSample.objects.bulk_create(samples)
-    return len(samples)
+        write_gpu_rollup(samples)

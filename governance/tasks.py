@@ -17,6 +17,8 @@ def maintain_ledger_partitions() -> list[str]:
 
 
 @shared_task
-def sample_gpu_holdings() -> int:
-    """What every running model holds now, for the showback's GPU-hours."""
-    return sample_holdings(timezone.now(), settings.USAGE_SAMPLE_SECONDS)
+def sample_gpu_holdings(every_seconds: int | None = None) -> int:
+    """What every running model holds now, for the showback's GPU-hours: run every
+    ``every_seconds`` (default ``USAGE_SAMPLE_SECONDS``, beat's schedule; the live demo, which runs
+    no beat, calls it itself)."""
+    return sample_holdings(timezone.now(), every_seconds or settings.USAGE_SAMPLE_SECONDS)

@@ -2,49 +2,34 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 import pygal
-from django.core.cache import cache
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 from pygal.graph.graph import Graph
 from pygal.style import LightSolarizedStyle, Style
 
-from common.charts import chart, render
-from common.lru import LeastRecentlyUsed
+from common.charts import chart, drawn_once
 from scheduler.admission.accounting import PoolAccount
 from scheduler.admission.quotas import QuotaRow
 
 GI = 1024**3
 
 
-CHART_CACHE_SECONDS = 600
-# The drawings this process used last, in front of the shared cache: a dashboard's chart is 120 kB
-# of SVG, which the cache unpickled (and Redis sent) on every load, 0.4 ms of the page's CPU.
-KEPT_DRAWINGS = LeastRecentlyUsed[str, str](16)
-
-
 def drawn(name: str, make: Callable[[], Graph], labels: list[str], series: dict[str, list[Any]]) -> SafeString:
     """The chart ``make`` sets up, with these labels and series, as inline SVG, cached by its
-    content: pygal took 100-200 ms to draw 50 pools on every dashboard and planning page, and the
-    same figures always draw the same picture, so any changed figure is a new key (no
-    invalidation to forget, here or in :data:`KEPT_DRAWINGS`). ``name`` keeps charts of equal
-    data but other settings apart."""
-    content = orjson.dumps([name, labels, series])
-    key = f"scheduler:chart:{hashlib.blake2b(content, digest_size=16).hexdigest()}"
-    svg = KEPT_DRAWINGS.get(key) or cache.get(key)
-    if svg is None:
+    content (:func:`common.charts.drawn_once`): pygal took 100-200 ms to draw 50 pools on every
+    dashboard and planning page. ``name`` keeps charts of equal data but other settings apart."""
+
+    def draw() -> Graph:
         graph = make()
         graph.x_labels = labels
         for title, values in series.items():
             graph.add(title, values)
-        svg = str(render(graph))
-        cache.set(key, svg, CHART_CACHE_SECONDS)
-    KEPT_DRAWINGS.put(key, svg)
-    return mark_safe(svg)  # pygal escaped every label and value when it drew them
+        return graph
+
+    return drawn_once("scheduler", [name, labels, series], draw)
 
 
 def pool_usage_chart(accounts: list[PoolAccount]) -> str:

@@ -14,9 +14,11 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from accounts.models import NamespaceGrant, Team
+from governance.ledger import OrmSink
 from governance.limits import budget_key, month_bounds
-from governance.models import UNUSED, GpuPrice, GpuSample, Limit, RequestRecord, TokenPrice
+from governance.models import LEDGER_COLUMNS, UNUSED, GpuPrice, GpuSample, Limit, TokenPrice
 from governance.partitions import ensure_partitions
+from governance.sampling import record_samples
 
 pytestmark = pytest.mark.django_db
 
@@ -40,13 +42,18 @@ def client_for(user) -> APIClient:
 
 
 def sample(at: datetime, team: str, model: str, product: str, gpus: int, seconds: int, idle: bool = False) -> None:
-    GpuSample.objects.create(sampled_at=at, period_seconds=seconds, team=team, model=model, cluster_id=1,
-                             namespace="", node_pool="pool", gpu_product=product, gpus=gpus, idle=idle)
+    """A GPU sample, written as the sampler writes them (with its rollup)."""
+    record_samples([GpuSample(sampled_at=at, period_seconds=seconds, team=team, model=model, cluster_id=1,
+                              namespace="", node_pool="pool", gpu_product=product, gpus=gpus, idle=idle)])
 
 
 def request(at: datetime, team: str, model: str, prompt: int, completion: int, latency: float = 10.0) -> None:
-    RequestRecord.objects.create(started_at=at, team=team, username="u", model=model, status=200,
-                                 latency_ms=latency, prompt_tokens=prompt, completion_tokens=completion)
+    """A ledger row, written by the gateway's writer through Django's connection (the test's
+    transaction), with its rollups."""
+    values = {"started_at": at, "team": team, "username": "u", "token_name": "", "model": model, "cluster_id": None,
+              "namespace": "", "status": 200, "latency_ms": latency, "first_byte_ms": None, "prompt_tokens": prompt,
+              "completion_tokens": completion, "stream": False}
+    OrmSink().write([tuple(values[name] for name in LEDGER_COLUMNS)], [None])
 
 
 @pytest.fixture
@@ -135,8 +142,8 @@ def test_team_page_csv_and_isolation(client, teams, month_of_usage) -> None:
     assert client.get("/teams/team-b/usage.csv?month=2030-11").status_code == 404
     assert client.get("/teams/team-a/usage/?month=11-2030").status_code == 400
     exported = client.get("/teams/team-a/usage.csv?month=2030-11")
-    assert exported["Content-Type"] == "text/csv"
-    lines = list(csv.DictReader(io.StringIO(exported.content.decode())))
+    assert exported["Content-Type"] == "text/csv" and exported.streaming
+    lines = list(csv.DictReader(io.StringIO(b"".join(exported.streaming_content).decode())))
     assert [(line["day"], line["model"], line["cost"]) for line in lines] == [("2030-11-03", "a-llm", "9.33")]
     assert "team-b" not in client.get("/usage/").content.decode()
 

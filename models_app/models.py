@@ -21,6 +21,7 @@ from common.durations import parse_duration
 from models_app.gateway_rules import gateway_rules
 from scheduler.public import (
     GPU_RESOURCE_BY_ACCELERATOR,
+    RIGHTSIZING_STATUS_FIELDS,
     PodShape,
     cpu_millis_of,
     node_pool_of,
@@ -161,6 +162,9 @@ class InferenceModel(ServingModel):
 
     observed_peak_bytes = models.BigIntegerField(null=True, blank=True, editable=False)
     utilization_percent = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
+    # right-sizing's figures (scheduler.rightsizing.writeback), kept through every status write
+    portal_status_keys = {**dict.fromkeys(RIGHTSIZING_STATUS_FIELDS), "observedPeakMemory": "observed_peak_bytes",
+                          "utilizationPercent": "utilization_percent"}  # fmt: skip
 
     @classmethod
     def projected_fields(cls) -> list[str]:

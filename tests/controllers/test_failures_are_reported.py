@@ -114,6 +114,10 @@ def test_gpus_short_is_insufficient_gpu_not_memory(pools, editor) -> None:
     assert refused["reason"] == "InsufficientGPU" and "insufficient GPUs" in refused["message"]
     assert [e.reason for e in warnings(kube, MODEL)] == ["InsufficientGPU"]
     assert api_view(editor, InferenceModel, MODEL)["lastError"]["reason"] == "InsufficientGPU"
+    row = InferenceModel.objects.get(name=MODEL)
+    woken = editor.post(f"/api/inferencemodels/{row.pk}/wake/")  # admission refuses the start: no 200
+    assert woken.status_code == 409, woken.json()
+    assert woken.json()["detail"].startswith(f"{MODEL} was not started: InsufficientGPU: insufficient GPUs")
 
 
 def test_a_missing_dependency_is_named(pools, editor) -> None:

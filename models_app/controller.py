@@ -31,7 +31,7 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.kube.client import ClusterGateway, NotFoundError, PermanentError
 from clusters.kube.conditions import rfc3339, set_condition
-from clusters.kube.failures import refusal, warn
+from clusters.kube.failures import failing_condition, held_refusal, note_refusal, refusal, warn
 from clusters.kube.owned import NotOwnedError, ensure, label_value
 from clusters.models import Cluster, SyncState
 from clusters.sync.handover import remove_finalizer
@@ -151,12 +151,18 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
     deployment = deployments.get(row.namespace, row.name)
     plan = Plan(0, Reason.PREEMPTED, preempted) if preempted else _plan(gateway, row, cr, deployment, now)
     if plan.reason != Reason.FAILED or deployment is not None:
+        desired = _deployment(cr, deployment, plan.replicas, now)
+        held = held_refusal(cr, desired, now)
         try:
-            deployment = ensure(deployments, _deployment(cr, deployment, plan.replicas, now))
+            if held is not None:  # refused unchanged a moment ago: not sent again until it or the model changes
+                plan = Plan(0, *held)
+            else:
+                deployment = ensure(deployments, desired)
         except NotOwnedError as error:
             plan, deployment = Plan(0, Reason.FAILED, str(error)), None
         except PermanentError as error:  # the cluster refused the Deployment (422 invalid, 403 admission...)
             plan = Plan(0, *refusal(error))
+            note_refusal(cr, desired, plan.reason, plan.message, now)
     if plan.replicas == 0:
         release(row.cluster_id, KIND.kind, row.namespace, row.name)
     borrowed = borrowing(row.cluster_id, row.node_pool).get((KIND.kind, row.cluster_id, row.namespace, row.name))
@@ -200,6 +206,12 @@ def _plan(
     cooldown = parse_duration(spec.get("cooldownPeriod", "10m"))
     requested = last_request_time(cr, deployment)
     if idle_since(requested, cooldown, now) is not None:
+        failing = failing_condition(KIND.kind, cr.get("status"))
+        current = failing and failing.get("observedGeneration") == cr["metadata"].get("generation")
+        if current and ready_replicas(deployment) == 0:
+            # Refused and never started since: the cooldown ends no failure (nothing ran to cool
+            # down); the failure stays on the object, its lastError and page until it changes.
+            return Plan(0, failing["reason"], failing.get("message") or "")
         return Plan(
             0,
             Reason.SCALED_TO_ZERO,

@@ -16,7 +16,7 @@ from clusters.models import KubeObject
 from clusters.serving import PodResources
 from clusters.validation.quantities import quantity_to_int, saturate_int64
 from clusters.validation.schemas import FieldError
-from clusters.validation.spec_rules import requests_within_limits
+from clusters.validation.spec_rules import extended_resources_whole, requests_within_limits
 from common.durations import parse_duration
 from models_app.gateway_rules import gateway_rules
 from scheduler.public import (
@@ -174,6 +174,7 @@ class InferenceModel(ServingModel):
     def extra_rules(cls, manifest: dict[str, Any]) -> list[FieldError]:
         spec, name = manifest["spec"], manifest["metadata"]["name"]
         errors = requests_within_limits(spec.get("resources"), "spec.resources")
+        errors += extended_resources_whole(spec.get("resources"), "spec.resources", frozenset({"gpu"}))
         if quantity_to_int(spec.get("memory")) == 0:
             errors.append(FieldError("spec.memory", spec["memory"], "must be greater than zero"))
         dependencies = spec.get("dependencies") or []

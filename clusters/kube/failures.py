@@ -22,6 +22,8 @@ a refusal of the cluster (:func:`refusal_reason`) always is, named by the Status
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import socket
@@ -30,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from kubernetes import client
 
 from clusters.kinds import KindInfo
@@ -130,6 +133,39 @@ def report_refusal(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], 
                        status_error)
     record_event(gateway, kind, cr, "Warning", reason, message, now)
     return cr
+
+
+REFUSAL_BACKOFF = (timedelta(seconds=30), timedelta(minutes=10))
+"""First wait and cap before a write the cluster refused is sent again unchanged (doubling between)."""
+
+
+def _refusal_key(cr: dict[str, Any], desired: dict[str, Any]) -> str:
+    """One refused write: the object (uid), its generation and what was sent. Another generation or
+    another body (a wake changes replicas and the request stamp) is another write, tried at once."""
+    digest = hashlib.sha256(json.dumps(desired, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    return f"refused-write:{cr['metadata'].get('uid')}:{cr['metadata'].get('generation')}:{digest}"
+
+
+def held_refusal(cr: dict[str, Any], desired: dict[str, Any], now: datetime) -> tuple[str, str] | None:
+    """(reason, message) of the cluster's last refusal of this very write while its backoff lasts,
+    else None (send it). As client-go's rate-limited work queue backs off a failing item, a write
+    the cluster refused is not sent again on every pass: the reconcile reports the same refusal
+    (no status write, the Event's repeat filter) until the object's generation or the write changes,
+    or the backoff ends (the cause may have changed outside: RBAC, an admission webhook)."""
+    entry = cache.get(_refusal_key(cr, desired))
+    if entry and now < entry["retry_at"]:
+        return entry["reason"], entry["message"]
+    return None
+
+
+def note_refusal(cr: dict[str, Any], desired: dict[str, Any], reason: str, message: str, now: datetime) -> None:
+    """The cluster refused ``desired``: wait 30 s before sending it again, doubling up to 10 min."""
+    key = _refusal_key(cr, desired)
+    attempts = (cache.get(key) or {}).get("attempts", 0) + 1
+    first, cap = REFUSAL_BACKOFF
+    delay = min(first * 2 ** (attempts - 1), cap)
+    cache.set(key, {"attempts": attempts, "retry_at": now + delay, "reason": reason, "message": message},
+              int(cap.total_seconds() * 2))  # fmt: skip
 
 
 def _same_event(event: Any, type_: str, message: str) -> bool:

@@ -31,7 +31,7 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.kube.client import ClusterGateway, NotFoundError, PermanentError
 from clusters.kube.conditions import rfc3339, set_condition
-from clusters.kube.failures import failing_condition, held_refusal, note_refusal, refusal, warn
+from clusters.kube.failures import failing_condition, held_refusal, note_refusal, refusal, warn, with_failing
 from clusters.kube.owned import NotOwnedError, ensure, label_value
 from clusters.models import Cluster, SyncState
 from clusters.sync.handover import remove_finalizer
@@ -448,6 +448,7 @@ def _status(cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, n
     generation = cr["metadata"].get("generation")
     conditions = (cr.get("status") or {}).get("conditions")
     conditions = set_condition(conditions, "Ready", reason == Reason.DEPLOYED, reason, message, now, generation)
+    conditions = with_failing(KIND.kind, conditions, now, generation)
     available = (observed.get("availableReplicas") or 0) >= 1
     conditions = set_condition(
         conditions,

@@ -92,6 +92,27 @@ def failing_condition(kind: str, status: dict[str, Any] | None) -> dict[str, Any
     return None
 
 
+FAILING = "Failing"
+"""True while ``Ready`` says a failure: its ``lastTransitionTime`` is the first failure of the current
+run of failures (``Ready``'s is when it went False, which for a model that was deploying or waiting
+first is long before), the ``since`` of ``lastError``."""
+
+
+def with_failing(kind: str, conditions: list[dict[str, Any]], now: datetime,
+                 generation: int | None = None) -> list[dict[str, Any]]:
+    """``conditions`` with ``Failing`` following ``Ready``: True (the failure's reason and message)
+    while ``Ready`` says a failure, False once it does not (absent until the first failure). Every
+    controller status write that sets ``Ready`` passes through here."""
+    ready = next((c for c in conditions if c.get("type") == CONDITION), None)
+    failing = failing_condition(kind, {"conditions": [ready] if ready else []})
+    if failing is not None:
+        return set_condition(conditions, FAILING, True, failing["reason"], failing.get("message") or "", now,
+                             generation)  # fmt: skip
+    if any(c.get("type") == FAILING and c.get("status") == "True" for c in conditions):
+        return set_condition(conditions, FAILING, False, "Recovered", "", now, generation)
+    return conditions
+
+
 def last_error(obj: Any) -> dict[str, str] | None:
     """``{"reason", "message", "since"}`` of what is wrong with a mirrored object now, or None.
 
@@ -102,14 +123,19 @@ def last_error(obj: Any) -> dict[str, str] | None:
     condition = failing_condition(type(obj).kube.kind, obj.status)
     if condition is None:
         return None
+    run = next((c for c in (obj.status or {}).get("conditions") or []
+                if c.get("type") == FAILING and c.get("status") == "True"), condition)  # fmt: skip
     return {"reason": condition["reason"], "message": condition.get("message") or "",
-            "since": condition.get("lastTransitionTime") or ""}
+            "since": run.get("lastTransitionTime") or ""}
 
 
 def fail_condition(cr: dict[str, Any], reason: str, message: str, now: datetime) -> list[dict[str, Any]]:
     """The object's conditions with ``Ready`` False for ``reason``: a stale message never stays."""
-    return set_condition((cr.get("status") or {}).get("conditions"), CONDITION, False, reason, message, now,
-                         cr["metadata"].get("generation"))
+    generation = cr["metadata"].get("generation")
+    conditions = set_condition((cr.get("status") or {}).get("conditions"), CONDITION, False, reason, message, now,
+                               generation)  # fmt: skip
+    kind = cr.get("kind") or ""
+    return with_failing(kind, conditions, now, generation)
 
 
 def warn(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], now: datetime) -> None:

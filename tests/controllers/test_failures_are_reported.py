@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 
 from clusters.sync.controllers import reconcile_row
+from clusters.sync.resync import resync_cluster
 from models_app.models import InferenceModel
 from runs_app.models import InferenceRun
 from scheduler.refresh import refresh_node_pools
@@ -199,3 +200,29 @@ def test_a_refused_write_backs_off_until_the_model_changes_and_keeps_its_failure
     kept = ready_condition(kube, InferenceModel.kube, MODEL)
     assert kept["reason"] == "Invalid" and "Limit must be set" in kept["message"]
     assert api_view(editor, InferenceModel, MODEL)["lastError"]["reason"] == "Invalid"
+
+
+def test_last_error_since_is_the_first_failure_of_the_run_not_the_creation(pools, editor) -> None:
+    """Issue 43, item 4: a model waits for a dependency that never gets ready (Pending: Ready False,
+    no failure) from its creation; minutes later its spec names a dependency that does not exist
+    (DependencyNotFound), then another. ``lastError.since`` is that first failure, not the creation:
+    the ``Failing`` condition's transition time, which a new message within the run keeps."""
+    kube, cluster = pools
+    helper = sample_manifest("inferencemodel-tokenizer-service.yaml")
+    helper["spec"]["nodeSelector"] = {"inference-pool": "gpu-a100", "accelerator": "nvidia-h100"}  # never ready
+    kube.write(helper)
+    write_model(kube, dependencies=["tokenizer-service"])
+    kube.sync()
+    row = InferenceModel.objects.get(name=MODEL)
+    assert ready_condition(kube, InferenceModel.kube, MODEL)["reason"] == "Pending"
+    assert api_view(editor, InferenceModel, MODEL)["lastError"] is None
+
+    failed_at = timezone.now() + timedelta(minutes=3)  # within the model's cooldown
+    for minutes, missing in ((0, "ghost-model"), (2, "ghost-two")):  # the run goes on with another message
+        write_model(kube, dependencies=[missing])
+        resync_cluster(cluster)  # the edit mirrored, no reconcile: the next one is at failed_at
+        reconcile_row(InferenceModel.objects.get(pk=row.pk), now=failed_at + timedelta(minutes=minutes))
+        shown = api_view(editor, InferenceModel, MODEL)["lastError"]
+        assert shown["reason"] == "DependencyNotFound" and missing in shown["message"]
+        assert shown["since"] == failed_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert ready_condition(kube, InferenceModel.kube, MODEL)["lastTransitionTime"] < shown["since"]

@@ -209,6 +209,12 @@ class KubeObject(models.Model):
     pod_label_maps: ClassVar[tuple[str, ...]] = ()
     pod_annotation_maps: ClassVar[tuple[str, ...]] = ()
     pod_toleration_lists: ClassVar[tuple[str, ...]] = ()
+    # Status keys the portal itself computes for the kind (right-sizing's figures), which the portal
+    # keeps in its copy even where it does not write them to the cluster (a mirrored kind): a
+    # status taken from the cluster keeps them where the cluster's status has no such key
+    # (``take_cluster_status``), so a wake, an edit or an apply does not blank them. Each key names
+    # the column ``project()`` derives from it, if any (kept with it by the bulk sync).
+    portal_status_keys: ClassVar[dict[str, str | None]] = {}
 
     # No index of its own: the unique (cluster, namespace, name) index leads with it and serves every
     # lookup by cluster. A second one only cost writes, and for a cluster newer than the table's
@@ -280,6 +286,17 @@ class KubeObject(models.Model):
     def referenced_namespaces(cls, manifest: dict[str, Any]) -> dict[str, str]:
         """Other namespaces the object makes the cluster read from, by field path (access checks)."""
         return {}
+
+    def take_cluster_status(self, status: dict[str, Any] | None) -> None:
+        """The cluster's status becomes this row's, merged rather than replaced: the keys of
+        ``portal_status_keys`` the cluster's status lacks keep the row's values (the cluster's own
+        value wins where it has one). Every path that stores a status read from the cluster (the
+        watch, a resync, the controller's status writes, an edit's or apply's answer) goes through here."""
+        merged = dict(status or {})
+        for key in self.portal_status_keys:
+            if key not in merged and key in (self.status or {}):
+                merged[key] = self.status[key]
+        self.status = merged
 
     def project(self) -> None:
         """Set the indexed columns derived from spec and status; concrete kinds override."""
@@ -461,6 +478,7 @@ class SyncStat(models.Model):
         RECONCILES = "reconciles", "Reconciles run"
         RECONCILE_SECONDS = "reconcile_seconds", "Seconds spent reconciling"
         LEASE_WAITING = "lease_waiting", "1 while this installation's watcher waits for the cluster's Lease"
+        LEASE_REFUSED = "lease_refused", "1 while the cluster refuses this installation's watcher its Lease"
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
     kind = models.CharField(max_length=63)

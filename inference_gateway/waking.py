@@ -56,8 +56,10 @@ def wake_until_ready(route: Route, caller: Caller, state: WakeState, poll: float
     try:
         outcome = wake(row, _actor(caller))[row.name]
     except WakeRefused as error:
-        state.reason = str(error)
-        return False
+        if not error.capacity:
+            state.reason = str(error)
+            return False
+        outcome = str(error)  # admission refused it for now: capacity may free before the deadline
     while True:
         if not outcome.startswith("already being reconciled"):
             state.reason = outcome

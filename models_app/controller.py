@@ -6,7 +6,11 @@ reference to the model. Replicas follow demand: scale to zero once ``cooldownPer
 since the ``inference.eh-ops.io/last-request-time`` annotation (the model's creation when it was
 never requested), back up when woken, dependencies first. Starting needs memory-budget admission
 from ``scheduler.admission.admit``; a model that does not fit stays at zero with ``InsufficientMemory``
-and the planner's message (``InsufficientGPU`` when GPUs are short). A Deployment the cluster refuses
+and the planner's message (``InsufficientGPU`` when GPUs are short). A start within the model's
+team's guarantee preempts models that borrow in the pool (admission names them, newest first): they
+go to zero in the same reconcile with ``Ready`` reason ``Preempted``, a ``Preempted`` condition and
+a Warning Event naming the team that reclaimed; a running model on borrowed capacity carries a
+``Borrowing`` condition while it lasts. A Deployment the cluster refuses
 (422 invalid, 403 admission) keeps the model at zero with the cluster's reason and message. Failures
 are recorded as Warning Events on the model (``clusters.kube.failures``). The finalizer
 ``inference.eh-ops.io/finalizer`` runs the reference's
@@ -18,28 +22,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import Exists, OuterRef
 from django.utils.dateparse import parse_datetime
 
 from clusters.kube.client import ClusterGateway, NotFoundError, PermanentError
 from clusters.kube.conditions import rfc3339, set_condition
-from clusters.kube.failures import refusal, unschedulable, warn
+from clusters.kube.failures import failing_condition, held_refusal, note_refusal, refusal, unschedulable, warn, with_failing
 from clusters.kube.owned import NotOwnedError, ensure, label_value
 from clusters.models import Cluster, SyncState
 from clusters.sync.handover import remove_finalizer
 from clusters.sync.inbound import upsert_from_cluster
+from clusters.sync.work_queue import LEASE_SECONDS, object_key, run_when_free
 from clusters.validation.quantities import quantity_to_int
 from common.durations import parse_duration
 from models_app.gateway_rules import gateway_rules
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import MemoryReservation
 from scheduler.public import (
+    AdmissionDecision,
     Demand,
     Holding,
     ModelKey,
     admit,
+    borrowing,
     idle_since,
     node_pool_of,
     release,
@@ -63,11 +72,19 @@ class Reason:
     PENDING = "Pending"
     TERMINATING = "Terminating"
     FAILED_SCHEDULING = "FailedScheduling"  # the kube-scheduler cannot place a pod (its own event's reason)
+    PREEMPTED = "Preempted"  # stopped for another team reclaiming its guaranteed share (scheduler.admission)
 
 
+PREEMPTED_CONDITION = "Preempted"
+"""True from the preemption until the model serves again: the Ready reason moves on (the preempted
+model's next start is refused while the pool is full), this condition keeps who took its place."""
+PREEMPT_WAIT_SECONDS = 10.0
+"""How long a claimant waits for a victim's own reconcile to end (reconciles take well under that)."""
+BORROWING_CONDITION = "Borrowing"
+"""True while the model runs on capacity its team borrows beyond its guarantee (``scheduler.public.borrowing``)."""
 FAILURES = {
     Reason.FAILED, Reason.INSUFFICIENT_MEMORY, Reason.INSUFFICIENT_GPU, Reason.OVER_QUOTA, Reason.DEPENDENCY_NOT_FOUND,
-    Reason.FAILED_SCHEDULING,
+    Reason.FAILED_SCHEDULING, Reason.PREEMPTED,
 }  # fmt: skip
 """The ``Ready`` reasons that say something is wrong (a Warning Event, the object's ``lastError``)."""
 
@@ -108,7 +125,9 @@ def last_request_time(cr: dict[str, Any], deployment: dict[str, Any] | None = No
     return parse_datetime(created) if created else None
 
 
-def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now: datetime) -> str:
+def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now: datetime, preempted: str = "") -> str:
+    """One reconcile of the model; ``preempted``: admission chose it to stop for a team reclaiming
+    its guarantee (the words name that team), so it goes to zero whatever its own plan."""
     try:
         cr = gateway.get(KIND, row.namespace, row.name)
     except NotFoundError:
@@ -131,20 +150,27 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
         )
     deployments = gateway.builtin("apps/v1", "Deployment")
     deployment = deployments.get(row.namespace, row.name)
-    plan = _plan(gateway, row, cr, deployment, now)
+    plan = Plan(0, Reason.PREEMPTED, preempted) if preempted else _plan(gateway, row, cr, deployment, now)
     if plan.reason != Reason.FAILED or deployment is not None:
+        desired = _deployment(cr, deployment, plan.replicas, now)
+        held = held_refusal(cr, desired, now)
         try:
-            deployment = ensure(deployments, _deployment(cr, deployment, plan.replicas, now))
+            if held is not None:  # refused unchanged a moment ago: not sent again until it or the model changes
+                plan = Plan(0, *held)
+            else:
+                deployment = ensure(deployments, desired)
         except NotOwnedError as error:
             plan, deployment = Plan(0, Reason.FAILED, str(error)), None
         except PermanentError as error:  # the cluster refused the Deployment (422 invalid, 403 admission...)
             plan = Plan(0, *refusal(error))
+            note_refusal(cr, desired, plan.reason, plan.message, now)
     if plan.replicas == 0:
         release(row.cluster_id, KIND.kind, row.namespace, row.name)
     stuck = None
     if plan.replicas and deployment is not None and ready_replicas(deployment) < 1:  # starting: can it be placed?
         stuck = unschedulable(gateway, row.namespace, deployment["spec"]["selector"]["matchLabels"])
-    status = _status(cr, deployment, plan, now, stuck)
+    borrowed = borrowing(row.cluster_id, row.node_pool).get((KIND.kind, row.cluster_id, row.namespace, row.name))
+    status = _status(cr, deployment, plan, now, stuck, borrowed if plan.replicas else None)
     if status != {key: cr.get("status", {}).get(key) for key in status}:
         cr = gateway.patch_status(KIND, row.namespace, row.name, status)
         upsert_from_cluster(InferenceModel, row.cluster, cr)
@@ -184,13 +210,20 @@ def _plan(
     cooldown = parse_duration(spec.get("cooldownPeriod", "10m"))
     requested = last_request_time(cr, deployment)
     if idle_since(requested, cooldown, now) is not None:
+        failing = failing_condition(KIND.kind, cr.get("status"))
+        current = failing and failing.get("observedGeneration") == cr["metadata"].get("generation")
+        if current and ready_replicas(deployment) == 0:
+            # Refused and never started since: the cooldown ends no failure (nothing ran to cool
+            # down); the failure stays on the object, its lastError and page until it changes.
+            return Plan(0, failing["reason"], failing.get("message") or "")
         return Plan(
             0,
             Reason.SCALED_TO_ZERO,
             f"no request since {rfc3339(requested)} (cooldown {spec.get('cooldownPeriod', '10m')})",
         )
     if deployment is not None and (deployment["spec"].get("replicas") or 0) >= 1:
-        return Plan(spec.get("maxReplicas", 1))
+        preempted = cache.get(_preempted_key(row))  # set before its Deployment went to zero (_stop_now)
+        return Plan(0, Reason.PREEMPTED, preempted) if preempted else Plan(spec.get("maxReplicas", 1))
     waiting = _dependencies_not_ready(gateway, row, spec.get("dependencies") or [], now)
     if waiting:
         return waiting
@@ -203,31 +236,58 @@ def _plan(
         quantity_to_int(spec["memory"]) or 0,
         gpus=desired_gpus(row),
     )
-    decision = admit(demand, now, gateway=gateway)  # the gateway: pods on the pool's nodes count too
-    if not decision.fits and decision.frees_enough:
-        stopping = _scale_idle_now(gateway, decision.idle_candidates, now)
+    decision, stopping = admit(demand, now, gateway=gateway), set()  # the gateway: pods on the pool's nodes count too
+    # Each round stops what admission offered (idle models; borrowers preempted for a guarantee)
+    # and asks again; a round frees one resource (GPUs, then memory), so two rounds and a check.
+    for _ in range(3):
+        if decision.fits or not decision.frees_enough:
+            break
+        stopping |= _stop_now(gateway, decision, now)
         decision = admit(demand, now, stopping=stopping, gateway=gateway)
     if not decision.fits:
         return Plan(0, decision.reason or Reason.INSUFFICIENT_MEMORY, decision.message)
+    cache.delete(_preempted_key(row))  # admitted again: the preemption is over
     return Plan(spec.get("maxReplicas", 1))
 
 
-def _scale_idle_now(gateway: ClusterGateway, candidates: list[Holding], now: datetime) -> set[ModelKey]:
-    """Scale the idle models admission offered to zero now, and return their keys.
+def _stop_now(gateway: ClusterGateway, decision: AdmissionDecision, now: datetime) -> set[ModelKey]:
+    """Scale the models admission offered to zero now, and return their keys: the idle ones, and
+    the borrowers it preempts for a demand within its team's guarantee (``Preempted``, naming the
+    team that reclaims).
 
-    They are idle by the same definition this controller's own reconcile uses
+    The idle ones are idle by the same definition this controller's own reconcile uses
     (``scheduler.idle``), so the pass would stop them anyway; doing it before the refused model's
     decision lets that model start in this pass instead of waiting for the next one.
     """
     stopped: set[ModelKey] = set()
-    for holder in candidates:
-        if holder.kind != KIND.kind:
+    candidates: list[tuple[Holding, str]] = [(holder, "") for holder in decision.idle_candidates]
+    candidates += [(holder, decision.preempted_words[holder.key]) for holder in decision.preempt]
+    for holder, preempted in candidates:
+        if holder.kind != KIND.kind or holder.key in stopped:
             continue
         row = InferenceModel.objects.select_related("cluster").filter(pk=holder.id).first()
-        if row is not None and row.cluster.manages(KIND.kind):
+        if row is None or not row.cluster.manages(KIND.kind):
+            continue
+        if not preempted:
             reconcile_inference_model(gateway, row, now)
             stopped.add(holder.key)
+            continue
+
+        def preempt(row: InferenceModel = row, words: str = preempted) -> str:
+            # Marked first, under the victim's own reconcile lease: a reconcile of it that read its
+            # Deployment before this one scaled it down has finished, and any later one keeps it down.
+            cache.set(_preempted_key(row), words, LEASE_SECONDS)
+            return reconcile_inference_model(gateway, row, now, preempted=words)
+
+        key = object_key(row._meta.label, row.pk)
+        again = partial(reconcile_inference_model, gateway, row, now)
+        if run_when_free(key, preempt, PREEMPT_WAIT_SECONDS, again) is not None:
+            stopped.add(holder.key)
     return stopped
+
+
+def _preempted_key(row: InferenceModel) -> str:
+    return f"preempted:{row.cluster_id}:{row.namespace}:{row.name}"
 
 
 def dependency_closure(row: InferenceModel) -> list[InferenceModel]:
@@ -376,9 +436,12 @@ def _deployment_failure(deployment: dict[str, Any]) -> str | None:
 
 
 def _status(
-    cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, now: datetime, unschedulable: str | None = None
+    cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, now: datetime,
+    unschedulable: str | None = None, borrowed: str | None = None,
 ) -> dict[str, Any]:
-    """The model's status; ``unschedulable`` is the scheduler's word on a pod it cannot place."""
+    """The status the controller owns. ``unschedulable``: the scheduler's word on a pod it cannot
+    place; ``borrowed``: the team's borrowing in words while this model runs on borrowed capacity
+    (the ``Borrowing`` condition), else None."""
     observed = (deployment or {}).get("status") or {}
     ready = ready_replicas(deployment)
     if plan.replicas == 0:
@@ -394,6 +457,7 @@ def _status(
     generation = cr["metadata"].get("generation")
     conditions = (cr.get("status") or {}).get("conditions")
     conditions = set_condition(conditions, "Ready", reason == Reason.DEPLOYED, reason, message, now, generation)
+    conditions = with_failing(KIND.kind, conditions, now, generation)
     available = (observed.get("availableReplicas") or 0) >= 1
     conditions = set_condition(
         conditions,
@@ -404,12 +468,28 @@ def _status(
         now,
         generation,
     )
+    if plan.reason == Reason.PREEMPTED:
+        conditions = set_condition(conditions, PREEMPTED_CONDITION, True, "Reclaimed", plan.message, now, generation)
+    elif reason == Reason.DEPLOYED and _condition_true(conditions, PREEMPTED_CONDITION):
+        conditions = set_condition(conditions, PREEMPTED_CONDITION, False, "Readmitted",
+                                   "admitted again and serving", now, generation)  # fmt: skip
+    if borrowed:
+        conditions = set_condition(conditions, BORROWING_CONDITION, True, "BorrowedCapacity",
+                                   f"{borrowed}: this model runs on borrowed capacity and is preempted first when "
+                                   "another team reclaims its guaranteed share", now, generation)  # fmt: skip
+    elif _condition_true(conditions, BORROWING_CONDITION):
+        conditions = set_condition(conditions, BORROWING_CONDITION, False, "WithinGuarantee",
+                                   "the model does not run on borrowed capacity", now, generation)  # fmt: skip
     return {
         "ready": reason == Reason.DEPLOYED,
         "replicas": observed.get("replicas") or 0 if plan.replicas else 0,
         "conditions": conditions,
         "observedGeneration": generation,
     }
+
+
+def _condition_true(conditions: list[dict[str, Any]], type_: str) -> bool:
+    return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions)
 
 
 def _finalize(gateway: ClusterGateway, row: InferenceModel, cr: dict[str, Any], now: datetime) -> str:

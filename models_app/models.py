@@ -16,11 +16,12 @@ from clusters.models import KubeObject
 from clusters.serving import PodResources
 from clusters.validation.quantities import quantity_to_int, saturate_int64
 from clusters.validation.schemas import FieldError
-from clusters.validation.spec_rules import requests_within_limits
+from clusters.validation.spec_rules import extended_resources_whole, requests_within_limits
 from common.durations import parse_duration
 from models_app.gateway_rules import gateway_rules
 from scheduler.public import (
     GPU_RESOURCE_BY_ACCELERATOR,
+    RIGHTSIZING_STATUS_FIELDS,
     PodShape,
     cpu_millis_of,
     node_pool_of,
@@ -161,6 +162,9 @@ class InferenceModel(ServingModel):
 
     observed_peak_bytes = models.BigIntegerField(null=True, blank=True, editable=False)
     utilization_percent = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
+    # right-sizing's figures (scheduler.rightsizing.writeback), kept through every status write
+    portal_status_keys = {**dict.fromkeys(RIGHTSIZING_STATUS_FIELDS), "observedPeakMemory": "observed_peak_bytes",
+                          "utilizationPercent": "utilization_percent"}  # fmt: skip
 
     @classmethod
     def projected_fields(cls) -> list[str]:
@@ -170,6 +174,7 @@ class InferenceModel(ServingModel):
     def extra_rules(cls, manifest: dict[str, Any]) -> list[FieldError]:
         spec, name = manifest["spec"], manifest["metadata"]["name"]
         errors = requests_within_limits(spec.get("resources"), "spec.resources")
+        errors += extended_resources_whole(spec.get("resources"), "spec.resources", frozenset({"gpu"}))
         if quantity_to_int(spec.get("memory")) == 0:
             errors.append(FieldError("spec.memory", spec["memory"], "must be greater than zero"))
         dependencies = spec.get("dependencies") or []

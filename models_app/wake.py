@@ -11,31 +11,44 @@ from clusters.kube.failures import failing_condition, is_refusal, refusal_messag
 from clusters.models import AuditEntry
 from clusters.sync.audit import Actor, record
 from clusters.sync.controllers import reconcile_row
-from models_app.controller import KIND, dependency_closure, wake_in_cluster
+from models_app.controller import KIND, Reason, dependency_closure, wake_in_cluster
 from models_app.models import InferenceModel
 
 
 class WakeRefused(Exception):
     """The model cannot be woken here; the message says why (naming the dependency or the cycle, or
     the cluster's own refusal). ``http_status``: 400 for the portal's rules, 409 or 422 when the
-    cluster refused (422: it found the object invalid), 503 when it could not be reached."""
+    cluster refused (422: it found the object invalid) or the controller did not start it (409:
+    admission, a failed plan), 503 when it could not be reached. ``capacity``: the refusal is
+    admission's (memory, GPUs, a quota), which may clear once capacity frees, so a caller that can
+    wait (the gateway's wake) keeps trying until its deadline."""
 
-    def __init__(self, message: str, http_status: int = 400) -> None:
+    def __init__(self, message: str, http_status: int = 400, capacity: bool = False) -> None:
         super().__init__(message)
         self.http_status = http_status
+        self.capacity = capacity
 
 
-def _refused_in_cluster(member: InferenceModel) -> WakeRefused | None:
-    """The cluster refused what the reconcile wrote for ``member`` (its Deployment): the row's
-    ``Ready`` condition, as the reconcile just stored it, says so."""
+CAPACITY_REASONS = frozenset({Reason.INSUFFICIENT_MEMORY, Reason.INSUFFICIENT_GPU, Reason.OVER_QUOTA, Reason.PREEMPTED})
+"""Refusals that may clear without a change to the model: capacity frees, a reclaim ends."""
+
+
+def _refused(member: InferenceModel) -> WakeRefused | None:
+    """The reconcile did not start ``member``: the cluster refused what it wrote (its Deployment),
+    or the controller refused the start (admission, a failed plan). The row's ``Ready`` condition,
+    as the reconcile just stored it, says so; a wake that did not start the model is no success."""
     member.refresh_from_db(fields=["status"])
     condition = failing_condition(KIND.kind, member.status)
-    if condition is None or not is_refusal(condition["reason"]):
+    if condition is None:
         return None
-    return WakeRefused(
-        f"cluster {member.cluster.name} refused {member.name}: {condition.get('message')}",
-        422 if condition["reason"] == "Invalid" else 409,
-    )
+    reason = condition["reason"]
+    if is_refusal(reason):
+        return WakeRefused(
+            f"cluster {member.cluster.name} refused {member.name}: {condition.get('message')}",
+            422 if reason == "Invalid" else 409,
+        )
+    return WakeRefused(f"{member.name} was not started: {reason}: {condition.get('message')}", 409,
+                       capacity=reason in CAPACITY_REASONS)  # fmt: skip
 
 
 def _cluster_refusal(model: InferenceModel, error: GatewayError) -> WakeRefused:
@@ -71,7 +84,7 @@ def wake(model: InferenceModel, actor: Actor, now: datetime | None = None) -> di
         for member in closure:
             member.refresh_from_db()
             outcomes[member.name] = reconcile_row(member, now, gateway)
-            refused = _refused_in_cluster(member)
+            refused = _refused(member)
             if refused is not None:
                 raise refused
     except GatewayError as error:

@@ -28,7 +28,7 @@ from croniter import croniter
 
 from clusters.kube.client import ClusterGateway, NotFoundError
 from clusters.kube.conditions import as_rfc3339, rfc3339, set_condition
-from clusters.kube.failures import warn
+from clusters.kube.failures import warn, with_failing
 from clusters.kube.owned import controller_uid, ensure, label_value
 from clusters.sync.inbound import upsert_from_cluster
 from runs_app.models import InferenceConfig, InferenceRun
@@ -186,6 +186,7 @@ def _phase(status: dict[str, Any], phase: str, message: str, now: datetime, run:
     generation = run["metadata"].get("generation")
     conditions = set_condition(status.get("conditions"), "Ready", phase == "Succeeded", reason or phase, message, now,
                                generation)
+    conditions = with_failing(run.get("kind") or "InferenceRun", conditions, now, generation)
     return {"phase": phase, "message": message, "conditions": conditions, "observedGeneration": generation}
 
 

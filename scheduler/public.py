@@ -3,7 +3,8 @@
 tests/test_architecture.py holds the other apps to this module (and ``scheduler.models``). By concern:
 
 - **Admission and holdings** (the eh-ops controller in ``models_app`` asks before it scales a model
-  up; governance samples what models held for showback): ``Demand``, ``admit``, ``release``,
+  up, preempts the borrowers a decision names and shows who borrows; governance samples what models
+  held for showback): ``Demand``, ``AdmissionDecision``, ``admit``, ``release``, ``borrowing``,
   ``Holding``, ``ModelKey``, ``load_holdings``, ``idle_since``.
 - **Kept totals and usage** (the catalog counts every row of the serving kinds without reading
   them; the dashboard shows each pool's usage and the largest right-sizing savings):
@@ -17,10 +18,11 @@ tests/test_architecture.py holds the other apps to this module (and ``scheduler.
   ``object_name``, ``Preset``, ``preset``, ``all_presets``, ``PlanForm``, ``plan_for``, and
   ``first_page`` with ``PAGE_LIMIT`` (a plan's long lists cut as the planning page cuts them).
 - **Charts and Prometheus** (the model page's right-sizing and traffic charts): ``model_chart``,
-  ``PrometheusClient``, ``PrometheusError``.
+  ``PrometheusClient``, ``PrometheusError``; the status fields right-sizing writes, which the kinds
+  keep through every status write: ``RIGHTSIZING_STATUS_FIELDS``.
 """
 
-from scheduler.admission.admit import Demand, admit, release
+from scheduler.admission.admit import AdmissionDecision, Demand, admit, borrowing, release
 from scheduler.admission.usage import USAGE_CLUSTER_COLUMNS, pool_usage_of
 from scheduler.calculator.answer import Answer, Row, answer
 from scheduler.calculator.api.serializers import CalculatorRequestSerializer
@@ -46,14 +48,17 @@ from scheduler.refresh import refresh_node_pools
 from scheduler.rightsizing.charts import model_chart
 from scheduler.rightsizing.prometheus import PrometheusClient, PrometheusError
 from scheduler.rightsizing.report import build_report
+from scheduler.rightsizing.writeback import RIGHTSIZING_STATUS_FIELDS
 from scheduler.views import plan_for
 
 __all__ = [
     "GPU_RESOURCE_BY_ACCELERATOR",
     "GPU_TYPES",
     "PAGE_LIMIT",
+    "RIGHTSIZING_STATUS_FIELDS",
     "USAGE_CLUSTER_COLUMNS",
     "VLLM_IMAGE",
+    "AdmissionDecision",
     "Answer",
     "CalculatorForm",
     "CalculatorRequestSerializer",
@@ -69,6 +74,7 @@ __all__ = [
     "admit",
     "all_presets",
     "answer",
+    "borrowing",
     "build_report",
     "cpu_millis_of",
     "first_page",

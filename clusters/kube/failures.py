@@ -22,6 +22,8 @@ a refusal of the cluster (:func:`refusal_reason`) always is, named by the Status
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import socket
@@ -30,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from kubernetes import client
 
 from clusters.kinds import KindInfo
@@ -89,6 +92,27 @@ def failing_condition(kind: str, status: dict[str, Any] | None) -> dict[str, Any
     return None
 
 
+FAILING = "Failing"
+"""True while ``Ready`` says a failure: its ``lastTransitionTime`` is the first failure of the current
+run of failures (``Ready``'s is when it went False, which for a model that was deploying or waiting
+first is long before), the ``since`` of ``lastError``."""
+
+
+def with_failing(kind: str, conditions: list[dict[str, Any]], now: datetime,
+                 generation: int | None = None) -> list[dict[str, Any]]:
+    """``conditions`` with ``Failing`` following ``Ready``: True (the failure's reason and message)
+    while ``Ready`` says a failure, False once it does not (absent until the first failure). Every
+    controller status write that sets ``Ready`` passes through here."""
+    ready = next((c for c in conditions if c.get("type") == CONDITION), None)
+    failing = failing_condition(kind, {"conditions": [ready] if ready else []})
+    if failing is not None:
+        return set_condition(conditions, FAILING, True, failing["reason"], failing.get("message") or "", now,
+                             generation)  # fmt: skip
+    if any(c.get("type") == FAILING and c.get("status") == "True" for c in conditions):
+        return set_condition(conditions, FAILING, False, "Recovered", "", now, generation)
+    return conditions
+
+
 def last_error(obj: Any) -> dict[str, str] | None:
     """``{"reason", "message", "since"}`` of what is wrong with a mirrored object now, or None.
 
@@ -99,8 +123,10 @@ def last_error(obj: Any) -> dict[str, str] | None:
     condition = failing_condition(type(obj).kube.kind, obj.status)
     if condition is None:
         return None
+    run = next((c for c in (obj.status or {}).get("conditions") or []
+                if c.get("type") == FAILING and c.get("status") == "True"), condition)  # fmt: skip
     return {"reason": condition["reason"], "message": condition.get("message") or "",
-            "since": condition.get("lastTransitionTime") or ""}
+            "since": run.get("lastTransitionTime") or ""}
 
 
 def unschedulable(gateway: ClusterGateway, namespace: str, match_labels: dict[str, str]) -> str | None:
@@ -119,8 +145,11 @@ def unschedulable(gateway: ClusterGateway, namespace: str, match_labels: dict[st
 
 def fail_condition(cr: dict[str, Any], reason: str, message: str, now: datetime) -> list[dict[str, Any]]:
     """The object's conditions with ``Ready`` False for ``reason``: a stale message never stays."""
-    return set_condition((cr.get("status") or {}).get("conditions"), CONDITION, False, reason, message, now,
-                         cr["metadata"].get("generation"))
+    generation = cr["metadata"].get("generation")
+    conditions = set_condition((cr.get("status") or {}).get("conditions"), CONDITION, False, reason, message, now,
+                               generation)  # fmt: skip
+    kind = cr.get("kind") or ""
+    return with_failing(kind, conditions, now, generation)
 
 
 def warn(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], now: datetime) -> None:
@@ -144,6 +173,39 @@ def report_refusal(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], 
                        status_error)
     record_event(gateway, kind, cr, "Warning", reason, message, now)
     return cr
+
+
+REFUSAL_BACKOFF = (timedelta(seconds=30), timedelta(minutes=10))
+"""First wait and cap before a write the cluster refused is sent again unchanged (doubling between)."""
+
+
+def _refusal_key(cr: dict[str, Any], desired: dict[str, Any]) -> str:
+    """One refused write: the object (uid), its generation and what was sent. Another generation or
+    another body (a wake changes replicas and the request stamp) is another write, tried at once."""
+    digest = hashlib.sha256(json.dumps(desired, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    return f"refused-write:{cr['metadata'].get('uid')}:{cr['metadata'].get('generation')}:{digest}"
+
+
+def held_refusal(cr: dict[str, Any], desired: dict[str, Any], now: datetime) -> tuple[str, str] | None:
+    """(reason, message) of the cluster's last refusal of this very write while its backoff lasts,
+    else None (send it). As client-go's rate-limited work queue backs off a failing item, a write
+    the cluster refused is not sent again on every pass: the reconcile reports the same refusal
+    (no status write, the Event's repeat filter) until the object's generation or the write changes,
+    or the backoff ends (the cause may have changed outside: RBAC, an admission webhook)."""
+    entry = cache.get(_refusal_key(cr, desired))
+    if entry and now < entry["retry_at"]:
+        return entry["reason"], entry["message"]
+    return None
+
+
+def note_refusal(cr: dict[str, Any], desired: dict[str, Any], reason: str, message: str, now: datetime) -> None:
+    """The cluster refused ``desired``: wait 30 s before sending it again, doubling up to 10 min."""
+    key = _refusal_key(cr, desired)
+    attempts = (cache.get(key) or {}).get("attempts", 0) + 1
+    first, cap = REFUSAL_BACKOFF
+    delay = min(first * 2 ** (attempts - 1), cap)
+    cache.set(key, {"attempts": attempts, "retry_at": now + delay, "reason": reason, "message": message},
+              int(cap.total_seconds() * 2))  # fmt: skip
 
 
 def _same_event(event: Any, type_: str, message: str) -> bool:

@@ -77,7 +77,8 @@ def staged_update(
     ``t``) holds: PostgreSQL checks it again on the newest version of a row it had to wait for,
     so a row changed meanwhile by someone else is left alone. ``derived`` maps fields of
     ``update`` to SQL about the staged row (``s``) they are set from, so that a value two columns
-    share crosses to the server and is parsed once. Returns {unique values: pk} of the rows
+    share crosses to the server and is parsed once; such SQL may also read the stored row (``t``)
+    and the field's own staged value (which is then staged). Returns {unique values: pk} of the rows
     updated."""
     if not connection.in_atomic_block:
         raise RuntimeError("staged_update needs a transaction: its staging table empties at commit")
@@ -114,7 +115,10 @@ def _staged_update_plan(
     """The SQL of one shape of :func:`staged_update`, built once: a watch batch of two events spent
     a tenth of its CPU quoting the same names again."""
     derived_sql = dict(derived)
-    staged = tuple(model._meta.get_field(name) for name in dict.fromkeys([*unique, *update]) if name not in derived_sql)
+    # A derived field whose SQL reads its own staged value (``s.<column>``) is staged as well.
+    fields = [model._meta.get_field(name) for name in dict.fromkeys([*unique, *update])]
+    staged = tuple(field for field in fields
+                   if field.name not in derived_sql or f"s.{field.column}" in derived_sql[field.name])  # fmt: skip
     table = _quote(model._meta.db_table)
     staging_name = f"bulk_staging_{model._meta.db_table}_{_digest([field.column for field in staged])}"
     key_columns = _columns(model, unique)

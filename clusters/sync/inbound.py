@@ -99,7 +99,7 @@ def _upsert(
     created = obj is None
     if created:
         obj = model(cluster=cluster, namespace=namespace, name=metadata["name"])
-    obj.status = manifest.get("status") or {}
+    obj.take_cluster_status(manifest.get("status"))
     obj.observed_generation = obj.status.get("observedGeneration")
     recreated = not created and obj.uid and obj.uid != metadata.get("uid")
     if not created and portal_ahead(obj) and not recreated and not _holds_intent(obj, manifest):

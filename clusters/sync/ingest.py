@@ -193,6 +193,24 @@ _BASE_FROM_DESIRED = {
 }
 
 
+def _kept_status(model: type[KubeObject]) -> dict[str, str]:
+    """The bulk update's SQL for :meth:`KubeObject.take_cluster_status`: the stored row's values of
+    the kind's ``portal_status_keys`` stay where the cluster's status has no such key, and so do
+    the columns projected from them."""
+    keys = model.portal_status_keys
+    if not keys:
+        return {}
+    names = ", ".join("'" + key.replace("'", "''") + "'" for key in keys)
+    stored = "CASE jsonb_typeof(t.status) WHEN 'object' THEN t.status ELSE '{}'::jsonb END"
+    sql = {"status": f"COALESCE((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each({stored}) e "
+                     f"WHERE e.key IN ({names})), '{{}}'::jsonb) || s.status"}  # fmt: skip
+    for key, name in keys.items():
+        if name:
+            column = model._meta.get_field(name).column
+            sql[name] = f"CASE WHEN s.status ? '{key}' THEN s.{column} ELSE t.{column} END"
+    return sql
+
+
 def _write_rows(model, cluster, items, stored, listed_at: datetime | None) -> dict[Key, int]:
     """COPY the new rows, update the existing ones from a staging table (clusters/sync/bulk.py)."""
     new = [item for item in items if object_key(item) not in stored]
@@ -215,7 +233,7 @@ def _write_rows(model, cluster, items, stored, listed_at: datetime | None) -> di
         update=[*_SYNCED_FIELDS, *model.projected_fields()],
         only_if=only_if,
         only_if_params=params,
-        derived=_BASE_FROM_DESIRED,
+        derived={**_BASE_FROM_DESIRED, **_kept_status(model)},
     )
     return written | {key[1:]: pk for key, pk in updated.items()}
 

@@ -29,9 +29,11 @@ from django.conf import settings
 from django.utils.dateparse import parse_datetime
 from kubernetes import client
 
-from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError, translated
+from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, NotFoundError, TransientError, translated
 
 LEASE_PREFIX = "inference-portal-watch"
+LEASE_REFUSED = "watch Lease"
+"""How the cluster's ``last_error`` starts while the cluster refuses the watcher its Lease."""
 
 
 def installation_id(database: dict[str, Any] | None = None) -> str:
@@ -87,6 +89,7 @@ class LeaseElector:
         self.timing = timing or LeaseTiming()
         self.api = client.CoordinationV1Api(gateway.api_client)
         self.last_renewed: float | None = None  # monotonic time of our last successful renewal
+        self.refused: str | None = None  # the cluster's refusal of the last round (403...), else None
 
     def _spec(self, now: datetime, acquired: datetime, transitions: int) -> dict[str, Any]:
         return {
@@ -160,8 +163,11 @@ def lead_while(elector: LeaseElector, stop: threading.Event, leading: threading.
     while not stop.is_set():
         try:
             held = elector.try_acquire_or_renew()
-        except GatewayError:
+            elector.refused = None
+        except TransientError:  # unreachable: the renew deadline below decides
             held = None
+        except GatewayError as error:  # refused (403 RBAC, 404 namespace...): the supervisor reports it
+            held, elector.refused = None, str(error)
         if held:
             elector.last_renewed = time.monotonic()
             leading.set()

@@ -80,6 +80,12 @@ def _sync_families() -> dict[str, Metric]:
             "1 while this installation's watcher waits for the cluster's Lease, held by another replica.",
             labels=["cluster"],
         ),
+        Counter.LEASE_REFUSED: GaugeMetricFamily(
+            "inference_portal_watch_lease_refused",
+            "1 while the cluster refuses this installation's watcher its Lease (RBAC, a missing namespace): "
+            "nothing is watched.",
+            labels=["cluster"],
+        ),
     }
 
 
@@ -106,7 +112,7 @@ class SyncHealthCollector(Collector):
                 durations.setdefault((cluster, kind), {})[counter] = value
             elif counter == Counter.APPLY_ERRORS:
                 families[counter].add_metric([cluster, kind, label], value)
-            elif counter == Counter.LEASE_WAITING:
+            elif counter in (Counter.LEASE_WAITING, Counter.LEASE_REFUSED):
                 families[counter].add_metric([cluster], value)
             else:
                 families[counter].add_metric([cluster, kind], value)

@@ -180,7 +180,7 @@ def _merge(obj: KubeObject, current: dict[str, Any]) -> KubeObject | bool | None
         locked.set_desired(result.merged)
         locked.set_base(theirs)
         take_cluster_bookkeeping(locked, current)
-        locked.status = current.get("status") or {}
+        locked.take_cluster_status(current.get("status"))
         locked.save()
         record(
             locked,
@@ -247,7 +247,7 @@ def _record_applied(obj: KubeObject, result: dict[str, Any], sent: dict[str, Any
                 # edit merges from (else that edit would meet its own earlier apply as a "conflict").
                 take_cluster_bookkeeping(locked, result)
                 locked.set_base(cluster_document(result))
-                locked.status = result.get("status") or locked.status
+                locked.take_cluster_status(result.get("status") or locked.status)
                 locked.save()
                 record(locked, AuditEntry.Action.APPLIED, SYNC_ENGINE, changes,
                        message=f"resourceVersion {locked.resource_version} (a newer edit follows)")
@@ -257,7 +257,7 @@ def _record_applied(obj: KubeObject, result: dict[str, Any], sent: dict[str, Any
             return Outcome.APPLIED
         applied = cluster_document(result)
         take_cluster_bookkeeping(locked, result)
-        locked.status = result.get("status") or locked.status
+        locked.take_cluster_status(result.get("status") or locked.status)
         locked.set_base(applied)
         if locked.desired_document() == sent and locked.sync_state == SyncState.PENDING_APPLY:
             locked.set_desired(applied)  # takes the server's defaults, if any

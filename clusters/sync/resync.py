@@ -26,6 +26,7 @@ from clusters.sync import stats as sync_stats
 from clusters.sync.audit import Actor
 from clusters.sync.inbound import mark_deleted_in_cluster
 from clusters.sync.ingest import ingest_items, object_key
+from clusters.sync.leader import LEASE_REFUSED
 
 MAX_LIST_RESTARTS = 3
 
@@ -181,6 +182,9 @@ def resync_cluster(cluster: Cluster, gateway: ClusterGateway | None = None) -> l
     finally:
         if own_gateway:
             gateway.close()
+    if sync_stats.lease_is_refused(cluster):  # the watcher's report stands until it takes its Lease
+        stored = Cluster.objects.filter(pk=cluster.pk).values_list("last_error", flat=True).first() or ""
+        errors.insert(0, stored.split("; ")[0] if stored.startswith(LEASE_REFUSED) else f"{LEASE_REFUSED} refused")
     Cluster.objects.filter(pk=cluster.pk).update(
         healthy=not errors,
         last_error="; ".join(errors)[:2000],

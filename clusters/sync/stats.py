@@ -62,6 +62,16 @@ def lease_waiting(cluster: Cluster, waiting: bool) -> None:
     _record(cluster, "", Counter.LEASE_WAITING, Value(float(waiting)), float(waiting))
 
 
+def lease_refused(cluster: Cluster, refused: bool) -> None:
+    """The cluster refuses the watcher's Lease (403: RBAC; 404: no such namespace...), or no longer does."""
+    _record(cluster, "", Counter.LEASE_REFUSED, Value(float(refused)), float(refused))
+
+
+def lease_is_refused(cluster: Cluster) -> bool:
+    """What :func:`lease_refused` last said for the cluster (the resync's health keeps it)."""
+    return SyncStat.objects.filter(cluster=cluster, counter=Counter.LEASE_REFUSED, value__gt=0).exists()
+
+
 def reconciled(cluster: Cluster, kind: str, seconds: float) -> None:
     _add(cluster, kind, Counter.RECONCILES)
     _add(cluster, kind, Counter.RECONCILE_SECONDS, seconds)

@@ -11,12 +11,12 @@ import logging
 import threading
 from collections.abc import Callable
 
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 
 from clusters.kube.client import ClusterGateway
 from clusters.models import Cluster
 from clusters.sync import stats as sync_stats
-from clusters.sync.leader import LeaseElector, LeaseTiming, holder_identity, lead_while, lease_namespace
+from clusters.sync.leader import LEASE_REFUSED, LeaseElector, LeaseTiming, holder_identity, lead_while, lease_namespace
 from clusters.sync.watcher import ClusterWatch, WatchSettings
 
 logger = logging.getLogger(__name__)
@@ -81,8 +81,10 @@ class ClusterSupervisor:
         watch: ClusterWatch | None = None
         try:
             waiting_for: str | None = None
+            refused: str | None = None
             while not self.stop.wait(min(self.check_every, self.timing.retry_period / 2)):
                 waiting_for = self._note_waiting(cluster, elector, waiting_for)
+                refused = self._note_refused(cluster, elector, refused)
                 if self.leading.is_set() and watch is None:
                     watch_stop = threading.Event()
                     watch = ClusterWatch(cluster, watch_stop, self.settings, self.gateway_factory)
@@ -113,6 +115,29 @@ class ClusterSupervisor:
                 self.report(f"{cluster.name}: waiting for Lease {elector.namespace}/{elector.name}, held by {holder}")
             sync_stats.lease_waiting(cluster, bool(holder))
         return holder
+
+    def _note_refused(self, cluster: Cluster, elector: LeaseElector, refused: str | None) -> str | None:
+        """Say so when the cluster refuses the Lease and when it takes it again: a warning in the
+        log, the ``lease_refused`` figure on ``/metrics`` and the cluster's health (the watcher
+        watches nothing meanwhile; without this it waited in silence and the cluster showed healthy)."""
+        now = elector.refused
+        if now == refused:
+            return refused
+        where = f"{LEASE_REFUSED} {elector.namespace}/{elector.name}"
+        with transaction.atomic():
+            row = Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
+            stored = row.last_error.split("; ") if row is not None else []
+            others = [error for error in stored if error and not error.startswith(LEASE_REFUSED)]
+            if now:
+                logger.warning("%s: the cluster refuses the %s: %s", cluster.name, where, now)
+                self.report(f"{cluster.name}: the cluster refuses the {where}: {now}")
+                errors = [f"{where} refused: {now}", *others]
+            else:
+                self.report(f"{cluster.name}: the {where} is no longer refused")
+                errors = others
+            Cluster.objects.filter(pk=cluster.pk).update(healthy=not errors, last_error="; ".join(errors)[:2000])
+        sync_stats.lease_refused(cluster, bool(now))
+        return now
 
     def _stop_watch(self, cluster: Cluster, watch: ClusterWatch, watch_stop: threading.Event, why: str) -> None:
         watch_stop.set()

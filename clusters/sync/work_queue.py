@@ -11,6 +11,7 @@ guarded the same way: a pass that outlasts the polling interval is not overlappe
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import TypeVar
@@ -41,6 +42,26 @@ def run_exclusively(key: str, work: Callable[[], T], busy: T) -> T:
             cache.delete(key)
     if cache.get(dirty):  # asked for between the last check and the release: run once more
         return run_exclusively(key, work, busy)
+    return result
+
+
+def run_when_free(key: str, work: Callable[[], T], wait_seconds: float, then: Callable[[], T]) -> T | None:
+    """``work()`` under the lease ``key``, waiting up to ``wait_seconds`` for its holder to finish
+    (None when it does not): another object's reconcile acting on this one (a preemption) must
+    neither run beside this object's own reconcile nor be dropped as a duplicate. Requests that
+    arrived meanwhile (marked dirty) run as ``then()`` afterwards, so none is lost."""
+    token, deadline = uuid.uuid4().hex, time.monotonic() + wait_seconds
+    while not cache.add(key, token, LEASE_SECONDS):
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.02)
+    try:
+        result = work()
+    finally:
+        if cache.get(key) == token:
+            cache.delete(key)
+    if cache.get(f"{key}:dirty"):
+        run_exclusively(key, then, result)
     return result
 
 

@@ -32,7 +32,10 @@ class InferenceModelViewSet(KubeObjectViewSet):
                 description="Refused: the cluster does not let the portal manage InferenceModels, or a dependency is "
                 "missing or cyclic (the message names it)."
             ),
-            409: OpenApiResponse(description="The cluster refused the change; its message is given."),
+            409: OpenApiResponse(
+                description="The cluster refused the change, or the controller did not start the model (admission: "
+                "InsufficientMemory, InsufficientGPU, OverQuota; a failed plan); the reason and message are given."
+            ),
             422: OpenApiResponse(description="The cluster found the object invalid; its message is given."),
             503: OpenApiResponse(description="The cluster could not be reached."),
         },

@@ -26,7 +26,14 @@ from clusters.kube.client import ClusterGateway
 from clusters.validation.quantities import format_bytes, quantity_to_int
 from scheduler.admission.accounting import account
 from scheduler.admission.cluster_pods import PodRequests, pods_on_pools, unmirrored
-from scheduler.admission.quotas import QuotaState, asks, clear_reclaiming, mark_reclaiming, quota_state
+from scheduler.admission.quotas import (
+    QuotaState,
+    TeamShare,
+    asks,
+    clear_reclaiming,
+    mark_reclaiming,
+    quota_state,
+)
 from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import MemoryReservation, NodePool
 
@@ -88,7 +95,14 @@ class AdmissionDecision:
     reason: str = ""
     admitted: list[str] = field(default_factory=list)
     frees_enough: bool = False
-    """Scaling ``idle_candidates`` to zero would make room (the controller may do it at once)."""
+    """Scaling ``idle_candidates`` (and ``preempt``) to zero would make room (the controller may do it at once)."""
+    short_bytes: int = 0
+    short_gpus: int = 0
+    """How much memory and how many GPUs the pool lacks for the demands (0: not what refused them)."""
+    preempt: list[Holding] = field(default_factory=list)
+    """Models running on borrowed capacity to stop for a demand within its team's guarantee."""
+    preempted_words: dict[ModelKey, str] = field(default_factory=dict)
+    """Per model of ``preempt``: why, naming the team that reclaims (its ``Preempted`` condition and Event)."""
 
 
 def _idle_to_scale(
@@ -159,7 +173,7 @@ def _gpu_decision(
         f"{pool.gpu_count} ({held} held by running models, {reserved} reserved by models starting"
         f"{_by_pods(outside, by_pods, str)})"
         f"{idle_text}",
-        INSUFFICIENT_GPU, frees_enough=bool(candidates) and freed >= wanted - free,
+        INSUFFICIENT_GPU, frees_enough=bool(candidates) and freed >= wanted - free, short_gpus=wanted - free,
     )  # fmt: skip
 
 
@@ -218,7 +232,7 @@ def _pool_decision(
         f"insufficient memory in pool {pool_name} for {names}: requested {format_bytes(requested)}, "
         f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}; held by {holder_text}"
         f"{_by_pods(outside, by_pods, format_bytes)}{idle_text}",
-        INSUFFICIENT_MEMORY, frees_enough=bool(candidates) and freed >= shortfall,
+        INSUFFICIENT_MEMORY, frees_enough=bool(candidates) and freed >= shortfall, short_bytes=shortfall,
     )  # fmt: skip
 
 
@@ -306,7 +320,9 @@ def admit(
                 guaranteed.append(owner)
                 short = decision.reason in (INSUFFICIENT_MEMORY, INSUFFICIENT_GPU)
                 if not decision.fits and not decision.frees_enough and short:
-                    decision.message += mark_reclaiming(owner, now)
+                    preempted = _preempt(pool, shares, owner, others, decision) if pool else False
+                    if not preempted:
+                        decision.message += mark_reclaiming(owner, now)
             decisions.append(decision)
         failed = next((d for d in decisions if not d.fits), None)
         if failed:
@@ -342,6 +358,65 @@ def _quota_decision(
         return None
     requested = sum(item.memory_bytes for item in items)
     return AdmissionDecision(False, pool_name, requested, None, None, others, [], refusal, OVER_QUOTA)
+
+
+def _preempt(pool: NodePool, shares: QuotaState, owner: TeamShare, others: list[Holding],
+             decision: AdmissionDecision) -> bool:
+    """Name in ``decision`` the borrowed models to stop for ``owner``'s demand within its guarantee
+    (newest admitted first, :meth:`QuotaState.reclaimable`), enough to cover what the pool lacks;
+    False (nothing named) when even all of them would not. Runs under the pool's lock, so two
+    claimants never pick the same shortfall twice: the second sees the first's reservation."""
+    admitted = _admitted_at(pool)
+    chosen, freed_bytes, freed_gpus = [], 0, 0
+    for holder, share in shares.reclaimable({h.key: h for h in others}, admitted, claimant=owner):
+        if freed_bytes >= decision.short_bytes and freed_gpus >= decision.short_gpus:
+            break
+        if (decision.short_gpus and holder.gpu_count) or (decision.short_bytes and holder.memory_bytes):
+            chosen.append((holder, share))
+            freed_bytes, freed_gpus = freed_bytes + holder.memory_bytes, freed_gpus + holder.gpu_count
+    if not chosen or freed_bytes < decision.short_bytes or freed_gpus < decision.short_gpus:
+        return False
+    names = ", ".join(f"{h.namespace}/{h.name}" for h, _ in chosen)
+    decision.preempt = [holder for holder, _ in chosen]
+    decision.preempted_words = {
+        holder.key: f"preempted in pool {pool.name}: team {owner.team} reclaims its guaranteed share; "
+                    f"{shares.borrowing_words(share)}"
+        for holder, share in chosen
+    }  # fmt: skip
+    decision.frees_enough = True
+    decision.message += (
+        f"; within team {owner.team}'s guaranteed share: preempting {names}, borrowed beyond their teams' "
+        f"guarantees (newest first)"
+    )
+    return True
+
+
+def _admitted_at(pool: NodePool) -> dict[ModelKey, datetime]:
+    """When admission reserved for each model of the pool (a reservation lives from the model's
+    admission to its scale-to-zero): the order "newest first" preempts in. One query."""
+    return {
+        (kind, pool.cluster_id, namespace, name): created
+        for kind, namespace, name, created in pool.reservations.values_list("kind", "namespace", "name", "created_at")
+    }
+
+
+def borrowing(cluster_id: int, pool_name: str) -> dict[ModelKey, str]:
+    """The running models of the pool that run on borrowed capacity (the ones a reclaim would take
+    first, :meth:`QuotaState.reclaimable`), each with its team's borrowing in words; empty where the
+    pool has no quotas (one query then). What the controller shows as the ``Borrowing`` condition."""
+    pool = NodePool.objects.filter(cluster_id=cluster_id, name=pool_name, quotas__isnull=False).first()
+    if pool is None:
+        return {}
+    holders = load_holdings(cluster_id, pools=[pool_name], running_only=True)
+    reservations, reserved_gpus = pool.reserved()
+    shares = quota_state(pool, holders, reservations, reserved_gpus, set())
+    if shares is None:
+        return {}
+    admitted = _admitted_at(pool)
+    return {
+        holder.key: shares.borrowing_words(share)
+        for holder, share in shares.reclaimable({h.key: h for h in holders}, admitted)
+    }
 
 
 def _lock_pools(keys: list[tuple[int, str]]) -> dict[tuple[int, str], NodePool]:

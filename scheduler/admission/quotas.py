@@ -15,7 +15,10 @@ concurrent wakes never over-admit a quota, as they never over-admit the pool. It
   ``reclaiming_since`` younger than :data:`RECLAIM_HOLD`), naming that quota;
 - offers borrowers' idle models first (oldest idle first) when a demand does not fit the pool, so
   a team wanting its guaranteed share back stops the borrowers before anyone else, and marks the
-  team's quota reclaiming when even that does not free enough.
+  team's quota reclaiming when even that does not free enough;
+- preempts, when the idle models do not free enough for a demand within its team's guarantee, the
+  models that run on borrowed capacity (:meth:`QuotaState.reclaimable`: newest admitted first, never
+  a team's guaranteed models), so the guarantee holds within the claimant's own reconcile.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
@@ -33,6 +36,7 @@ from clusters.validation.quantities import format_bytes
 from scheduler.holdings import Holding, Identified, ModelKey, load_holdings
 from scheduler.models import NodePool, TeamQuota
 
+_OLDEST = datetime(1970, 1, 1, tzinfo=UTC)
 RECLAIM_HOLD = timedelta(minutes=10)
 """How long a refused demand within a guarantee keeps other teams from borrowing: the controller
 retries a refused model every pass, renewing the claim; a model deleted meanwhile lets it lapse."""
@@ -141,6 +145,49 @@ class QuotaState:
             if borrowed_now.bytes or borrowed_now.gpus:
                 found.update(share.models)
         return found
+
+    def reclaimable(
+        self, holders: dict[ModelKey, Holding], admitted: dict[ModelKey, datetime], claimant: TeamShare | None = None
+    ) -> list[tuple[Holding, TeamShare]]:
+        """The running models that run on borrowed capacity, each with its team, newest admitted
+        first (``admitted``: when admission reserved for it; a model with no reservation counts as
+        the oldest): what a team reclaiming its guarantee may preempt, as Kueue's
+        ``reclaimWithinCohort`` takes the newest workloads of queues borrowing in the cohort.
+
+        Per team, newest first, a model is taken while the team uses more than its guarantee in
+        some dimension (memory, GPUs) and only when stopping it leaves the team at or above its
+        guarantee in every dimension it exceeds: a team's guaranteed models are never taken, and a
+        preempted model, were it started again, would borrow again (so it cannot preempt back).
+        ``claimant``'s own models are never in the list."""
+        found: list[tuple[Holding, TeamShare]] = []
+        for share in self.shares.values():
+            if share is claimant:
+                continue
+            left, guaranteed = Use(share.used.bytes, share.used.gpus), share.guaranteed
+            mine = sorted((holders[key] for key in share.models if key in holders),
+                          key=lambda h: (admitted.get(h.key, _OLDEST), h.label), reverse=True)  # fmt: skip
+            for holder in mine:
+                over_bytes, over_gpus = left.bytes > guaranteed.bytes, left.gpus > guaranteed.gpus
+                if not (over_bytes or over_gpus):
+                    break
+                frees = (over_bytes and holder.memory_bytes > 0) or (over_gpus and holder.gpu_count > 0)
+                keeps = (not over_bytes or left.bytes - holder.memory_bytes >= guaranteed.bytes) and (
+                    not over_gpus or left.gpus - holder.gpu_count >= guaranteed.gpus
+                )
+                if frees and keeps:
+                    found.append((holder, share))
+                    left.add(-holder.memory_bytes, -holder.gpu_count)
+        found.sort(key=lambda pair: (admitted.get(pair[0].key, _OLDEST), pair[0].label), reverse=True)
+        return found
+
+    def borrowing_words(self, share: TeamShare) -> str:
+        """What ``share`` borrows in the pool, in words, naming its quota (the Borrowing condition)."""
+        over = share.borrowed
+        quota = f" ({_describe(share.quota)})" if share.quota else " (no quota there: it only borrows)"
+        return (
+            f"team {share.team} uses {format_bytes(share.used.bytes)} and {share.used.gpus} GPUs in pool "
+            f"{self.pool.name}, {format_bytes(over.bytes)} and {over.gpus} GPUs beyond its guarantee{quota}"
+        )
 
     def within_guarantee(self, demands: Iterable[Identified], asks: Callable[[Identified], Use]) -> TeamShare | None:
         """The demands' team when all of them fit its unused guarantee (their team's, one team), else None."""

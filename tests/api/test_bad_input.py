@@ -145,6 +145,10 @@ def test_a_deep_value_is_refused_naming_where_on_every_write_path(editor, cluste
         ({"spec": {"nodeSelector": {"bad key!": "x"}}}, "spec.nodeSelector.bad key!", "must be at most 63"),
         ({"spec": {"nodeSelector": {"Example.com/pool": "x"}}}, "spec.nodeSelector.Example.com/pool",
          "has a prefix that is not a DNS subdomain"),
+        # a GPU (nvidia.com/gpu in the pod) cannot be overcommitted: the pod needs its limit, equal
+        ({"spec": {"resources": {"requests": {"gpu": "1"}}}}, "spec.resources.limits.gpu", "must be set when"),
+        ({"spec": {"resources": {"requests": {"gpu": "1"}, "limits": {"gpu": "2"}}}}, "spec.resources.limits.gpu",
+         "must equal spec.resources.requests.gpu (1)"),
     ],
 )
 def test_what_kubernetes_or_postgresql_refuses_is_a_400_naming_the_field(editor, cluster, change, path, rule) -> None:

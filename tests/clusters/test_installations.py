@@ -11,6 +11,7 @@ import pytest
 
 from clusters.models import Cluster, SyncStat
 from clusters.sync.leader import LeaseTiming, lease_name
+from clusters.sync.resync import resync_cluster
 from clusters.sync.watch_supervisor import ClusterSupervisor
 from clusters.sync.watcher import Backoff, WatchSettings
 from tests.clusters.conftest import RunningWatch, wait_for
@@ -78,3 +79,42 @@ def test_missing_kinds_follow_the_watchers_lists(live_cluster, kube) -> None:
     finally:
         kube.proxy.clear_faults()
         running.stop()
+
+
+def test_a_refused_lease_is_logged_counted_and_makes_the_cluster_unhealthy(live_cluster, kube, metrics_client,
+                                                                          caplog) -> None:
+    """Issue 44, item 4: the cluster refuses the watcher's Lease (403, RBAC): a warning in the log
+    naming the Lease and the cluster's message, ``inference_portal_watch_lease_refused{cluster} 1``
+    on ``/metrics`` and the cluster unhealthy with the reason, through a resync as well; once the
+    Lease is granted the watcher watches and all three clear."""
+    if kube.proxy is None:
+        pytest.skip("the refusal is played by the session's fault proxy")
+    stop, lines = threading.Event(), []
+    kube.proxy.inject("*", "leases", status=403, times=None, message='leases.coordination.k8s.io is forbidden: '
+                      'User "portal" cannot get resource "leases" in the namespace')  # fmt: skip
+    supervisor = ClusterSupervisor(live_cluster.pk, stop, FAST, TIMING, identity="refused-1", report=lines.append,
+                                   check_every=0.1, lease="inference-portal-watch-refused").start()  # fmt: skip
+    try:
+        wait_for(lambda: any("refuses the watch Lease" in line and "forbidden" in line for line in lines),
+                 message="the watcher to say its Lease is refused")  # fmt: skip
+        assert any("refuses the watch Lease" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+        refused = SyncStat.objects.filter(cluster=live_cluster, counter=SyncStat.Counter.LEASE_REFUSED)
+        wait_for(lambda: refused.filter(value=1).exists(), message="the refused figure")
+        scraped = metrics_client.get("/metrics").content.decode()
+        assert f'inference_portal_watch_lease_refused{{cluster="{live_cluster.name}"}} 1.0' in scraped
+        row = Cluster.objects.get(pk=live_cluster.pk)
+        assert row.healthy is False and "watch Lease" in row.last_error and "forbidden" in row.last_error
+        resync_cluster(row)  # the lists succeed: the cluster stays unhealthy while nothing is watched
+        row.refresh_from_db()
+        assert row.healthy is False and "forbidden" in row.last_error
+        assert not supervisor.watching.is_set()
+
+        kube.proxy.clear_faults()
+        wait_for(supervisor.watching.is_set, timeout=20, message="the watcher to take its Lease once granted")
+        wait_for(lambda: refused.filter(value=0).exists(), message="the refused figure to clear")
+        row.refresh_from_db()
+        assert row.healthy is True and row.last_error == ""
+    finally:
+        kube.proxy.clear_faults()
+        stop.set()
+        supervisor.join(timeout=30)

@@ -6,9 +6,14 @@ missing, a run's config is missing, a Job fails."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import kubernetes
 import pytest
+from django.utils import timezone
 
+from clusters.sync.controllers import reconcile_row
+from clusters.sync.resync import resync_cluster
 from models_app.models import InferenceModel
 from runs_app.models import InferenceRun
 from scheduler.refresh import refresh_node_pools
@@ -114,6 +119,10 @@ def test_gpus_short_is_insufficient_gpu_not_memory(pools, editor) -> None:
     assert refused["reason"] == "InsufficientGPU" and "insufficient GPUs" in refused["message"]
     assert [e.reason for e in warnings(kube, MODEL)] == ["InsufficientGPU"]
     assert api_view(editor, InferenceModel, MODEL)["lastError"]["reason"] == "InsufficientGPU"
+    row = InferenceModel.objects.get(name=MODEL)
+    woken = editor.post(f"/api/inferencemodels/{row.pk}/wake/")  # admission refuses the start: no 200
+    assert woken.status_code == 409, woken.json()
+    assert woken.json()["detail"].startswith(f"{MODEL} was not started: InsufficientGPU: insufficient GPUs")
 
 
 def test_a_missing_dependency_is_named(pools, editor) -> None:
@@ -160,3 +169,60 @@ def test_a_run_without_its_config_then_a_failed_job(managed, editor) -> None:
     assert {e.reason for e in warnings(kube, name, InferenceRun.kube)} == {"ConfigNotFound", "Failed"}
     shown = api_view(editor, InferenceRun, name)
     assert shown["lastError"]["reason"] == "Failed" and shown["lastError"]["message"] == failed["message"]
+
+
+def test_a_refused_write_backs_off_until_the_model_changes_and_keeps_its_failure_through_cooldown(pools,
+                                                                                                 editor) -> None:
+    """Issue 44, item 4: the cluster refuses the model's Deployment (a GPU without a limit, 422).
+    Passes after the first send no Deployment PATCH, and no other write (the apiserver's requests
+    through the test's proxy): the same refusal is reported from the backoff. A new generation
+    (still refused) is sent once at once. After the cooldown the model still says Invalid, and
+    the API still has its lastError, instead of ScaledToZero."""
+    kube, _ = pools
+    if kube.proxy is None:
+        pytest.skip("the requests are counted by the session's fault proxy")
+    gpu_without_limit = {"requests": {"cpu": "4", "memory": "16Gi", "gpu": "1"}}
+    write_model(kube, resources=gpu_without_limit, cooldownPeriod="1m")
+    kube.sync()
+    assert ready_condition(kube, InferenceModel.kube, MODEL)["reason"] == "Invalid"
+
+    steady = kube.writes_during(kube.sync) + kube.writes_during(kube.sync)
+    assert steady == [], steady  # no PATCH of the Deployment, no status write, no Event
+
+    write_model(kube, resources={**gpu_without_limit, "requests": {**gpu_without_limit["requests"], "cpu": "3"}},
+                cooldownPeriod="1m")  # a new generation, refused as well
+    changed = kube.writes_during(kube.sync)
+    assert [(w.verb, w.plural) for w in changed if w.plural == "deployments"] == [("patch", "deployments")], changed
+    assert kube.writes_during(kube.sync) == []
+
+    row = InferenceModel.objects.get(name=MODEL)
+    reconcile_row(row, now=timezone.now() + timedelta(hours=1))  # long past its 1m cooldown
+    kept = ready_condition(kube, InferenceModel.kube, MODEL)
+    assert kept["reason"] == "Invalid" and "Limit must be set" in kept["message"]
+    assert api_view(editor, InferenceModel, MODEL)["lastError"]["reason"] == "Invalid"
+
+
+def test_last_error_since_is_the_first_failure_of_the_run_not_the_creation(pools, editor) -> None:
+    """Issue 43, item 4: a model waits for a dependency that never gets ready (Pending: Ready False,
+    no failure) from its creation; minutes later its spec names a dependency that does not exist
+    (DependencyNotFound), then another. ``lastError.since`` is that first failure, not the creation:
+    the ``Failing`` condition's transition time, which a new message within the run keeps."""
+    kube, cluster = pools
+    helper = sample_manifest("inferencemodel-tokenizer-service.yaml")
+    helper["spec"]["nodeSelector"] = {"inference-pool": "gpu-a100", "accelerator": "nvidia-h100"}  # never ready
+    kube.write(helper)
+    write_model(kube, dependencies=["tokenizer-service"])
+    kube.sync()
+    row = InferenceModel.objects.get(name=MODEL)
+    assert ready_condition(kube, InferenceModel.kube, MODEL)["reason"] == "Pending"
+    assert api_view(editor, InferenceModel, MODEL)["lastError"] is None
+
+    failed_at = timezone.now() + timedelta(minutes=3)  # within the model's cooldown
+    for minutes, missing in ((0, "ghost-model"), (2, "ghost-two")):  # the run goes on with another message
+        write_model(kube, dependencies=[missing])
+        resync_cluster(cluster)  # the edit mirrored, no reconcile: the next one is at failed_at
+        reconcile_row(InferenceModel.objects.get(pk=row.pk), now=failed_at + timedelta(minutes=minutes))
+        shown = api_view(editor, InferenceModel, MODEL)["lastError"]
+        assert shown["reason"] == "DependencyNotFound" and missing in shown["message"]
+        assert shown["since"] == failed_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert ready_condition(kube, InferenceModel.kube, MODEL)["lastTransitionTime"] < shown["since"]

@@ -86,9 +86,10 @@ def test_a_guaranteed_share_is_admitted_in_one_reconcile_by_stopping_the_borrowe
                  message=f"{name} ready")  # fmt: skip
     alpha.sync()  # the reported replicas mirrored: 8 of 8 GPUs held, beta borrowing 3
     later = parse_datetime(created["metadata"]["creationTimestamp"]) + timedelta(minutes=20)
-    alpha.write(model("alpha-wants", last_request=later.isoformat()))
-    alpha.sync()  # the pass now: everyone busy but the newcomer, which finds no GPU and nothing idle
+    alpha.write(model("alpha-wants", last_request="2026-01-01T00:00:00Z"))
+    alpha.sync()  # the newcomer is known and asleep (idle since January)
     assert replicas(alpha, "alpha-wants") == 0
+    alpha.write(model("alpha-wants", last_request=later.isoformat()))  # woken 20 minutes on
 
     row = InferenceModel.objects.get(cluster=cluster, name="alpha-wants")
     reconcile_row(row, now=later)  # one reconcile of the woken model, 20 minutes on
@@ -134,3 +135,69 @@ def test_fifty_concurrent_wakes_from_two_teams_never_over_admit_the_pool_or_a_qu
     ready = next(c for c in alpha.read(InferenceModel.kube, refused)["status"]["conditions"] if c["type"] == "Ready")
     assert ready["reason"] == "OverQuota"
     assert "over its borrowing limit (quota alpha/gpu-a100: guaranteed 128Gi and 2 GPUs" in ready["message"]
+
+
+def condition(kube: KubeCluster, name: str, type_: str) -> dict | None:
+    status = kube.read(InferenceModel.kube, name).get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
+
+
+def test_a_guarantee_preempts_the_newest_borrowers_in_one_reconcile_and_never_a_guaranteed_model(teams):
+    """Issue 44, item 1: alpha (4 guaranteed GPUs, no borrowing limit) runs 8 busy one-GPU models,
+    the whole pool, 4 of them borrowed; each carries a Borrowing condition while it lasts. Beta
+    (4 guaranteed, none used) starts a model: its one reconcile preempts alpha's newest admitted
+    model (Ready reason Preempted, a Preempted condition and a Warning Event naming team beta)
+    and starts beta's. Four of beta's take alpha's four borrowers, newest first; a fifth, beyond
+    beta's guarantee, is refused and alpha keeps its 4 guaranteed models."""
+    alpha, beta, cluster = teams
+    quota(cluster, "alpha", gpus=4, limit=None)
+    quota(cluster, "beta", gpus=4, limit=None)
+    names = [f"a-{index}" for index in range(8)]
+    for name in names:
+        alpha.write(model(name))
+    alpha.sync()
+    for name in names:
+        wait_for(lambda n=name: ready_replicas(alpha.get("apps/v1", "Deployment", n)) == 1, timeout=60,
+                 message=f"{name} ready")  # fmt: skip
+    alpha.sync()  # the replicas mirrored: alpha holds all 8 GPUs, 4 borrowed
+    alpha.sync()  # each model's reconcile now sees who borrows
+    reservations = MemoryReservation.objects.filter(namespace=alpha.namespace).order_by("-created_at")
+    admitted = list(reservations.values_list("name", flat=True))
+    assert sorted(admitted) == names
+    newest, oldest = admitted[:4], admitted[4:]
+    borrowing = {name for name in names if (c := condition(alpha, name, "Borrowing")) and c["status"] == "True"}
+    assert borrowing == set(newest), (borrowing, newest)
+    assert "team alpha uses" in condition(alpha, newest[0], "Borrowing")["message"]
+
+    for index, victim in enumerate(newest):
+        beta.write(model(f"b-{index}"))
+        beta.sync()  # the row exists (the pass also reconciles it: one reconcile, refused or not)
+        row = InferenceModel.objects.get(cluster=cluster, namespace=beta.namespace, name=f"b-{index}")
+        if replicas(beta, f"b-{index}") == 0:
+            reconcile_row(row)
+        assert replicas(beta, f"b-{index}") == 1
+        assert replicas(alpha, victim) == 0, {name: replicas(alpha, name) for name in names}
+        # Ready said Preempted; the victim's own reconcile in the same pass may have moved it on to
+        # the refusal of its restart (the pool is full): the Preempted condition keeps who took its place.
+        assert condition(alpha, victim, "Ready")["status"] == "False"
+        preempted = condition(alpha, victim, "Preempted")
+        assert preempted["status"] == "True" and "team beta reclaims its guaranteed share" in preempted["message"]
+        assert condition(alpha, victim, "Borrowing")["status"] == "False"
+        uid = alpha.read(InferenceModel.kube, victim)["metadata"]["uid"]
+        events = alpha.list("v1", "Event")
+        assert any(
+            e["involvedObject"]["uid"] == uid and e["reason"] == "Preempted" and "team beta" in e["message"]
+            for e in events
+        ), events
+    assert all(replicas(alpha, name) == 1 for name in oldest)
+
+    beta.write(model("b-beyond"))
+    beta.sync()
+    row = InferenceModel.objects.get(cluster=cluster, namespace=beta.namespace, name="b-beyond")
+    reconcile_row(row)
+    assert replicas(beta, "b-beyond") == 0
+    assert condition(beta, "b-beyond", "Ready")["reason"] == "InsufficientGPU"
+    assert all(replicas(alpha, name) == 1 for name in oldest)
+    alpha.sync()  # the preempted models try again: the pool is full, they stay down, nothing flaps
+    assert all(replicas(alpha, name) == 0 for name in newest)
+    assert all(replicas(beta, f"b-{index}") == 1 for index in range(4))

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from accounts.models import NamespaceGrant, Team
-from scheduler.admission.admit import OVER_QUOTA, Demand, admit
+from scheduler.admission.admit import OVER_QUOTA, Demand, admit, release
 from scheduler.admission.quotas import RECLAIM_HOLD, team_resolver
 from scheduler.models import MemoryReservation, TeamQuota
 from tests.scheduler.conftest import GI, NOW, make_model
@@ -74,9 +74,36 @@ def test_a_guaranteed_demand_stops_the_borrowers_idle_models_first(cluster, team
     assert TeamQuota.objects.get(pk=teams["a"].pk).reclaiming_since is None  # stopping them makes room
 
 
+def test_a_guaranteed_demand_preempts_the_newest_borrowers_never_a_guaranteed_model(cluster, teams, gpu_pool):
+    """Nothing is idle: a's demand within its guarantee names b's models beyond b's guarantee, newest
+    admitted first, enough to make room, and never b-base (stopping it would take b below 50Gi)."""
+    make_model(cluster, "b-base", "50Gi", namespace="b", last_request=BUSY)  # no reservation: the oldest
+    for name, gi, minutes in (("b-old", 20, 30), ("b-new", 15, 10)):
+        make_model(cluster, name, f"{gi}Gi", namespace="b", last_request=BUSY)
+        reservation = MemoryReservation.objects.create(pool=gpu_pool, kind="InferenceModel", namespace="b", name=name,
+                                                       memory_bytes=gi * GI)  # fmt: skip
+        MemoryReservation.objects.filter(pk=reservation.pk).update(created_at=NOW - timedelta(minutes=minutes))
+
+    short = admit(demand(cluster, "a", "a-some", 30), now=NOW)  # the pool has 15Gi: 15 short
+    assert not short.fits and short.frees_enough
+    assert [h.name for h in short.preempt] == ["b-new"]
+    assert "team a reclaims its guaranteed share" in short.preempted_words[short.preempt[0].key]
+    assert TeamQuota.objects.get(pk=teams["a"].pk).reclaiming_since is None
+
+    whole = admit(demand(cluster, "a", "a-all", 50), now=NOW)  # 35 short: both borrowers, b-base never
+    assert [h.name for h in whole.preempt] == ["b-new", "b-old"]
+    stopped = {h.key for h in whole.preempt}
+    for holder in whole.preempt:  # as the controller's scale-to-zero of each does
+        release(cluster.pk, holder.kind, holder.namespace, holder.name)
+    assert admit(demand(cluster, "a", "a-all", 50), now=NOW, stopping=stopped).fits
+
+    beyond = admit(demand(cluster, "b", "b-more", 5), now=NOW)  # b beyond its guarantee preempts nobody
+    assert not beyond.fits and not beyond.preempt
+
+
 def test_when_idle_borrowers_are_not_enough_new_borrowing_is_refused_until_the_owner_is_admitted(cluster, teams):
-    make_model(cluster, "b-base", "50Gi", namespace="b", last_request=BUSY)
-    borrowed = make_model(cluster, "b-borrowed", "35Gi", namespace="b", last_request=BUSY)
+    # one model of 85Gi: it borrows 35Gi, but stopping it would take b below its guarantee: not preempted
+    borrowed = make_model(cluster, "b-borrowed", "85Gi", namespace="b", last_request=BUSY)
 
     refused = admit(demand(cluster, "a", "a-wants", 30), now=NOW)
     assert not refused.fits and not refused.frees_enough

@@ -31,7 +31,15 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.kube.client import ClusterGateway, NotFoundError, PermanentError
 from clusters.kube.conditions import rfc3339, set_condition
-from clusters.kube.failures import failing_condition, held_refusal, note_refusal, refusal, unschedulable, warn, with_failing
+from clusters.kube.failures import (
+    failing_condition,
+    held_refusal,
+    note_refusal,
+    refusal,
+    unschedulable,
+    warn,
+    with_failing,
+)
 from clusters.kube.owned import NotOwnedError, ensure, label_value
 from clusters.models import Cluster, SyncState
 from clusters.sync.handover import remove_finalizer

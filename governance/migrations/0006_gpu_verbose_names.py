@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('governance', '0004_ledger_set_aside_and_spool'),
+        ('governance', '0005_usage_and_gpu_rollups'),
     ]
 
     operations = [

@@ -151,6 +151,7 @@ class KubeCluster:
             self.proxy.clear_faults()
         try:
             if self.owns_namespace:
+                self._release_pods()
                 kubernetes.client.CoreV1Api(self.api_client).delete_namespace(self.namespace)
                 return
             for kind, name in self.written:
@@ -158,6 +159,19 @@ class KubeCluster:
         except kubernetes.client.ApiException as error:
             if error.status != 404:
                 raise
+
+
+    def _release_pods(self) -> None:
+        """Force the namespace's pods off their nodes before the namespace goes: the next test's
+        admission counts every pod on the shared kwok nodes (``scheduler.admission.cluster_pods``),
+        and a namespace's deletion leaves its pods holding GPUs for as long as the namespace
+        controller takes. The owners go first, so nothing recreates a pod deleted here."""
+        apps, batch = kubernetes.client.AppsV1Api(self.api_client), kubernetes.client.BatchV1Api(self.api_client)
+        for delete in (apps.delete_collection_namespaced_deployment, apps.delete_collection_namespaced_replica_set,
+                       apps.delete_collection_namespaced_stateful_set, batch.delete_collection_namespaced_job):
+            delete(self.namespace, propagation_policy="Background")
+        kubernetes.client.CoreV1Api(self.api_client).delete_collection_namespaced_pod(
+            self.namespace, grace_period_seconds=0)
 
 
 def external_kubeconfig() -> str | None:

@@ -83,11 +83,15 @@ class Table:
                     routes.sort(key=_order)
 
     def remove(self, route: Route) -> None:
+        """``route`` (the very object :meth:`add` put in) out of its lists."""
         for index, key in ((self.by_id, route.id), (self.by_name, route.model)):
             routes = index.get(key)
             if routes is None:
                 continue
-            routes[:] = [other for other in routes if other.key != route.key]
+            for position, other in enumerate(routes):
+                if other is route:
+                    del routes[position]
+                    break
             if not routes:
                 del index[key]
 

@@ -56,6 +56,14 @@ UPSTREAM_ERRORS = Counter(
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
+CATALOG_ROWS = Counter(
+    "inference_portal_gateway_catalog_rows_read",
+    "Serving rows the route catalog read: every row (whole), the rows change notices named (notice), the rows "
+    "whose version differed after notices may have been missed (compare)",
+    ["read"], registry=REGISTRY,
+)
+
+
 @cache
 def _series(metric: Counter | Histogram, *labels: str) -> Counter | Histogram:
     """``metric``'s child for these label values, resolved once."""

@@ -27,7 +27,7 @@ object in the whole portal unless staff share it for a cluster
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,11 +170,22 @@ def route_refusal(policy: Policy, row: Any, routes_backend_url: bool) -> str | N
     ``model_name_path``), then, where the object routes to its ``spec.backendUrl``
     (``routes_backend_url``: an InferenceModel), that URL; None: it does. Asked by the catalog and the
     model page, so both say the same."""
-    refused = model_name_refusal(row.model_name)
+    backend_url = (row.spec or {}).get("backendUrl") if routes_backend_url else None
+    return refusal_of(policy.refusal, row.model_name, row.model_name_path, row.cluster_id, row.namespace,
+                      backend_url, routes_backend_url)
+
+
+def refusal_of(
+    backend_refusal: Callable[[int, str, Any], str | None], model_name: str, model_name_path: str, cluster_id: int,
+    namespace: str, backend_url: Any, routes_backend_url: bool,
+) -> str | None:
+    """:func:`route_refusal` from the columns themselves (the catalog reads no model instance);
+    ``backend_refusal`` is :meth:`Policy.refusal`, or a cache of it (many models share a backend)."""
+    refused = model_name_refusal(model_name)
     if refused:
-        return f"{row.model_name_path} {refused}"
+        return f"{model_name_path} {refused}"
     if routes_backend_url:
-        refused = policy.refusal(row.cluster_id, row.namespace, (row.spec or {}).get("backendUrl"))
+        refused = backend_refusal(cluster_id, namespace, backend_url)
         return None if refused is None else f"{BACKEND_URL_FIELD} {refused}"
     return None
 

@@ -19,9 +19,13 @@ a mirrored one is routed whatever its status says, as another controller owns it
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
+from clusters.models import Cluster
 from inference_gateway.addresses import BackendURL, NotAnAddress, parse_backend_url
 from inference_gateway.placement import gateway_id, service_of
 from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
@@ -72,58 +76,116 @@ class Route:
         return f"{self.scheme}://{host}:{self.port}{self.prefix}"
 
 
-def created_of(row: ServingModel) -> int:
-    """When the model came to be, as OpenAI's ``created`` says it (Unix seconds): the object's
-    ``creationTimestamp`` in its cluster, else the mirror row's creation (an object the portal made
-    and has not yet seen come back from the cluster)."""
-    return int((row.cluster_created_at or row.created_at).timestamp())
+@dataclass(frozen=True, slots=True)
+class RouteRow:
+    """The columns of one serving row a route is built from, as ``values_list`` reads them: no model
+    instance (building 100,000 of them, ``post_init`` signals and JSON decoding included, was most
+    of a catalog load). ``detail`` is the one value a kind adds (:attr:`ServingKind.detail`)."""
+
+    pk: int
+    cluster_id: int
+    namespace: str
+    name: str
+    model_name: str
+    ready: bool
+    created: int
+    detail: Any
 
 
-def inference_model_route(row: InferenceModel) -> Route:
+@dataclass(frozen=True)
+class ServingKind:
+    """A serving kind as the catalog reads it: its table, the one kind-specific value a route needs
+    (``detail``: a lookup ``values_list`` reads without decoding the whole spec), and its builder."""
+
+    model: type[ServingModel]
+    detail: str
+    build: Callable[[RouteRow, str, bool, str | None], Route]  # (row, kind, wakeable, refusal)
+    routes_backend_url: bool = False  # the placement rules judge its detail as ``spec.backendUrl``
+
+    @property
+    def table(self) -> str:
+        return self.model._meta.db_table
+
+    @property
+    def kind(self) -> str:
+        return self.model.kube.kind
+
+
+# The columns every kind's route reads, in the order :func:`route_row` takes them.
+COLUMNS = ("pk", "cluster_id", "namespace", "name", "model_name", "ready", "cluster_created_at", "created_at",
+           "sync_state")
+
+
+def route_row(values: tuple) -> RouteRow:
+    """A :class:`RouteRow` from :data:`COLUMNS` and the kind's detail. ``created`` is OpenAI's: the
+    object's ``creationTimestamp`` in its cluster, else the mirror row's creation (an object the
+    portal made and has not yet seen come back from the cluster), in Unix seconds."""
+    pk, cluster_id, namespace, name, model_name, ready, cluster_created_at, created_at, _, detail = values[:10]
+    return RouteRow(pk, cluster_id, namespace, name, model_name, ready,
+                    int((cluster_created_at or created_at).timestamp()), detail)
+
+
+@functools.lru_cache(maxsize=65536)
+def _backend(url: Any) -> tuple[BackendURL, str]:
+    """``spec.backendUrl`` as the gateway connects to it, and its path less a trailing ``/v1``;
+    cached: many models name the same backend, and yarl's parse is most of a route's cost."""
+    try:
+        backend = parse_backend_url(url)
+    except NotAnAddress:
+        backend = BackendURL("http", "", 80, "", None)
+    prefix = backend.path.rstrip("/")
+    return backend, prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix
+
+
+_service = functools.lru_cache(maxsize=65536)(service_of)  # (host, namespace): models share backends
+
+
+def inference_model_route(row: RouteRow, kind: str, wakeable: bool, refusal: str | None = None) -> Route:
     """The route of ``spec.backendUrl`` as the gateway connects to it: host and port as yarl reads
     them (``inference_gateway.addresses``), the host the placement rules judged. A URL that is not
     a backend address routes nowhere (the catalog's refusal says why)."""
-    try:
-        url = parse_backend_url(row.spec.get("backendUrl"))
-    except NotAnAddress:
-        url = BackendURL("http", "", 80, "", None)
-    prefix = url.path.rstrip("/")
-    prefix = prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix
-    service, service_namespace = service_of(url.host, row.namespace) if url.host else (None, row.namespace)
+    url, prefix = _backend(row.detail if isinstance(row.detail, str) else None)  # any other value: no address
+    service, service_namespace = _service(url.host, row.namespace) if url.host else (None, row.namespace)
     return Route(
-        model=row.model_name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
+        model=row.model_name, kind=kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
         name=row.name, scheme=url.scheme, host=url.host, port=url.port, prefix=prefix, service=service,
-        service_namespace=service_namespace, wakeable=row.cluster.manages(row.kube.kind), ready=row.ready,
-        created=created_of(row),
+        service_namespace=service_namespace, wakeable=wakeable, ready=row.ready, created=row.created,
+        refusal=refusal,
     )
 
 
-def kubeai_route(row: KubeAIModel) -> Route:
+def kubeai_route(row: RouteRow, kind: str, wakeable: bool, refusal: str | None = None) -> Route:
     return Route(
-        model=row.name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
+        model=row.name, kind=kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
         name=row.name, scheme="http", host=f"{KUBEAI_SERVICE}.{row.namespace}.svc.cluster.local", port=KUBEAI_PORT,
         prefix=KUBEAI_PREFIX, service=KUBEAI_SERVICE, service_namespace=row.namespace, wakeable=False,
-        ready=row.ready, created=created_of(row),
-        features=tuple(feature for feature in row.features.split(",") if feature),
+        ready=row.ready, created=row.created,
+        features=tuple(feature for feature in (row.detail or "").split(",") if feature), refusal=refusal,
     )
 
 
-def model_service_route(row: ModelService) -> Route:
-    port = (row.spec.get("engine") or {}).get("port") or MODEL_SERVICE_PORT
+def model_service_route(row: RouteRow, kind: str, wakeable: bool, refusal: str | None = None) -> Route:
+    port = row.detail or MODEL_SERVICE_PORT
     return Route(
-        model=row.model_name, kind=row.kube.kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
+        model=row.model_name, kind=kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
         name=row.name, scheme="http", host=f"{row.name}.{row.namespace}.svc.cluster.local", port=port, prefix="",
         service=row.name, service_namespace=row.namespace, wakeable=False, ready=row.ready,
-        created=created_of(row),
+        created=row.created, refusal=refusal,
     )
 
 
-ROUTE_BUILDERS = {
-    InferenceModel: inference_model_route,
-    KubeAIModel: kubeai_route,
-    ModelService: model_service_route,
-}
+# In the order the catalog lists a shared id's objects (a ready one first, then this order).
+SERVING_KINDS = (
+    ServingKind(InferenceModel, "spec__backendUrl", inference_model_route, routes_backend_url=True),
+    ServingKind(KubeAIModel, "features", kubeai_route),
+    ServingKind(ModelService, "spec__engine__port", model_service_route),
+)
+KIND_OF = {kind.model: kind for kind in SERVING_KINDS}
 
 
 def route_for(row: ServingModel) -> Route:
-    return ROUTE_BUILDERS[type(row)](row)
+    """The route of one stored object, read as the catalog reads it (one query; tests and tools)."""
+    kind = KIND_OF[type(row)]
+    values = type(row).objects.filter(pk=row.pk).values_list(*COLUMNS, kind.detail).get()
+    cluster = Cluster.objects.filter(pk=row.cluster_id).values_list("managed_kinds", flat=True).get()
+    return kind.build(route_row(values), kind.kind, kind.kind in (cluster or []))

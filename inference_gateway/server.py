@@ -33,6 +33,7 @@ neither the engine nor its metrics see them), and idle connections close after a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hmac
 import json
@@ -67,6 +68,7 @@ from inference_gateway.notices import CATALOG_TABLES, listen
 from inference_gateway.resolver import guarded_connector
 from inference_gateway.routes import Route
 from inference_gateway.waking import NotAwake, Waker
+from inference_gateway.workers import STOP_SECONDS
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +78,11 @@ FIRST_BYTE = web.RequestKey("first_byte", float)  # seconds from the request to 
 HOLD = web.RequestKey("hold", Hold)  # the request's bytes in the process's budget (inference_gateway/memory.py)
 WRITE_SLICE = 1024 * 1024  # a buffered answer is written in slices: the socket's buffer never copies it whole
 OVERLOADED_RETRY_AFTER = "1"  # seconds: bytes in flight are given back as requests end
+# On SIGTERM, requests in flight get this long to finish (then they are cancelled and the worker
+# cleans up): inside the supervisor's STOP_SECONDS and Kubernetes' default grace period of 30 s,
+# where aiohttp's own default (60 s) outlasted both and the worker was killed mid-cleanup.
+SHUTDOWN_SECONDS = STOP_SECONDS - 5.0
+FIRST_READ_WAIT_SECONDS = 5.0  # for the notices' connection before the routes are first read
 NO_MODEL = "-"  # the metrics label of requests that named no model the caller may use
 _DECODER = json.JSONDecoder()
 
@@ -141,7 +148,8 @@ class Gateway:
     def __init__(self, config: GatewaySettings) -> None:
         self.config = config
         self.callers = Callers(config.caller_ttl)
-        self.catalog = Catalog(config.catalog_ttl)
+        self.listening = asyncio.Event()  # set once catalog change notices arrive
+        self.catalog = Catalog(config.catalog_ttl, self.listening.is_set)
         self.balancer = Balancer(config.endpoints_ttl, config.eject_seconds)
         self.waker = Waker(config.wake_timeout, config.wake_poll)
         self.last_requests = LastRequests(config.stamp_interval)
@@ -151,10 +159,12 @@ class Gateway:
         self.sweeper: asyncio.Task | None = None
         self.session: aiohttp.ClientSession | None = None
         self.notices: asyncio.Task | None = None
-        self.listening = asyncio.Event()  # set once catalog change notices arrive
+        self.first_read: asyncio.Task | None = None
 
     async def start(self, _app: web.Application) -> None:
         self.notices = asyncio.ensure_future(listen(self._changed, self.listening))
+        self.first_read = asyncio.ensure_future(self._first_read())
+        self.first_read.add_done_callback(lambda task: task.cancelled() or task.exception())
         self.sweeper = asyncio.ensure_future(self.deadlines.sweep())
         # No cookie jar: one shared by every caller would hand one caller's cookies to the next.
         self.session = aiohttp.ClientSession(
@@ -167,15 +177,25 @@ class Gateway:
             auto_decompress=False,
         )
 
-    def _changed(self, table: str | None) -> None:
-        """A change notice of ``table`` (None: of any): the routes, or the limits and teams governance
-        holds, or both, are read again, whichever reads that table."""
+    async def _first_read(self) -> None:
+        """The routes, read while the server starts so the first request finds them, once notices
+        arrive (a change after the read is then noticed; without notices, after
+        ``FIRST_READ_WAIT_SECONDS``). A failure is the first request's to report."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FIRST_READ_WAIT_SECONDS):
+                await self.listening.wait()
+        await self.catalog.routes()
+
+    def _changed(self, table: str | None, pk: int | None = None) -> None:
+        """A change notice of ``table`` (None: of any), of its row ``pk`` where it names one: the
+        routes, or the limits and teams governance holds, or both, are read again, whichever reads
+        that table (the routes only that row)."""
         if table is None or table in CATALOG_TABLES:
-            self.catalog.changed()
+            self.catalog.changed(table, pk)
         self.governance.changed(table)
 
     async def stop(self, _app: web.Application) -> None:
-        for task in (self.notices, self.sweeper):
+        for task in (self.notices, self.sweeper, self.first_read):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -575,9 +595,11 @@ async def run(
     disconnects cancels its handler, and with it the upstream call. ``keepalive_timeout``: a
     connection that has sent no complete request (slow headers) or sits idle between requests for
     ``GATEWAY_CLIENT_TIMEOUT_SECONDS`` is closed. ``reuse_port``: other processes listen on the
-    same port (``SO_REUSEPORT``, inference_gateway/workers.py)."""
+    same port (``SO_REUSEPORT``, inference_gateway/workers.py). Once ``stop`` is set, requests in
+    flight have ``SHUTDOWN_SECONDS`` to finish."""
     runner = web.AppRunner(make_app(), handler_cancellation=True, access_log=None,
-                           keepalive_timeout=float(settings.GATEWAY_CLIENT_TIMEOUT_SECONDS))
+                           keepalive_timeout=float(settings.GATEWAY_CLIENT_TIMEOUT_SECONDS),
+                           shutdown_timeout=SHUTDOWN_SECONDS)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=reuse_port or None)
     await site.start()

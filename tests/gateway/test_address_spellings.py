@@ -32,7 +32,7 @@ from inference_gateway.resolver import guarded_connector
 from models_app.controller import _deployment
 from models_app.gateway_rules import gateway_rules
 from models_app.models import InferenceModel
-from tests.clusters.conftest import sample_manifest
+from tests.clusters.conftest import sample_manifest, wait_for
 from tests.gateway.conftest import serve_model
 
 OWN_HOST = "portal.example.org"
@@ -218,9 +218,18 @@ def test_no_spelling_reaches_a_loopback_backend_through_the_gateway(
     def check(spelling: tuple[str, str]) -> None:
         host, _ = spelling
         row = serve_model(cluster, "m", f"http://{host}:{backend.port}")  # mirrored as it is: never validated
+        answers: list[requests.Response] = []
+
+        def routed() -> bool:
+            """The row's notice lands within milliseconds of its commit, not before the commit
+            returns: until then the model is unknown (404)."""
+            answers.append(requests.post(f"{gateway.url}/v1/chat/completions", headers=headers, timeout=30,
+                                         json={"model": "team-a/m", "messages": [{"role": "user", "content": "hi"}]}))
+            return answers[-1].status_code != 404
+
         try:
-            answer = requests.post(f"{gateway.url}/v1/chat/completions", headers=headers, timeout=30,
-                                   json={"model": "team-a/m", "messages": [{"role": "user", "content": "hi"}]})
+            wait_for(routed, timeout=30, message="the model's notice to reach the gateway")
+            answer = answers[-1]
             assert answer.status_code == 502, (host, answer.status_code, answer.text)
             assert answer.json()["error"]["code"] in ("backend_refused", "backend_unreachable"), (host, answer.text)
         finally:

@@ -155,11 +155,12 @@ def serving_services(manifests: list[tuple[dict[str, Any], dict[str, Any] | None
 
 
 def publish_engines(api_client: Any, services: dict[tuple[str, str], int], engine_ports: list[int]) -> None:
-    """Each Service without a selector, and one FQDN EndpointSlice per engine naming ``localhost``
-    on the engine's port. With kwok no pod runs, so the Services list the engines on this machine
-    instead: kube-apiserver refuses loopback IPs in an EndpointSlice, but takes a name, which the
-    gateway judges as a ``backendUrl`` host: ``localhost`` only with ``GATEWAY_ALLOW_LOOPBACK``,
-    the demo's development setting (inference_gateway/endpoints.py), never on a real cluster's gateway."""
+    """Each Service without a selector, and one FQDN EndpointSlice per engine naming
+    ``engine-N.localhost`` on the engine's port. With kwok no pod runs, so the Services list the
+    engines on this machine instead: kube-apiserver refuses loopback IPs in an EndpointSlice (and a
+    name of one label), but takes a name under ``localhost``, which the gateway resolves to loopback
+    (RFC 6761, inference_gateway/resolver.py) and follows only with ``GATEWAY_ALLOW_LOOPBACK``, the
+    demo's development setting (inference_gateway/endpoints.py), never on a real cluster's gateway."""
     core, discovery = kubernetes.client.CoreV1Api(api_client), kubernetes.client.DiscoveryV1Api(api_client)
     for (namespace, name), port in sorted(services.items()):
         core.create_namespaced_service(namespace, {"metadata": {"name": name},
@@ -171,7 +172,7 @@ def publish_engines(api_client: Any, services: dict[tuple[str, str], int], engin
                     "endpointslice.kubernetes.io/managed-by": ENGINE_SLICE_MANAGER}},
                 "addressType": "FQDN",
                 "ports": [{"name": "http", "port": engine_port, "protocol": "TCP"}],
-                "endpoints": [{"addresses": ["localhost"], "conditions": {"ready": True}}],
+                "endpoints": [{"addresses": [f"engine-{index}.localhost"], "conditions": {"ready": True}}],
             })
 
 

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusters.validation.schemas import FieldError
 from common.db_thread import read
 from inference_gateway.picking.bounded_hash import PrefixHashSpec
 from inference_gateway.picking.scorers import DEFAULT_WEIGHTS, Weights, parse_weights
@@ -82,6 +83,22 @@ def config_of(kind: str, spec: dict[str, Any], annotations: dict[str, Any], name
         except ValueError as error:
             logger.warning("%s: annotation %s: %s; using the default weights", name, WEIGHTS_ANNOTATION, error)
     return PickingConfig(strategy=strategy, weights=weights)
+
+
+def annotation_errors(annotations: dict[str, Any]) -> list[FieldError]:
+    """The write paths' rule for the two annotations (``models_app.gateway_rules``): field, value, rule."""
+    errors = []
+    picker = annotations.get(PICKER_ANNOTATION)
+    if picker is not None and picker not in ANNOTATED:
+        errors.append(FieldError(f"metadata.annotations[{PICKER_ANNOTATION}]", picker,
+                                 f"must be one of {', '.join(ANNOTATED)}"))
+    weights = annotations.get(WEIGHTS_ANNOTATION)
+    if weights is not None:
+        try:
+            parse_weights(str(weights))
+        except ValueError as error:
+            errors.append(FieldError(f"metadata.annotations[{WEIGHTS_ANNOTATION}]", weights, str(error)))
+    return errors
 
 
 def _load(route: Route) -> PickingConfig:

@@ -10,10 +10,11 @@ cancellation when the client disconnects, which is what cancels the upstream cal
 already a pinned dependency (the tests' fault proxy); uvloop adds a faster event loop.
 
 Per request: the caller from its API token (``callers``), the route from the model catalog
-(``catalog``), a wake when the model is managed and at zero (``waking``), a replica by least
-outstanding requests (``balancer``), then the body is passed on unchanged and the answer passed
-back as it comes: a JSON answer whole, an SSE stream chunk by chunk. The last request is stamped
-in the background (``last_request``); metrics are recorded at the end (``metrics``).
+(``catalog``), a wake when the model is managed and at zero (``waking``), a replica picked from
+what its engines report (``picking``; ``balancer`` keeps the replicas and their health), then the
+body is passed on unchanged and the answer passed back as it comes: a JSON answer whole, an SSE
+stream chunk by chunk. The last request is stamped in the background (``last_request``); metrics
+are recorded at the end (``metrics``).
 
 **What a request costs** (cProfile of one worker at saturation against tools/fast-backend,
 bench/bench_gateway.py; 300-350 us of CPU per request on the shared 2-core machine at load 11-16):

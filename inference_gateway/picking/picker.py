@@ -24,9 +24,9 @@ it (``routing.scorer_cpu_us_per_request``).
 
 from __future__ import annotations
 
+import functools
 import random
 import time
-from collections import deque
 from functools import cache
 from typing import Any
 
@@ -54,6 +54,7 @@ def _picks(model: str, replica: str, scorer: str) -> Counter:
     return PICKS.labels(model, replica, scorer)
 
 
+@functools.lru_cache(maxsize=4096)
 def replica_name(url: str) -> str:
     """A replica as the header and the counters name it: its host and port."""
     return url.split("://", 1)[-1].split("/", 1)[0]
@@ -65,7 +66,9 @@ class ModelState:
 
     def __init__(self) -> None:
         self.indexes: dict[str, PrefixIndex] = {}
-        self.recent: dict[str, deque[tuple[float, str]]] = {}  # replica URL -> (when, what decided)
+        # replica URL -> {(second, what decided): picks}: a count per second, not a record per request
+        self.recent: dict[str, dict[tuple[int, str], int]] = {}
+        self.last_pick = 0.0
         self.ring: Ring | None = None
         self.replicas: list[str] = []  # the route's replica URLs at its last request
 
@@ -76,12 +79,23 @@ class ModelState:
         return index
 
     def picked(self, url: str, decided: str, now: float) -> None:
-        recent = self.recent.get(url)
-        if recent is None:
-            recent = self.recent[url] = deque()
-        recent.append((now, decided))
-        while recent and now - recent[0][0] > RECENT_SECONDS:
-            recent.popleft()
+        counts = self.recent.get(url)
+        if counts is None:
+            counts = self.recent[url] = {}
+        key = (int(now), decided)
+        counts[key] = counts.get(key, 0) + 1
+        self.last_pick = now
+
+    def recent_picks(self, url: str, now: float) -> dict[str, int]:
+        """The replica's picks of the last ``RECENT_SECONDS`` by what decided (older counts dropped)."""
+        counts, picks = self.recent.get(url, {}), {}
+        for key in list(counts):
+            second, decided = key
+            if now - second > RECENT_SECONDS:
+                del counts[key]
+            else:
+                picks[decided] = picks.get(decided, 0) + counts[key]
+        return picks
 
     def ring_of(self, urls: list[str], replication: int) -> Ring:
         if self.ring is None or self.ring.urls != tuple(urls):

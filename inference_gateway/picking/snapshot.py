@@ -16,7 +16,6 @@ import logging
 import os
 import socket
 import time
-from collections import Counter
 from typing import Any
 
 from django.db import DatabaseError
@@ -37,9 +36,9 @@ def table(picker: Picker, key: tuple, now: float) -> list[dict[str, Any]]:
     model = picker.models[key]
     rows = []
     for url in {*model.replicas, *model.recent}:
-        picks = Counter(decided for at, decided in model.recent.get(url, ()) if now - at <= RECENT_SECONDS)
+        picks = model.recent_picks(url, now)
         engine = picker.scraper.states.get(url)
-        row: dict[str, Any] = {"replica": replica_name(url), "picks": dict(picks), "fresh": False}
+        row: dict[str, Any] = {"replica": replica_name(url), "picks": picks, "fresh": False}
         if engine is not None:
             row.update(waiting=engine.waiting, running=engine.running, kv_usage=round(engine.kv_usage, 4),
                        prefix_hit_rate=round(engine.prefix_hits / engine.prefix_queries, 4)
@@ -68,7 +67,7 @@ async def keep_writing(picker: Picker, interval: float = SNAPSHOT_SECONDS) -> No
         await asyncio.sleep(interval)
         now = time.monotonic()
         tables = {key: table(picker, key, now) for key, model in picker.models.items()
-                  if any(recent and now - recent[-1][0] <= RECENT_SECONDS for recent in model.recent.values())}
+                  if now - model.last_pick <= RECENT_SECONDS}
         try:
             await in_thread(lambda tables=tables: _write(tables), CLUSTER_CALLS)
         except DatabaseError as error:

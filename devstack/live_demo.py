@@ -4,7 +4,9 @@ Started by ``manage.py run_demo`` when the control plane can be built (Go is ins
 
 1. the tests' control plane (``devstack.control_plane``: etcd, kube-apiserver, controller-manager,
    scheduler, kwok nodes with GPUs), with the portal's CRDs;
-2. ``manage.py demo_backend``, the OpenAI-compatible server every demo model points at;
+2. simulated engines (``manage.py sim_engine``, devstack/sim_engine.py): one every InferenceModel
+   points at, and ``SERVING_ENGINES`` behind the Services the other kinds answer through
+   (:func:`serving_services`), so every demo model answers through the gateway;
 3. the cluster ``local`` registered with the portal managing InferenceModel and InferenceRun (a
    previous run's ``local`` row is kept and pointed at the new control plane, so every grant,
    quota, budget and other decision attached to it survives; only the mirror of its gone etcd is
@@ -71,6 +73,13 @@ TOKEN_NAME = "live demo"
 PASS_SECONDS = 10.0  # the periodic reconcile pass (cooldowns, budgets); the watcher acts within a second
 SAMPLE_SECONDS = 60  # GPU holdings sampled this often for GPU-hours (beat's USAGE_SAMPLE_SECONDS elsewhere)
 DEMO_MODEL = "mistral-7b"
+SERVING_ENGINES = 3  # replicas behind KubeAI's and the ModelServices' Services: the gateway picks among them
+# The simulated engines run ten times faster than the Llama 3.1 8B on an H100 they model, with a KV
+# cache small enough that a shared-prefix conversation shows hits and misses on the model page.
+ENGINE_OPTIONS = ["--time-scale", "0.1", "--num-blocks", "2000", "--max-loras", "2"]
+ENGINE_SLICE_MANAGER = "inference-portal-live-demo"
+# Where the gateway reaches KubeAI Models and ModelServices (inference_gateway/routes.py, docs/gateway.md)
+KUBEAI_SERVICE, KUBEAI_PORT, MODEL_SERVICE_PORT = "kubeai", 80, 8000
 # Single sign-on in the demo (docs/identity.md): the project's own OpenID provider with two people,
 # whose provider groups map to two teams, each editing one namespace of the local cluster.
 SSO_PROVIDER_NAME = "the demo provider"
@@ -153,7 +162,44 @@ def demo_manifests(backend_url: str, now: Any) -> list[tuple[dict[str, Any], dic
     return manifests
 
 
-def apply_demo_objects(plane: ControlPlane, backend_url: str) -> int:
+def serving_services(manifests: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[tuple[str, str], int]:
+    """(namespace, Service) -> port of each Service the gateway reaches the demo's mirrored kinds
+    through (``inference_gateway.routes``): KubeAI's ``kubeai`` (port 80) in each namespace with a
+    KubeAI Model, and a Service named after each ModelService on its ``spec.engine.port``."""
+    services = {}
+    for manifest, _ in manifests:
+        namespace, kind = manifest["metadata"]["namespace"], manifest["kind"]
+        if kind == "Model":
+            services[(namespace, KUBEAI_SERVICE)] = KUBEAI_PORT
+        elif kind == "ModelService":
+            port = (manifest["spec"].get("engine") or {}).get("port") or MODEL_SERVICE_PORT
+            services[(namespace, manifest["metadata"]["name"])] = port
+    return services
+
+
+def publish_engines(api_client: Any, services: dict[tuple[str, str], int], engine_ports: list[int]) -> None:
+    """Each Service without a selector, and one FQDN EndpointSlice per engine naming
+    ``engine-N.localhost`` on the engine's port. With kwok no pod runs, so the Services list the
+    engines on this machine instead: kube-apiserver refuses loopback IPs in an EndpointSlice (and a
+    name of one label), but takes a name under ``localhost``, which the gateway resolves to loopback
+    (RFC 6761, inference_gateway/resolver.py) and follows only with ``GATEWAY_ALLOW_LOOPBACK``, the
+    demo's development setting (inference_gateway/endpoints.py), never on a real cluster's gateway."""
+    core, discovery = kubernetes.client.CoreV1Api(api_client), kubernetes.client.DiscoveryV1Api(api_client)
+    for (namespace, name), port in sorted(services.items()):
+        core.create_namespaced_service(namespace, {"metadata": {"name": name},
+                                                   "spec": {"ports": [{"name": "http", "port": port}]}})
+        for index, engine_port in enumerate(engine_ports):
+            discovery.create_namespaced_endpoint_slice(namespace, {
+                "metadata": {"name": f"{name}-engine-{index}", "labels": {
+                    "kubernetes.io/service-name": name,
+                    "endpointslice.kubernetes.io/managed-by": ENGINE_SLICE_MANAGER}},
+                "addressType": "FQDN",
+                "ports": [{"name": "http", "port": engine_port, "protocol": "TCP"}],
+                "endpoints": [{"addresses": [f"engine-{index}.localhost"], "conditions": {"ready": True}}],
+            })
+
+
+def apply_demo_objects(plane: ControlPlane, backend_url: str, engine_ports: list[int] | None = None) -> int:
     """Create the demo's namespaces and objects in the cluster, as another writer would."""
     manifests = demo_manifests(backend_url, timezone.now())
     with plane.api_client() as api_client:
@@ -168,6 +214,8 @@ def apply_demo_objects(plane: ControlPlane, backend_url: str) -> int:
             if status:
                 custom.patch_namespaced_custom_object_status(kind.group, kind.version, namespace, kind.plural, name,
                                                              {"status": status})
+        if engine_ports:
+            publish_engines(api_client, serving_services(manifests), engine_ports)
     return len(manifests)
 
 
@@ -277,13 +325,21 @@ class LiveDemo:
         self.say("Starting the local control plane...")
         self.plane.start(prepare=apply_crds_to)
         backend_port = free_port()
-        self._start("demo_backend", ["demo_backend", "--host", "127.0.0.1", "--port", str(backend_port),
-                                     "--name", "demo-backend"])
+        self._start("engine", ["sim_engine", "--host", "127.0.0.1", "--port", str(backend_port),
+                               "--name", "demo-engine", *ENGINE_OPTIONS])
+        engine_ports = [free_port() for _ in range(SERVING_ENGINES)]
+        for index, port in enumerate(engine_ports):
+            self._start(f"engine-{index}", ["sim_engine", "--host", "127.0.0.1", "--port", str(port),
+                                            "--name", f"engine-{index}", *ENGINE_OPTIONS])
+        for port in [backend_port, *engine_ports]:
+            self._wait_serving(f"http://127.0.0.1:{port}/health", f"the engine on port {port}")
         cluster = register_cluster(self.plane)
         from scheduler.public import refresh_node_pools  # the planner's view of the kwok nodes
 
         refresh_node_pools(cluster)
-        count = apply_demo_objects(self.plane, f"http://127.0.0.1:{backend_port}")
+        count = apply_demo_objects(self.plane, f"http://127.0.0.1:{backend_port}", engine_ports)
+        # the guided deploy offers the engine as a new InferenceModel's backend (models_app/deploy.py)
+        self.env["DEPLOY_BACKEND_URL"] = f"http://127.0.0.1:{backend_port}"
         call_command("sync", "--once", "--cluster", CLUSTER, stdout=io.StringIO())
         call_command("load_demo_observations", cluster=CLUSTER, stdout=io.StringIO())
         self.say(f"Cluster {CLUSTER}: {count} demo objects applied and synced.")

@@ -70,7 +70,7 @@ HOSTILE_HEADERS = {
 }
 
 
-def _words(body: dict[str, Any]) -> list[str]:
+def answer_words(body: dict[str, Any]) -> list[str]:
     last = (body.get("messages") or [{}])[-1].get("content", "") if "messages" in body else body.get("prompt", "")
     text = str(last)
     words = text.split() or ["ok"]
@@ -80,8 +80,26 @@ def _words(body: dict[str, Any]) -> list[str]:
     return [words[index % len(words)] for index in range(limit)]
 
 
-def _usage(prompt: int, completion: int) -> dict[str, int]:
+def usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def completion_body(ident: str, chat: bool, created: int, model: Any, name: str, words: list[str],
+                    counted: dict[str, int]) -> dict[str, Any]:
+    """A whole answer as OpenAI writes it (``chat.completion`` or ``text_completion``)."""
+    text = " ".join(words)
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": None}
+    choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
+    return {"id": ident, "object": "chat.completion" if chat else "text_completion", "created": created,
+            "model": model, "system_fingerprint": name, "choices": [choice], "usage": counted}
+
+
+def chunk_body(ident: str, chat: bool, created: int, model: Any, name: str, word: str) -> dict[str, Any]:
+    """One token of a streamed answer as OpenAI writes it."""
+    choice: dict[str, Any] = {"index": 0, "finish_reason": None, "logprobs": None}
+    choice.update({"delta": {"content": word + " "}} if chat else {"text": word + " "})
+    return {"id": ident, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
+            "model": model, "system_fingerprint": name, "choices": [choice]}
 
 
 async def models(request: web.Request) -> web.Response:
@@ -91,11 +109,11 @@ async def models(request: web.Request) -> web.Response:
 async def generate(request: web.Request) -> web.StreamResponse:
     try:
         body = await request.json()
-        _words(body)
+        answer_words(body)
         if not isinstance(body.get("stream_options") or {}, dict):
             raise ValueError("stream_options must be an object")
     except Exception as error:  # any body it cannot read is the client's error
-        return _bad_request(error)
+        return bad_request(error)
     if request.app[HOSTILE] and request.app[HOSTILE] != "no-usage":
         return await hostile(request, request.app[HOSTILE], request.app[SIZE])
     return await _generate(request, body)
@@ -166,7 +184,7 @@ async def _generate(request: web.Request, body: dict[str, Any]) -> web.StreamRes
     if request.app[FAIL]:  # a broken or overloaded engine: it answers, with an error
         error = {"message": f"{name} is failing", "type": "server_error", "code": None, "param": None}
         return web.json_response({"error": error}, status=request.app[FAIL], headers={"X-Backend": name})
-    words = _words(body)
+    words = answer_words(body)
     if request.app[THINK]:
         await asyncio.sleep(request.app[THINK])
     created, ident = int(time.time()), f"cmpl-{name}-{stats[request.path]}"
@@ -174,42 +192,19 @@ async def _generate(request: web.Request, body: dict[str, Any]) -> web.StreamRes
     if "traceparent" in request.headers:  # the trace context it was called in (W3C), shown to the test
         headers["X-Received-Traceparent"] = request.headers["traceparent"]
     if not body.get("stream"):
-        text = " ".join(words)
-        choice = {"index": 0, "finish_reason": "stop", "logprobs": None}
-        choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
-        return web.json_response(
-            {
-                "id": ident,
-                "object": "chat.completion" if chat else "text_completion",
-                "created": created,
-                "model": body.get("model"),
-                "system_fingerprint": name,
-                "choices": [choice],
-                "usage": _usage(len(words), len(words)),
-            },
-            headers=headers,
-        )
+        return web.json_response(completion_body(ident, chat, created, body.get("model"), name, words,
+                                                 usage(len(words), len(words))), headers=headers)
     response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream"})
     await response.prepare(request)
     try:
         for index, word in enumerate(words):
-            delta = {"content": word + " "} if chat else None
-            choice = {"index": 0, "finish_reason": None, "logprobs": None}
-            choice.update({"delta": delta} if chat else {"text": word + " "})
-            chunk = {
-                "id": ident,
-                "object": "chat.completion.chunk" if chat else "text_completion",
-                "created": created,
-                "model": body.get("model"),
-                "system_fingerprint": name,
-                "choices": [choice],
-            }
+            chunk = chunk_body(ident, chat, created, body.get("model"), name, word)
             await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             if index < len(words) - 1 and request.app[DELAY]:
                 await asyncio.sleep(request.app[DELAY])
         if (body.get("stream_options") or {}).get("include_usage") and request.app[HOSTILE] != "no-usage":
             last = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": body.get("model"),
-                    "choices": [], "usage": _usage(len(words), len(words))}
+                    "choices": [], "usage": usage(len(words), len(words))}
             await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
     except (asyncio.CancelledError, ConnectionResetError):
@@ -218,7 +213,7 @@ async def _generate(request: web.Request, body: dict[str, Any]) -> web.StreamRes
     return response
 
 
-def _bad_request(error: Exception) -> web.Response:
+def bad_request(error: Exception) -> web.Response:
     return web.json_response({"error": {"message": f"bad request: {error}", "type": "invalid_request_error",
                                         "code": None, "param": None}}, status=400)
 
@@ -228,7 +223,7 @@ async def embeddings(request: web.Request) -> web.Response:
         body = await request.json()
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
     except Exception as error:  # any body it cannot read is the client's error
-        return _bad_request(error)
+        return bad_request(error)
     stats = request.app[STATS]
     stats[request.path] = stats.get(request.path, 0) + 1
     data = [
@@ -237,7 +232,7 @@ async def embeddings(request: web.Request) -> web.Response:
     ]
     tokens = sum(len(str(text).split()) for text in inputs)
     return web.json_response(
-        {"object": "list", "model": body.get("model"), "data": data, "usage": _usage(tokens, 0)},
+        {"object": "list", "model": body.get("model"), "data": data, "usage": usage(tokens, 0)},
         headers={"X-Backend": request.app[NAME]},
     )
 

@@ -91,8 +91,12 @@ class Balancer:
             chosen = min(healthy, key=lambda replica: (replica.outstanding, replica.last_pick))
         else:
             chosen = min(candidates, key=lambda replica: replica.failed_until)
-        chosen.last_pick = next(_ticks)
+        self.mark_picked(chosen)
         return chosen
+
+    def mark_picked(self, replica: Replica) -> None:
+        """The replica takes a request now (ties among equals go to the one picked least recently)."""
+        replica.last_pick = next(_ticks)
 
     def failed(self, replica: Replica) -> None:
         replica.failed_until = time.monotonic() + self.eject_seconds

@@ -116,3 +116,26 @@ class SharedGatewayId(models.Model):
     @property
     def audit_name(self) -> str:
         return self.gateway_id
+
+
+class ReplicaSnapshot(models.Model):
+    """One gateway worker's view of one model's replicas, for the model page's replica table
+    (``inference_gateway.picking.snapshot``). Why the database: the page and the gateway are other
+    processes (and a gateway runs several workers, each with its own picks), the demo has no Redis,
+    and a row per model and worker rewritten every few seconds costs nothing next to the catalog's
+    reads; the page sums the workers' picks and takes each replica's freshest engine state."""
+
+    kind = models.CharField(max_length=63)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    worker = models.CharField(max_length=80, help_text="host:pid of the gateway worker that wrote it")
+    replicas = models.JSONField(default=list)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "cluster", "namespace", "name", "worker"],
+                                               name="gateway_replica_snapshot_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name} ({self.worker})"

@@ -11,6 +11,11 @@ addresses aiohttp connects to:
   IP literals and resolved names alike: nothing connects without passing it.
 
 A refused address fails like an unreachable one, with the reason.
+
+Names under ``localhost`` (``engine-0.localhost``) are loopback by RFC 6761 (section 6.3), whatever
+the host's resolver says (glibc without systemd-resolved finds none): they resolve to 127.0.0.1
+here, and are then refused like any loopback address outside development. The live demo's
+EndpointSlices name its engines so (kube-apiserver takes no loopback IP, and no single-label name).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from aiohappyeyeballs import AddrInfoType
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
-from inference_gateway.addresses import address_refusal
+from inference_gateway.addresses import address_refusal, ip_of, is_loopback_name
 
 
 class RefusedAddress(OSError):
@@ -42,7 +47,11 @@ class GuardedResolver(AbstractResolver):
 
     async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
                       ) -> list[ResolveResult]:
-        results = await self._resolver.resolve(host, port, family)
+        if is_loopback_name(host) and ip_of(host) is None and host != "localhost":  # RFC 6761: *.localhost
+            results: list[ResolveResult] = [{"hostname": host, "host": "127.0.0.1", "port": port,
+                                             "family": socket.AF_INET, "proto": 0, "flags": socket.AI_NUMERICHOST}]
+        else:
+            results = await self._resolver.resolve(host, port, family)
         for result in results:
             refused = address_refusal(result["host"])
             if refused:

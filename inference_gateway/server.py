@@ -10,10 +10,11 @@ cancellation when the client disconnects, which is what cancels the upstream cal
 already a pinned dependency (the tests' fault proxy); uvloop adds a faster event loop.
 
 Per request: the caller from its API token (``callers``), the route from the model catalog
-(``catalog``), a wake when the model is managed and at zero (``waking``), a replica by least
-outstanding requests (``balancer``), then the body is passed on unchanged and the answer passed
-back as it comes: a JSON answer whole, an SSE stream chunk by chunk. The last request is stamped
-in the background (``last_request``); metrics are recorded at the end (``metrics``).
+(``catalog``), a wake when the model is managed and at zero (``waking``), a replica picked from
+what its engines report (``picking``; ``balancer`` keeps the replicas and their health), then the
+body is passed on unchanged and the answer passed back as it comes: a JSON answer whole, an SSE
+stream chunk by chunk. The last request is stamped in the background (``last_request``); metrics
+are recorded at the end (``metrics``).
 
 **What a request costs** (cProfile of one worker at saturation against tools/fast-backend,
 bench/bench_gateway.py; 300-350 us of CPU per request on the shared 2-core machine at load 11-16):
@@ -65,6 +66,10 @@ from inference_gateway.headers import answer_headers, content_type
 from inference_gateway.last_request import LastRequests
 from inference_gateway.memory import Budget, Hold
 from inference_gateway.notices import CATALOG_TABLES, listen
+from inference_gateway.picking import snapshot
+from inference_gateway.picking.config import Configs
+from inference_gateway.picking.picker import Picker, replica_name
+from inference_gateway.picking.scraper import Scraper
 from inference_gateway.resolver import guarded_connector
 from inference_gateway.routes import Route
 from inference_gateway.waking import NotAwake, Waker
@@ -76,6 +81,9 @@ GATEWAY = web.AppKey("gateway", "Gateway")
 API_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 FIRST_BYTE = web.RequestKey("first_byte", float)  # seconds from the request to the answer's first byte
 HOLD = web.RequestKey("hold", Hold)  # the request's bytes in the process's budget (inference_gateway/memory.py)
+BODY = web.RequestKey("body", dict)  # the request body, parsed: the picker reads its prompt
+ADAPTER = web.RequestKey("adapter", str)  # the LoRA adapter a request asks for as <model>_<adapter>
+PICKED = web.RequestKey("picked", tuple)  # (replica URL, what decided): the answer's headers
 WRITE_SLICE = 1024 * 1024  # a buffered answer is written in slices: the socket's buffer never copies it whole
 OVERLOADED_RETRY_AFTER = "1"  # seconds: bytes in flight are given back as requests end
 # On SIGTERM, requests in flight get this long to finish (then they are cancelled and the worker
@@ -151,12 +159,16 @@ class Gateway:
         self.listening = asyncio.Event()  # set once catalog change notices arrive
         self.catalog = Catalog(config.catalog_ttl, self.listening.is_set)
         self.balancer = Balancer(config.endpoints_ttl, config.eject_seconds)
+        self.scraper = Scraper(settings.GATEWAY_ENGINE_METRICS_SECONDS)  # engines' metrics, in the background
+        self.picker = Picker(self.balancer, Configs(config.catalog_ttl), self.scraper,
+                             settings.GATEWAY_ENGINE_METRICS_STALE_SECONDS)
         self.waker = Waker(config.wake_timeout, config.wake_poll)
         self.last_requests = LastRequests(config.stamp_interval)
         self.governance = Governance.from_django()  # team limits and the usage ledger (governance/)
         self.memory = Budget(config.max_bytes_in_flight)  # bodies and buffered answers, all requests
         self.deadlines = Deadlines()  # of the calls to backends: one sweep, no timer per call
         self.sweeper: asyncio.Task | None = None
+        self.snapshots: asyncio.Task | None = None
         self.session: aiohttp.ClientSession | None = None
         self.notices: asyncio.Task | None = None
         self.first_read: asyncio.Task | None = None
@@ -166,6 +178,7 @@ class Gateway:
         self.first_read = asyncio.ensure_future(self._first_read())
         self.first_read.add_done_callback(lambda task: task.cancelled() or task.exception())
         self.sweeper = asyncio.ensure_future(self.deadlines.sweep())
+        self.snapshots = asyncio.ensure_future(snapshot.keep_writing(self.picker))  # the model pages' replica tables
         # No cookie jar: one shared by every caller would hand one caller's cookies to the next.
         self.session = aiohttp.ClientSession(
             connector=guarded_connector(limit=0, ttl_dns_cache=10),
@@ -200,6 +213,8 @@ class Gateway:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         await self.last_requests.drain()
+        await self.scraper.stop()
+        await snapshot.stop(self.snapshots)
         if self.session is not None:
             await self.session.close()
         await close_reads()
@@ -281,8 +296,15 @@ class Gateway:
         if not isinstance(name, str) or not name:
             return NO_MODEL, error_response(400, "model: a model name (string) is required", "missing_model", "model")
         route, refused = await self._find(name, caller)
+        if route is None and "_" in name:  # KubeAI's <model>_<adapter>: the model's LoRA adapter
+            route, adapter = await self._adapter_route(name, caller)
+            if route is not None:
+                request[ADAPTER] = adapter
+                data["model"] = adapter  # the engine serves the adapter under its own name, as KubeAI sends it
+                body = orjson.dumps(data)
         if route is None:
             return NO_MODEL, refused
+        request[BODY] = data
         if route.refusal is not None:
             return route.id, error_response(
                 502, f"the gateway does not route model {route.id}: {route.refusal}",
@@ -296,6 +318,15 @@ class Gateway:
             if refused is not None:
                 return route.id, refused
         return route.id, await self._forward(request, route, body, started, caller)
+
+    async def _adapter_route(self, name: str, caller: Caller) -> tuple[Route | None, str]:
+        """The route of ``<model>_<adapter>`` when the model serves that adapter (a KubeAI Model's
+        ``spec.adapters``; any adapter for the other kinds, whose engines list their own)."""
+        base, adapter = name.rsplit("_", 1)
+        route, _ = await self._find(base, caller)
+        if route is None or not adapter or not (await self.picker.config(route)).serves(route.kind, adapter):
+            return None, ""
+        return route, adapter
 
     async def _read_body(self, request: web.Request) -> tuple[bytes, web.Response | None]:
         """The request body, its bytes taken from the process's budget before it is read (its
@@ -364,7 +395,9 @@ class Gateway:
         reason = "no ready replica"
         while True:
             try:
-                replica = self.balancer.pick(await self.balancer.replicas(route), tried)
+                replica, decided = await self.picker.pick(route, await self.balancer.replicas(route), tried,
+                                                          request.get(BODY) or {}, request.get(ADAPTER))
+                request[PICKED] = (replica.url, decided)
             except NoReplica:
                 if route.wakeable and not woken:
                     woken, tried = True, set()
@@ -447,6 +480,9 @@ class Gateway:
                                   f"{upstream.content_type}, which no OpenAI client reads (JSON, an event stream or "
                                   "plain text)", "upstream_content_type")
         headers = answer_headers(upstream.headers, self.config.passed_headers, content)  # + x-ratelimit-*: stamp
+        if PICKED in request:  # which replica answered, and what picked it (inference_gateway/picking/)
+            headers["X-Gateway-Replica"], headers["X-Gateway-Picked-By"] = (replica_name(request[PICKED][0]),
+                                                                            request[PICKED][1])
         if upstream.content_type == "text/event-stream":
             return await self._stream(request, upstream, route, started, headers, deadline)
         try:

@@ -5,6 +5,13 @@ takes there: GPUs needed, free now), GPUs and an image; memory comes from the ca
 preset's numbers (the calculator page's own defaults for it). "Review" shows the manifest that
 will be applied and the planner's what-if for it on that pool; "Deploy" saves it like YAML mode
 does (clusters.portal.ManifestForm: validation, team check, audit, apply).
+
+**What will serve it** is said before anything is applied (:func:`serving`): an InferenceModel
+answers at its ``backendUrl`` (the portal's controller runs its Deployment but creates no Service),
+which the form asks for, filled with ``DEPLOY_BACKEND_URL`` where the installation serves models
+from a known server (the live demo's simulated engine); left empty, it is the conventional
+``http://<name>:8000``, a Service of that name that the page says someone must add. A KubeAI Model
+answers through KubeAI's Service ``kubeai`` of its namespace.
 """
 
 from __future__ import annotations
@@ -76,10 +83,16 @@ class DeployForm(forms.Form):
                               help_text="Empty: what the calculator needs on the chosen pool.")  # fmt: skip
     image = forms.CharField(required=False, initial=VLLM_IMAGE, help_text="The serving container image.")
     memory = forms.CharField(required=False, help_text="Empty: the calculator's estimate for the preset.")
+    backend_url = forms.CharField(
+        required=False, label="Backend URL", max_length=2048,
+        help_text="InferenceModel: the server that answers for it (the gateway sends its requests there). "
+                  "Empty: http://<name>:8000, a Service of that name in its namespace, which the portal does not "
+                  "create.")
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
+        self.fields["backend_url"].initial = settings.DEPLOY_BACKEND_URL
         self.fields["cluster"].queryset = clusters_of(user).order_by("name")
         preselect_only_cluster(self.fields["cluster"], user)
         editable = sorted({ns for _, ns in grants_of(user, ADD) if ns != "*"})
@@ -105,10 +118,13 @@ class DeployForm(forms.Form):
         spec = (self._inference_model if data["kind"] == "InferenceModel" else self._kubeai)(
             chosen, name, row, gpus, memory, data["image"], data["pool"]
         )
+        if data["kind"] == "InferenceModel" and data["backend_url"]:
+            spec["backendUrl"] = data["backend_url"]  # checked with the gateway's rules when applied
         model = KINDS[data["kind"]]
         data["manifest"] = {"apiVersion": model.kube.api_version, "kind": model.kube.kind,
                             "metadata": {"name": name, "namespace": data["namespace"]}, "spec": spec}  # fmt: skip
-        data.update(result=result, rows=rows, row=row, gpus_used=gpus, memory_used=memory)
+        data.update(result=result, rows=rows, row=row, gpus_used=gpus, memory_used=memory,
+                    serving=serving(data["kind"], name, data["namespace"], spec))
         return data
 
     @staticmethod
@@ -136,6 +152,20 @@ class DeployForm(forms.Form):
         if image:
             spec["image"] = image
         return spec
+
+
+def serving(kind: str, name: str, namespace: str, spec: dict[str, Any]) -> str:
+    """What will answer the model's requests through the gateway, in a sentence for the review."""
+    if kind != "InferenceModel":
+        return (f"KubeAI's proxy, the Service kubeai in namespace {namespace} (port 80, under /openai), which "
+                "the gateway reaches and which balances the Model's replicas; without KubeAI installed there, "
+                "nothing answers.")
+    url = spec["backendUrl"]
+    if url == f"http://{name}:8000":
+        return (f"the Service {name} of namespace {namespace} on port 8000 (the conventional backend URL). The "
+                "portal runs the model's Deployment but creates no Service: add one that selects its pods, or "
+                "give a Backend URL.")
+    return f"the server at {url}: the gateway sends every request for the model there (its replicas, if a Service)."
 
 
 def what_if(manifest: dict[str, Any], cluster: Cluster, user: Any) -> tuple[dict[str, Any] | None, list[str]]:
@@ -171,6 +201,7 @@ def deploy_page(request: HttpRequest) -> HttpResponse:
             manifest_yaml=to_yaml(data["manifest"]), manifest_errors=manifest_form.non_field_errors(),
             plan=plan, plan_errors=plan_errors, estimate=data["result"].estimate, rows=data["rows"],
             chosen_row=data["row"], gpus_used=data["gpus_used"], memory_used=data["memory_used"],
+            serving=data["serving"],
         )  # fmt: skip
     elif form["preset"].value() and form["cluster"].value():
         chosen = preset(form["preset"].value())

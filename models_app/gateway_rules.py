@@ -11,7 +11,7 @@ its rules down here from its ``AppConfig.ready()``, as the apps hand their kinds
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -33,6 +33,9 @@ class GatewayRules:
     backend_port: Callable[[Any], int | None]
     """The port ``spec.backendUrl`` names, read as the gateway connects (None: none written); raises
     ValueError for a URL the gateway cannot read, so the controller never reads one differently."""
+    picking_errors: Callable[[dict[str, Any]], list[FieldError]] = field(default=lambda annotations: [])
+    """The errors of the annotations that choose how the gateway picks a replica (its strategy and
+    scorers' weights: ``inference_gateway.picking.config``); [] when it can use them."""
 
 
 _registered: list[GatewayRules] = []

@@ -97,7 +97,9 @@ class ServingModel(KubeObject):
         metadata = manifest["metadata"]
         row = cls(cluster=cluster, namespace=metadata["namespace"], name=metadata["name"], spec=manifest["spec"])
         row.project()
-        return gateway_rules().gateway_id_errors(row, cluster, cls.model_name_path, ServingModel.__subclasses__())
+        rules = gateway_rules()
+        return (rules.picking_errors(metadata.get("annotations") or {})
+                + rules.gateway_id_errors(row, cluster, cls.model_name_path, ServingModel.__subclasses__()))
 
     @property
     def gateway_id(self) -> str:

@@ -373,6 +373,13 @@ GATEWAY_CALLER_TTL_SECONDS = env_int("GATEWAY_CALLER_TTL_SECONDS", 10)
 GATEWAY_LAST_REQUEST_INTERVAL_SECONDS = env_int("GATEWAY_LAST_REQUEST_INTERVAL_SECONDS", 5)
 GATEWAY_ENDPOINTS_TTL_SECONDS = env_int("GATEWAY_ENDPOINTS_TTL_SECONDS", 5)
 GATEWAY_EJECT_SECONDS = env_int("GATEWAY_EJECT_SECONDS", 10)
+# Endpoint picking (inference_gateway/picking/): how often each replica's engine metrics are read, and
+# the age past which a replica counts as saturated (llm-d's endpoint picker: 50 ms and 200 ms).
+GATEWAY_ENGINE_METRICS_SECONDS = env_float("GATEWAY_ENGINE_METRICS_SECONDS", 0.05, above=0)
+GATEWAY_ENGINE_METRICS_STALE_SECONDS = env_float("GATEWAY_ENGINE_METRICS_STALE_SECONDS", 0.2, above=0)
+# The guided deploy's default backend URL for a new InferenceModel (models_app/deploy.py); the live demo
+# sets it to its simulated engine. Empty: http://<name>:8000, a Service someone must add.
+DEPLOY_BACKEND_URL = env_str("DEPLOY_BACKEND_URL", "")
 # The most one call to a backend may take, from sending the request to the answer's last byte
 # (streams included: a backend sending a byte now and then cannot extend it), and the most it may
 # send nothing, before its headers or between two bytes (0: the same as the total). A non-stream

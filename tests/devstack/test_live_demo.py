@@ -82,6 +82,25 @@ def drain(lines: Queue) -> str:
     return "".join(rest)
 
 
+def assert_every_demo_model_answers(gateway_port: int, token: str) -> None:
+    """Every model the gateway lists answers a chat through it (issue 43): the InferenceModels from the
+    simulated engine they point at (each woken from zero), KubeAI's Models and the ModelServices from the
+    engines behind the Services the demo publishes, several of them, among which the gateway picks."""
+    gateway, auth = f"http://127.0.0.1:{gateway_port}", {"Authorization": f"Bearer {token}"}
+    models = requests.get(f"{gateway}/v1/models", headers=auth, timeout=30).json()["data"]
+    assert {entry["owned_by"].split()[0] for entry in models} == {"InferenceModel", "Model", "ModelService"}
+    for entry in models:
+        answer = requests.post(f"{gateway}/v1/chat/completions", headers=auth, timeout=300, json={
+            "model": entry["id"], "messages": [{"role": "user", "content": "does every demo model answer"}]})
+        assert answer.status_code == 200, f"{entry['id']}: {answer.status_code} {answer.text}"
+        assert answer.json()["choices"][0]["message"]["content"] == "does every demo model answer"
+    replicas = {requests.post(f"{gateway}/v1/chat/completions", headers=auth, timeout=60, json={
+        "model": "default/llama-3.1-8b-instruct-fp8-l4",  # PrefixHash: each first message its own place on the ring
+        "messages": [{"role": "user", "content": f"conversation {index}"}]}).headers["X-Gateway-Replica"]
+        for index in range(10)}
+    assert len(replicas) > 1, replicas
+
+
 @pytest.fixture
 def binaries() -> None:
     try:
@@ -141,6 +160,7 @@ def test_the_live_demo_serves_wakes_runs_and_stops_clean(binaries, fresh_clone: 
         answer = chat.json()
         assert answer["choices"][0]["message"]["content"] == "hello live demo" and answer["usage"]["total_tokens"]
         assert apps.read_namespaced_deployment(DEMO_MODEL, "default").spec.replicas == 1  # woken
+        assert_every_demo_model_answers(gateway_port, token)
 
         custom = kubernetes.client.CustomObjectsApi(kubernetes.config.new_client_from_config(config_file=kubeconfig))
 

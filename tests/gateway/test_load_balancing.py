@@ -49,12 +49,13 @@ def mirrored(transactional_db, kube, gateway_settings, make_user):
     return kube, key
 
 
-def publish_replicas(kube, service: str, backends, ready: tuple[bool, ...] | None = None) -> None:
-    """A Service without a selector and one EndpointSlice per backend (its own port)."""
+def publish_replicas(kube, service: str, backends, ready: tuple[bool, ...] | None = None,
+                     port: int = SERVICE_PORT) -> None:
+    """A Service without a selector (on ``port``) and one EndpointSlice per backend (its own port)."""
     core, discovery = kubernetes.client.CoreV1Api(kube.api_client), kubernetes.client.DiscoveryV1Api(kube.api_client)
     core.create_namespaced_service(kube.namespace, {
         "metadata": {"name": service},
-        "spec": {"ports": [{"name": "http", "port": SERVICE_PORT}]},
+        "spec": {"ports": [{"name": "http", "port": port}]},
     })
     for backend, up in zip(backends, ready or (True,) * len(backends), strict=True):
         discovery.create_namespaced_endpoint_slice(kube.namespace, {

@@ -79,3 +79,23 @@ def test_a_kubeai_model_gets_the_pools_resource_profile_and_bad_input_is_named(d
     assert "pool: &#x27;gpu-zz&#x27; is not a GPU pool of demo" in bad
     wrong = review(deployer, pool="gpu-a100", memory="lots")
     assert "is not a Kubernetes quantity such as 16Gi" in wrong and 'id="deploy-apply"' not in wrong
+
+
+def test_the_review_says_what_will_serve_the_model_and_a_backend_url_is_used(deployer, settings):
+    page = review(deployer, pool="gpu-a100")
+    name = shown_yaml(page)["metadata"]["name"]
+    assert shown_yaml(page)["spec"]["backendUrl"] == f"http://{name}:8000"
+    assert f"the Service {name} of namespace default on port 8000" in html.unescape(page)
+    assert "creates no Service" in page
+
+    served = review(deployer, pool="gpu-a100", backend_url="http://vllm.default.svc:8000/v1")
+    assert shown_yaml(served)["spec"]["backendUrl"] == "http://vllm.default.svc:8000/v1"
+    assert "the server at http://vllm.default.svc:8000/v1" in html.unescape(served)
+    refused = review(deployer, pool="gpu-a100", backend_url="http://169.254.169.254/")
+    assert "spec.backendUrl" in html.unescape(refused) and 'id="deploy-apply"' not in refused
+
+    settings.DEPLOY_BACKEND_URL = "http://engine.default.svc:8000"  # the installation's (the live demo's engine)
+    form = deployer.get("/models/deploy/", {"preset": PRESET}).content.decode()
+    assert 'value="http://engine.default.svc:8000"' in form
+    kubeai = review(deployer, kind="Model", pool="gpu-l4")
+    assert "the Service kubeai in namespace default" in html.unescape(kubeai)

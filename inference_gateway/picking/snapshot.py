@@ -1,0 +1,81 @@
+"""Each model's replica table, written for its page: per replica the engine's queue, running
+requests, KV-cache use and prefix-cache hit rate (its own counters: hits over queries, in tokens),
+whether its metrics are fresh, and this worker's picks in the last minute by what decided them.
+
+Every ``SNAPSHOT_SECONDS`` each gateway worker upserts one ``ReplicaSnapshot`` row per model it
+picked for in the last minute (in a cluster-calls thread: never the reads' thread requests wait
+on), and drops its rows of models it no longer serves. The page
+(``inference_gateway.templatetags.picking``) merges the workers' rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+from django.db import DatabaseError
+from django.utils import timezone
+
+from common.db_thread import CLUSTER_CALLS, in_thread
+from inference_gateway.models import ReplicaSnapshot
+from inference_gateway.picking.picker import RECENT_SECONDS, Picker, replica_name
+
+logger = logging.getLogger(__name__)
+SNAPSHOT_SECONDS = 2.0
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def table(picker: Picker, key: tuple, now: float) -> list[dict[str, Any]]:
+    """The rows of one model's replicas (those listed at its last request, and those picked in the
+    last minute) as this worker sees them now."""
+    model = picker.models[key]
+    rows = []
+    for url in {*model.replicas, *model.recent}:
+        picks = model.recent_picks(url, now)
+        engine = picker.scraper.states.get(url)
+        row: dict[str, Any] = {"replica": replica_name(url), "picks": picks, "fresh": False}
+        if engine is not None:
+            row.update(waiting=engine.waiting, running=engine.running, kv_usage=round(engine.kv_usage, 4),
+                       prefix_hit_rate=round(engine.prefix_hits / engine.prefix_queries, 4)
+                       if engine.prefix_queries else None,
+                       adapters=sorted(engine.adapters), age=round(now - engine.read_at, 3),
+                       fresh=now - engine.read_at <= picker.stale)
+        rows.append(row)
+    return sorted(rows, key=lambda row: row["replica"])
+
+
+def _write(tables: dict[tuple, list[dict[str, Any]]]) -> None:
+    stamp = timezone.now()
+    for (kind, cluster_id, namespace, name), rows in tables.items():
+        ReplicaSnapshot.objects.update_or_create(
+            kind=kind, cluster_id=cluster_id, namespace=namespace, name=name, worker=WORKER,
+            defaults={"replicas": rows, "updated_at": stamp})
+    stale = ReplicaSnapshot.objects.filter(worker=WORKER)
+    for kind, cluster_id, namespace, name in tables:
+        stale = stale.exclude(kind=kind, cluster_id=cluster_id, namespace=namespace, name=name)
+    stale.delete()
+
+
+async def keep_writing(picker: Picker, interval: float = SNAPSHOT_SECONDS) -> None:
+    """The loop the gateway runs while it serves (stopped by cancelling it)."""
+    while True:
+        await asyncio.sleep(interval)
+        now = time.monotonic()
+        tables = {key: table(picker, key, now) for key, model in picker.models.items()
+                  if now - model.last_pick <= RECENT_SECONDS}
+        try:
+            await in_thread(lambda tables=tables: _write(tables), CLUSTER_CALLS)
+        except DatabaseError as error:
+            logger.info("replica snapshots not written: %s", error)
+
+
+async def stop(task: asyncio.Task | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -250,6 +250,7 @@ class GpuDay(models.Model):
     gpu_seconds = models.BigIntegerField(default=0)
 
     class Meta:
+        verbose_name = "GPU day"
         constraints = [models.UniqueConstraint(fields=["day", "team", "model", "gpu_product", "idle"],
                                                name="governance_gpuday_key")]
         indexes = [models.Index(fields=["team", "day"])]

@@ -15,6 +15,7 @@ so the request paths run exactly as without OpenTelemetry.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
@@ -53,3 +54,14 @@ def configure_tracing(service: str) -> bool:
                          AioHttpClientInstrumentor()):  # fmt: skip
         instrumentor.instrument(tracer_provider=provider)
     return True
+
+
+def untraced(session: Any) -> Any:
+    """``session`` (an ``aiohttp.ClientSession``) without client spans: background polls (the
+    gateway's engine-metrics reads, every 50 ms per replica) would otherwise export a span each and
+    bury the requests' traces. A no-op when tracing is off (nothing was instrumented)."""
+    if tracing_enabled():
+        from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
+
+        AioHttpClientInstrumentor.uninstrument_session(session)
+    return session

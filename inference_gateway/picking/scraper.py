@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from common.tracing import untraced
 from inference_gateway.picking.engine_state import EngineState, NotEngineMetrics, parse
 from inference_gateway.resolver import guarded_connector
 
@@ -51,9 +52,9 @@ class Scraper:
             self.task = asyncio.ensure_future(self._loop())
 
     async def _loop(self) -> None:
-        self.session = aiohttp.ClientSession(
+        self.session = untraced(aiohttp.ClientSession(
             connector=guarded_connector(limit=0), cookie_jar=aiohttp.DummyCookieJar(),
-            timeout=aiohttp.ClientTimeout(total=READ_TIMEOUT_SECONDS))
+            timeout=aiohttp.ClientTimeout(total=READ_TIMEOUT_SECONDS)))
         try:
             while True:
                 now = time.monotonic()

@@ -168,3 +168,12 @@ def test_the_replicas_shown_are_the_ones_the_cluster_reports(world):
     ordered = [row for page in _walk(browser, {"ordering": "-running_replicas"}, NEXT) for row in page]
     names = [InferenceModel.objects.get(pk=pk).name for slug, pk in ordered if slug == "inferencemodels"]
     assert names.index("awake") < names.index("asleep")
+
+
+def test_the_admin_names_running_and_desired_replicas_apart(world):
+    """The ModelService list shows what runs and what the spec asks as two named columns (a bare
+    "Replicas" showed the spec's count, issue 43); the KubeAI list shows what runs."""
+    browser = world.browser("staff")
+    services = browser.get("/admin/models_app/modelservice/").content.decode()
+    assert "Running replicas" in services and "Desired replicas" in services
+    assert "Running replicas" in browser.get("/admin/models_app/kubeaimodel/").content.decode()

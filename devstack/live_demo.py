@@ -162,16 +162,23 @@ def demo_manifests(backend_url: str, now: Any) -> list[tuple[dict[str, Any], dic
     return manifests
 
 
+def demo_namespaces(manifests: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> list[str]:
+    """The namespaces the demo makes: those of its objects and every one its teams are granted
+    (``SSO_TEAMS``), which the guided deploy offers them (models_app/deploy.py)."""
+    return sorted({m["metadata"]["namespace"] for m, _ in manifests} | {ns for _, ns in SSO_TEAMS.values()})
+
+
 def serving_services(manifests: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[tuple[str, str], int]:
     """(namespace, Service) -> port of each Service the gateway reaches the demo's mirrored kinds
-    through (``inference_gateway.routes``): KubeAI's ``kubeai`` (port 80) in each namespace with a
-    KubeAI Model, and a Service named after each ModelService on its ``spec.engine.port``."""
-    services = {}
+    through (``inference_gateway.routes``): KubeAI's ``kubeai`` (port 80) in every namespace of the
+    demo (:func:`demo_namespaces`), so that a KubeAI Model the guided deploy creates in any namespace
+    its teams may deploy to answers (with one only where the samples had a Model, a deploy in
+    ``kserve-controller-system`` answered 502, issue 43); and a Service named after each
+    ModelService on its ``spec.engine.port``."""
+    services = {(namespace, KUBEAI_SERVICE): KUBEAI_PORT for namespace in demo_namespaces(manifests)}
     for manifest, _ in manifests:
         namespace, kind = manifest["metadata"]["namespace"], manifest["kind"]
-        if kind == "Model":
-            services[(namespace, KUBEAI_SERVICE)] = KUBEAI_PORT
-        elif kind == "ModelService":
+        if kind == "ModelService":
             port = (manifest["spec"].get("engine") or {}).get("port") or MODEL_SERVICE_PORT
             services[(namespace, manifest["metadata"]["name"])] = port
     return services
@@ -205,7 +212,7 @@ def apply_demo_objects(plane: ControlPlane, backend_url: str, engine_ports: list
     with plane.api_client() as api_client:
         core, custom = kubernetes.client.CoreV1Api(api_client), kubernetes.client.CustomObjectsApi(api_client)
         existing = {item.metadata.name for item in core.list_namespace().items}
-        for namespace in sorted({m["metadata"]["namespace"] for m, _ in manifests} - existing):
+        for namespace in [namespace for namespace in demo_namespaces(manifests) if namespace not in existing]:
             core.create_namespace({"metadata": {"name": namespace}})
         for manifest, status in manifests:
             kind = model_for(manifest["apiVersion"], manifest["kind"]).kube

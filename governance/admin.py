@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from common.numbers import with_unit
 from governance.models import GpuPrice, GpuSample, LedgerSpool, Limit, RequestRecord, SetAsideRecord, TokenPrice
 
 
@@ -39,12 +40,22 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(RequestRecord)
 class RequestRecordAdmin(ReadOnlyAdmin):
-    list_display = ["started_at", "team", "username", "token_name", "model", "status", "latency_ms",
-                    "prompt_tokens", "completion_tokens"]
+    list_display = ["started_at", "team", "username", "token_name", "model", "status", "latency",
+                    "first_byte", "prompt_tokens", "completion_tokens"]
     list_filter = ["status", "stream"]
     search_fields = ["team", "username", "model"]
     date_hierarchy = "started_at"
     show_full_result_count = False
+
+    @admin.display(description="Latency", ordering="latency_ms")
+    def latency(self, record: RequestRecord) -> str:
+        """The timer's float to a tenth of a millisecond, with its unit (raw, it showed 15 digits)."""
+        return with_unit(record.latency_ms, "ms")
+
+    @admin.display(description="First byte", ordering="first_byte_ms")
+    def first_byte(self, record: RequestRecord) -> str:
+        """As :meth:`latency`; a dash when no answer byte was sent."""
+        return with_unit(record.first_byte_ms, "ms")
 
 
 @admin.register(GpuSample)

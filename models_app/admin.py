@@ -19,7 +19,7 @@ class InferenceModelAdmin(KubeObjectAdmin):
 
 @admin.register(KubeAIModel)
 class KubeAIModelAdmin(KubeObjectAdmin):
-    kind_list_display = ("engine", "url", "resource_profile", "replicas", "ready")
+    kind_list_display = ("engine", "url", "resource_profile", "running_replicas", "ready")
     kind_list_filter = ("engine", "ready")
     indexed_filters = ("engine", "namespace")
     search_fields = ["name", "namespace", "url"]
@@ -27,7 +27,13 @@ class KubeAIModelAdmin(KubeObjectAdmin):
 
 @admin.register(ModelService)
 class ModelServiceAdmin(KubeObjectAdmin):
-    kind_list_display = ("model_name", "accelerator", "replicas", "gpu_count", "phase")
+    kind_list_display = ("model_name", "accelerator", "running_replicas", "desired_replicas", "gpu_count", "phase")
     kind_list_filter = ("accelerator", "phase", "node_pool")
     indexed_filters = ("accelerator", "node_pool", "namespace")  # phase: a status column, left unindexed
     search_fields = ["name", "namespace", "model_name"]
+
+    @admin.display(description="Desired replicas", ordering="replicas")
+    def desired_replicas(self, obj: ModelService) -> int | None:
+        """The spec's count, named as such beside the running ones (issue 43: a bare "replicas"
+        read as what runs)."""
+        return obj.replicas

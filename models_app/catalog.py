@@ -57,21 +57,24 @@ FILTERSETS = {
     "ModelService": (ModelService, ModelServiceFilterSet),
 }
 SORTABLE = (
-    "name", "kind", "cluster_name", "namespace", "node_pool", "engine", "ready", "phase", "replicas", "memory_bytes",
-    "gpu_count", "accelerator", "utilization", "sync_state",
+    "name", "kind", "cluster_name", "namespace", "node_pool", "engine", "ready", "phase", "running_replicas",
+    "replicas", "memory_bytes", "gpu_count", "accelerator", "utilization", "sync_state",
 )  # fmt: skip
 # The columns shown, each sorted by its key: 11 fit a 1400 px window without scrolling, so the
 # kind sits under the name, cluster with namespace, phase with readiness and the accelerator
-# with the GPU count (each still sortable by its own key through ``?ordering=``).
+# with the GPU count (each still sortable by its own key through ``?ordering=``). "Replicas" is what
+# runs, as the cluster reports it (0 at zero), sorted by it; the spec's count (``replicas``: the
+# maximum of an InferenceModel) is shown under it as such.
 COLUMN_LABELS = [
     ("name", "Name"), ("namespace", "Cluster · namespace"), ("node_pool", "Pool"), ("engine", "Engine"),
-    ("ready", "Ready · phase"), ("replicas", "Replicas"), ("memory_bytes", "Memory"), ("gpu_count", "GPUs"),
+    ("ready", "Ready · phase"), ("running_replicas", "Replicas"), ("memory_bytes", "Memory"), ("gpu_count", "GPUs"),
     ("utilization", "Utilization"), ("sync_state", "Sync state"),
 ]  # fmt: skip
 TIE_BREAKERS = ("namespace", "name", "id", "page")  # with the sort key: a total order over every kind
 COLUMNS = [
     "id", "kind", "page", "cluster_name", "namespace", "name", "model_name", "engine", "node_pool",
-    "memory_bytes", "replicas", "ready", "sync_state", "utilization", "phase", "gpu_count", "accelerator",
+    "memory_bytes", "replicas", "running_replicas", "ready", "sync_state", "utilization", "phase", "gpu_count",
+    "accelerator",
 ]  # fmt: skip
 
 
@@ -101,7 +104,9 @@ class CatalogPage(NamedTuple):
 LAST = "last"
 PAGE_NAMES = {model._meta.model_name for model, _ in FILTERSETS.values()}
 KIND_OF_PAGE = {model._meta.model_name: kind for kind, (model, _) in FILTERSETS.items()}
-INTEGER_KEYS = {"replicas": True, "memory_bytes": True, "gpu_count": False, "utilization": True}  # -> may be null
+INTEGER_KEYS = {  # -> may be null
+    "replicas": True, "running_replicas": True, "memory_bytes": True, "gpu_count": False, "utilization": True,
+}  # fmt: skip
 
 
 def cursor_token(ordering: str, row: Mapping[str, Any], before: bool = False) -> str:
@@ -156,7 +161,7 @@ class CatalogRows:
 
     Ties are broken by namespace, name, id and kind in the direction of the sort, so the order is
     total (no row repeats or goes missing between pages) and one index serves both directions.
-    Null keys (memory, replicas, utilization) sort as the database sorts them (PostgreSQL: last
+    Null keys (memory, replicas, running replicas, utilization) sort as the database sorts them (PostgreSQL: last
     going up, first going down; SQLite the other way), and the cursor's test follows
     (``nulls_order_largest``). ``count()`` is read from the kept totals when nothing narrows the
     rows, else bounded (clusters.web.list_costs): ``estimated`` says when it is the planner's guess.

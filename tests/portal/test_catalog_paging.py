@@ -36,7 +36,9 @@ def crowded(world):
     InferenceModel.objects.filter(name__startswith="tie-1").update(memory_bytes=None, replicas=None)
     KubeAIModel.objects.filter(name__startswith="tie-2").update(memory_bytes=None)
     # status keys that tie and differ; pools longer than a B-tree entry holds (read apart, merged)
-    InferenceModel.objects.filter(name__startswith="tie-3").update(utilization_percent=40, phase="Failed", gpu_count=2)
+    InferenceModel.objects.filter(name__startswith="tie-3").update(
+        utilization_percent=40, phase="Failed", gpu_count=2, running_replicas=0
+    )
     InferenceModel.objects.filter(name__startswith="tie-0").update(utilization_percent=None, sync_state="conflict")
     for index, row in enumerate(InferenceModel.objects.filter(name__startswith="tie-2").order_by("id")):
         InferenceModel.objects.filter(pk=row.pk).update(node_pool=("gpu-" + "z" * 700)[: 600 + index * 20])
@@ -67,7 +69,7 @@ def _sort_key(row: tuple[str, int], column: str):
 
 ORDERINGS = ["name", "-name", "memory_bytes", "-memory_bytes", "namespace", "kind", "-replicas", "utilization",
              "-utilization", "cluster_name", "ready", "phase", "-gpu_count", "sync_state", "node_pool",
-             "-node_pool"]  # fmt: skip
+             "-node_pool", "running_replicas", "-running_replicas"]  # fmt: skip
 
 
 @pytest.mark.parametrize("ordering", ORDERINGS)
@@ -145,3 +147,33 @@ def test_a_team_member_walks_their_own_rows_in_order(crowded, ordering):
     keys = [_sort_key(row, ordering.lstrip("-")) for row in rows]
     present = [key for key in keys if key is not None]
     assert present == sorted(present, reverse=ordering.startswith("-"))
+
+
+def test_the_replicas_shown_are_the_ones_the_cluster_reports(world):
+    """A model scaled to zero shows 0 replicas, with its maximum apart (it showed ``maxReplicas``,
+    1, as its replicas: issue 43), on the catalog and on its page; the column sorts by what runs."""
+    manifest = sample_in("InferenceModel", "vision", name="asleep")
+    manifest["spec"]["maxReplicas"] = 1  # the most the CRD allows
+    asleep = store(world.cluster, manifest, status={"replicas": 0, "phase": "ScaledToZero"})
+    manifest = sample_in("InferenceModel", "vision", name="awake")
+    manifest["spec"]["maxReplicas"] = 1  # the most the CRD allows
+    store(world.cluster, manifest, status={"replicas": 1})
+    browser = world.browser("staff")
+    body = browser.get("/models/", {"name": "asleep"}).content.decode()
+    cell = re.search(rf"/models/inferencemodels/{asleep.pk}/.*?</tr>", body, re.S).group(0)
+    assert "<td>0<br><small>max 1</small></td>" in cell, cell
+    assert "ordering=running_replicas" in body  # the Replicas header sorts by what runs
+    page = browser.get(f"/models/inferencemodels/{asleep.pk}/").content.decode()
+    assert "replicas 0 running (1 max)" in page
+    ordered = [row for page in _walk(browser, {"ordering": "-running_replicas"}, NEXT) for row in page]
+    names = [InferenceModel.objects.get(pk=pk).name for slug, pk in ordered if slug == "inferencemodels"]
+    assert names.index("awake") < names.index("asleep")
+
+
+def test_the_admin_names_running_and_desired_replicas_apart(world):
+    """The ModelService list shows what runs and what the spec asks as two named columns (a bare
+    "Replicas" showed the spec's count, issue 43); the KubeAI list shows what runs."""
+    browser = world.browser("staff")
+    services = browser.get("/admin/models_app/modelservice/").content.decode()
+    assert "Running replicas" in services and "Desired replicas" in services
+    assert "Running replicas" in browser.get("/admin/models_app/kubeaimodel/").content.decode()

@@ -109,7 +109,7 @@ def _check_paging(request: Request) -> None:
         value = request.query_params.get(name)
         if value is None:
             continue
-        if not value.isdigit() or int(value) < least:
+        if not (value.isascii() and value.isdigit()) or int(value) < least:  # '²' is a digit int() refuses
             raise ValidationError({name: [f"{name}: {value[:40]!r} is not a whole number of at least {least}"]})
         if name == "limit" and int(value) > most:
             raise ValidationError({name: [f"{name}: {value[:40]!r} is more than the most rows a page holds, {most}"]})

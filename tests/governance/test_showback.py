@@ -114,6 +114,7 @@ def test_usage_by_day_and_filters(teams, month_of_usage) -> None:
     ("from=2030-13-01", "from"), ("to=yesterday", "to"), ("from=2030-11-05&to=2030-11-01", "to"),
     ("group_by=week", "group_by"), ("from=2020-01-01&to=2030-01-01", "to"),
     ("limit=0", "limit"), ("limit=abc", "limit"), ("limit=1001", "limit"), ("offset=-1", "offset"),
+    ("offset=%C2%B2", "offset"),
 ])
 def test_bad_usage_filters_are_400s_naming_the_parameter(teams, query, field) -> None:
     response = client_for(teams["staff"]).get(f"/api/usage/?{query}")

@@ -12,7 +12,8 @@ Each group is driven as bench/bench_http.py drives its pages (its server, its cl
 ``measure``, imported): ``http.usage_team_*`` the team page of one team for the month (staff),
 ``http.usage_api_*`` ``/api/usage/`` for the 28 days, every team and model (staff: every team's
 rows and ``unused``), ``http.usage_api_day_*`` the same with ``group_by=day`` (one row per day,
-team and model: 28,000 rows for staff), ``http.usage_csv_*`` the team's CSV; ``http.member_*`` the
+team and model: 28,000 rows for staff, summed for ``totals``; the first page of them, 50 rows, is
+written, as a client reads the list), ``http.usage_csv_*`` the team's CSV; ``http.member_*`` the
 same as a member of that one team. p50/p99 from sending the request to the last byte, queueing
 included; ``_server_cpu_ms`` / ``_db_cpu_ms`` the CPU each request cost the server and PostgreSQL.
 

@@ -207,6 +207,26 @@ def usage_rows(query: UsageQuery) -> list[UsageRow]:
     return [rows[key] for key in sorted(rows, key=lambda key: (key[0] or date.min, key[1], key[2]))]
 
 
+def usage_totals(rows: list[UsageRow]) -> dict[str, Any]:
+    """The whole selection's sums, as a row reads them (no team, model or day): the API pages its
+    rows, and a client should not read every page for a sum. Summed exactly (GPU-seconds, Decimal
+    money) and rounded once, so they are not the sum of rounded rows."""
+    total = UsageRow("", "")
+    for row in rows:
+        total.requests += row.requests
+        total.prompt_tokens += row.prompt_tokens
+        total.completion_tokens += row.completion_tokens
+        total.gpu_seconds += row.gpu_seconds
+        total.idle_gpu_seconds += row.idle_gpu_seconds
+        total.unpriced_gpu_seconds += row.unpriced_gpu_seconds
+        total.gpu_cost += row.gpu_cost
+        total.idle_cost += row.idle_cost
+        total.token_cost += row.token_cost
+    summed = total.as_dict()
+    del summed["team"], summed["model"]
+    return summed
+
+
 def daily_latency(query: UsageQuery) -> dict[date, tuple[float, float]]:
     """p50 and p95 latency (ms) per day of the query's teams' requests (nearest rank), from the
     daily latency histograms (:class:`~governance.models.LatencyDay`): each figure is the upper

@@ -71,3 +71,28 @@ class UsageRowSerializer(serializers.Serializer):
     cost = serializers.FloatField()
     idle_cost = serializers.FloatField()
     cost_per_million_tokens = serializers.FloatField(allow_null=True)
+
+
+class UsageTotalsSerializer(serializers.Serializer):
+    """The sums of every row of the selection (all pages), rounded once."""
+
+    requests = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    gpu_hours = serializers.FloatField()
+    idle_gpu_hours = serializers.FloatField()
+    unpriced_gpu_hours = serializers.FloatField()
+    cost = serializers.FloatField()
+    idle_cost = serializers.FloatField()
+    cost_per_million_tokens = serializers.FloatField(allow_null=True)
+
+
+class UsagePageSerializer(serializers.Serializer):
+    """A page of ``/api/usage/``: the project's list envelope plus ``totals`` of the whole selection."""
+
+    count = serializers.IntegerField(help_text="Rows in the whole selection.")
+    count_estimated = serializers.BooleanField(help_text="Always false here: the rows are counted exactly.")
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = UsageRowSerializer(many=True)
+    totals = UsageTotalsSerializer(help_text="Sums of every row of the selection, not only this page's.")

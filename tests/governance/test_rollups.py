@@ -178,9 +178,9 @@ def test_gpu_hours_accrue_for_a_team_holding_gpus_after_a_sampling_pass(cluster,
     client = APIClient()
     client.force_authenticate(member)
     before = client.get("/api/usage/").json()
-    assert sum(row["gpu_hours"] for row in before) == 0
+    assert sum(row["gpu_hours"] for row in before["results"]) == 0 and before["totals"]["gpu_hours"] == 0
     assert sample_gpu_holdings(60) == 2  # the team's model, and the pool's 2 GPUs nobody held
-    rows = client.get("/api/usage/").json()
+    rows = client.get("/api/usage/").json()["results"]
     assert [(row["team"], row["model"], row["gpu_hours"]) for row in rows] == [("holders", "team-ns/busy",
                                                                                 round(2 * 60 / 3600, 4))]
     assert GpuDay.objects.get(team="holders").gpu_seconds == 120

@@ -78,7 +78,7 @@ def month_of_usage(teams) -> None:
 
 def rows(response) -> dict[tuple[str, str | None], dict]:
     assert response.status_code == 200, response.content
-    return {(row["team"], row["model"]): row for row in response.json()}
+    return {(row["team"], row["model"]): row for row in response.json()["results"]}
 
 
 def test_showback_equals_the_hand_computation_to_the_cent(teams, month_of_usage) -> None:
@@ -102,10 +102,10 @@ def test_showback_equals_the_hand_computation_to_the_cent(teams, month_of_usage)
 
 def test_usage_by_day_and_filters(teams, month_of_usage) -> None:
     client = client_for(teams["staff"])
-    daily = client.get("/api/usage/?from=2030-11-01&to=2030-11-30&group_by=day&team=team-b").json()
+    daily = client.get("/api/usage/?from=2030-11-01&to=2030-11-30&group_by=day&team=team-b").json()["results"]
     assert [(row["day"], row["model"], row["requests"]) for row in daily] == [
         ("2030-11-04", "b-llm", 0), ("2030-11-04", "shared-llm", 2)]
-    assert client.get("/api/usage/?from=2030-11-01&to=2030-11-30&model=a-llm").json()[0]["cost"] == 9.33
+    assert client.get("/api/usage/?from=2030-11-01&to=2030-11-30&model=a-llm").json()["results"][0]["cost"] == 9.33
     october = rows(client.get("/api/usage/?from=2030-10-01&to=2030-10-31"))
     assert october[("team-a", "a-llm")]["cost"] == 18.67  # 8 GPU-h x 2.3333 = 18.6664
 
@@ -113,10 +113,48 @@ def test_usage_by_day_and_filters(teams, month_of_usage) -> None:
 @pytest.mark.parametrize(("query", "field"), [
     ("from=2030-13-01", "from"), ("to=yesterday", "to"), ("from=2030-11-05&to=2030-11-01", "to"),
     ("group_by=week", "group_by"), ("from=2020-01-01&to=2030-01-01", "to"),
+    ("limit=0", "limit"), ("limit=abc", "limit"), ("limit=1001", "limit"), ("offset=-1", "offset"),
+    ("offset=%C2%B2", "offset"),
 ])
 def test_bad_usage_filters_are_400s_naming_the_parameter(teams, query, field) -> None:
     response = client_for(teams["staff"]).get(f"/api/usage/?{query}")
     assert response.status_code == 400 and field in response.json()
+
+
+@pytest.mark.parametrize("group_by", ["", "day"])
+def test_usage_pages_follow_links_and_totals_cover_every_page(teams, month_of_usage, group_by) -> None:
+    client = client_for(teams["staff"])
+    url = f"/api/usage/?from=2030-11-01&to=2030-11-30&group_by={group_by}"
+    whole = client.get(url + "&limit=1000").json()
+    assert whole["next"] is None and whole["count"] == len(whole["results"]) >= 4
+    paged, pages, link = [], [], url + "&limit=1"
+    while link:
+        page = client.get(link).json()
+        assert len(page["results"]) == 1 and page["count"] == whole["count"]
+        assert page["totals"] == whole["totals"]  # the whole selection's, on every page
+        paged += page["results"]
+        pages.append(page)
+        link = page["next"]
+    assert paged == whole["results"] and pages[0]["previous"] is None and pages[-1]["previous"]
+    totals = whole["totals"]
+    # 4 + 5 GPU-hours held, 4 unused; 9.3332 + 3.5 + 0.6 + 9.3332 summed exactly, rounded once
+    assert (totals["gpu_hours"], totals["cost"], totals["requests"]) == (13.0, 22.77, 5)
+    assert (totals["prompt_tokens"], totals["completion_tokens"]) == (1_000_600, 500_300)
+    assert client.get(url).json()["results"] == whole["results"][:50]  # the default page, 50 rows
+
+
+def test_a_member_sees_only_their_teams_rows_on_every_page(teams, month_of_usage) -> None:
+    for day in (5, 6, 7):  # team-a's rows on more days, amid team-b's, so there are pages to walk
+        sample(NOV + timedelta(days=day), "team-a", "a-llm", "NVIDIA-H100", 1, 3600)
+        sample(NOV + timedelta(days=day), "team-b", "b-llm", "NVIDIA-L4", 1, 3600)
+    alice = client_for(teams["alice"])
+    link, seen = "/api/usage/?from=2030-11-01&to=2030-11-30&group_by=day&limit=1", []
+    while link:
+        page = alice.get(link).json()
+        seen += [row["team"] for row in page["results"]]
+        assert page["totals"]["gpu_hours"] == 7.0  # team-a's alone (4 + 3), not team-b's too
+        link = page["next"]
+    assert seen == ["team-a"] * 4  # one row a page, every one of them team-a's
 
 
 def test_a_team_sees_only_its_own_usage(teams, month_of_usage) -> None:
@@ -124,7 +162,7 @@ def test_a_team_sees_only_its_own_usage(teams, month_of_usage) -> None:
     assert set(rows(alice.get("/api/usage/?from=2030-11-01&to=2030-11-30"))) == {("team-a", "a-llm")}
     refused = alice.get("/api/usage/?team=team-b&from=2030-11-01&to=2030-11-30")
     assert refused.status_code == 400 and "team-b" in refused.json()["team"][0]
-    assert alice.get("/api/usage/?model=shared-llm&from=2030-11-01&to=2030-11-30").json() == []
+    assert alice.get("/api/usage/?model=shared-llm&from=2030-11-01&to=2030-11-30").json()["results"] == []
     assert client_for(teams["bob"]).get("/api/usage/").status_code == 200
     assert APIClient().get("/api/usage/").status_code == 401
 

@@ -11,16 +11,19 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from queue import Queue
+from typing import Any
 
 import pytest
+import requests
 from django.conf import settings
 from playwright.sync_api import expect
 
 from devstack.control_plane import free_port
-from devstack.live_demo import SSO_PEOPLE, SSO_PROVIDER_NAME, SSO_TEAMS
+from devstack.live_demo import DEMO_MODEL, SSO_PEOPLE, SSO_PROVIDER_NAME, SSO_TEAMS
 from devstack.oidc_provider import ProviderUnavailable, build_binary
 from tests.browser.conftest import browser  # noqa: F401 - the one headless Chromium fixture
 from tests.devstack.test_live_demo import STARTED, binaries, drain, read_until  # noqa: F401 - fixture
@@ -144,8 +147,21 @@ def every_team_shows_its_grant(browser, demo: Demo) -> None:  # noqa: F811
         tab.context.close()
 
 
+def reload_until(tab, path: str, shows: Callable[[Any], bool], what: str,
+                 timeout: float = 120) -> None:
+    """Reloads ``path`` until the page shows what a user waits for (the ledger and the samples are written
+    shortly after the requests, not during them): a condition, with a deadline only as a way out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tab.goto(path)
+        if shows(tab):
+            return
+        assert time.monotonic() < deadline, f"{path} never showed {what}: {tab.locator('body').inner_text()[-3000:]}"
+        time.sleep(1)
+
+
 def test_a_team_walks_the_whole_journey(demo: Demo, browser) -> None:  # noqa: F811
-    from openai import OpenAI
+    from openai import OpenAI, RateLimitError
 
     demo.start()
     # Sign in: the admin with the printed password, the demo people through single sign-on.
@@ -163,7 +179,43 @@ def test_a_team_walks_the_whole_journey(demo: Demo, browser) -> None:  # noqa: F
         assert answer.choices[0].message.content == said, model
         assert answer.usage.total_tokens > 0, model
 
-    # Restart: every grant is still there, as the people read it.
+    # A team limit, set as staff through the REST API; ada (team ml-research, namespace default) sends past
+    # it with her own API token and reads the 429: its message names the team, its headers the limit.
+    ada_key = demo.command("shell", "-c", "from django.contrib.auth.models import User; "
+                           "from accounts.tokens import issue_token; "
+                           "print(issue_token(User.objects.get(username='ada'), 'journey', days=1)[1])"
+                           ).split()[-1]
+    staff = {"Authorization": f"Token {demo.token}"}
+    made = requests.post(f"{demo.portal}/api/limits/", headers=staff, timeout=30,
+                         json={"team": "ml-research", "requests_per_minute": 2})
+    assert made.status_code == 201, made.text
+    ada = OpenAI(base_url=demo.gateway, api_key=ada_key, timeout=300, max_retries=0)
+    deadline = time.monotonic() + 120
+    with pytest.raises(RateLimitError) as refused:
+        while time.monotonic() < deadline:  # until the gateway has read the new limit and the minute fills
+            ada.chat.completions.create(model=DEMO_MODEL, messages=[{"role": "user", "content": "past the limit"}])
+    assert refused.value.status_code == 429
+    assert "team ml-research" in refused.value.message, refused.value.message
+    assert refused.value.response.headers["x-ratelimit-limit-requests"] == "2"
+    assert int(refused.value.response.headers["retry-after"]) >= 0
+
+    # Usage and GPU-hours for the team, on its page. The demo samples what models hold every 60 s; the test
+    # calls the function that loop calls (governance.tasks.sample_gpu_holdings) instead of waiting a minute.
+    admin = sign_in_with_password(browser, demo)
+    totals = admin.locator("#usage tfoot th")
+    reload_until(admin, "/teams/ml-research/usage/", lambda tab: int(totals.nth(1).inner_text()) > 0,
+                 "the team's requests")
+    demo.command("shell", "-c", "from governance.tasks import sample_gpu_holdings; sample_gpu_holdings()")
+    reload_until(admin, "/teams/ml-research/usage/", lambda tab: float(totals.nth(4).inner_text()) > 0,
+                 "the team's GPU-hours")
+    admin.context.close()
+
+    # Restart: every grant and limit is still there, as the people read them.
     demo.stop()
     demo.start()
     every_team_shows_its_grant(browser, demo)
+    admin = sign_in_with_password(browser, demo)
+    admin.goto("/teams/ml-research/usage/")
+    limit = admin.locator("#limits tbody tr").first
+    expect(limit.locator("td").nth(0)).to_have_text("every model")
+    expect(limit.locator("td").nth(1)).to_have_text("2")

@@ -22,8 +22,9 @@ migrate: install
 ## run: the demo on http://$(HOST):$(PORT) (embedded defaults: SQLite, in-process Celery). With Go
 ## installed it is live: a local Kubernetes control plane (kwok GPU nodes), the watcher, the gateway
 ## on $(GATEWAY_PORT) and a demo model server (docs/demo.md); without Go, snapshot data. Ctrl-C stops all.
+## GITOPS=1: also a local Gitea and Flux applying its repository to the cluster (docs/demo.md, GitOps).
 run: migrate
-	$(BIN)/python manage.py run_demo --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT)
+	$(BIN)/python manage.py run_demo --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT) $(if $(GITOPS),--gitops)
 
 ## test-deps: the real parts the tests start, installed and started when missing: PostgreSQL and
 ## Redis (started on loopback), Prometheus, Chromium (Debian packages), and the Kubernetes control

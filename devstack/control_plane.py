@@ -149,6 +149,20 @@ def start_process(name: str, command: list[str], workdir: Path, env: dict[str, s
     return Process(name, popen, log)
 
 
+def stop_all(processes: list[Process]) -> None:
+    """Stop ``processes`` last started first (a controller before the API server it talks to); empties the list."""
+    for process in reversed(processes):
+        process.stop()
+    processes.clear()
+
+
+def check_all_alive(processes: list[Process]) -> None:
+    """Raise, with its last output, for the first of ``processes`` that exited."""
+    dead = [p for p in processes if not p.alive()]
+    if dead:
+        raise RuntimeError(f"{dead[0].name} exited:\n{dead[0].tail()}")
+
+
 def wait_until(condition: Callable[[], Any], what: str, check_alive: Callable[[], None], bound: float,
                explain: Callable[[], str] | None = None) -> Any:
     """Until ``condition()`` is truthy (returns its value), calling ``check_alive()`` (which raises
@@ -226,14 +240,10 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.stop()
-        self.processes.clear()
+        stop_all(self.processes)
 
     def check_alive(self) -> None:
-        dead = [p for p in self.processes if not p.alive()]
-        if dead:
-            raise RuntimeError(f"{dead[0].name} exited:\n{dead[0].tail()}")
+        check_all_alive(self.processes)
 
     # -- clients ---------------------------------------------------------------------------------
     def api_client(self, token: str = ADMIN_TOKEN, server: str | None = None) -> kubernetes.client.ApiClient:

@@ -31,8 +31,16 @@ from typing import Any
 import kubernetes
 import requests
 
-from devstack.control_plane import Process, apply_crds, keep_logs, start_process, wait_until
-from devstack.go_tools import NO_GO, run_build
+from devstack.control_plane import (
+    Process,
+    apply_crds,
+    check_all_alive,
+    keep_logs,
+    start_process,
+    stop_all,
+    wait_until,
+)
+from devstack.go_tools import build_tool
 from devstack.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -56,13 +64,8 @@ class Binaries:
 
 def build_binaries(say: Callable[[str], None] | None = None) -> Binaries:
     """Both controllers (``tools/flux/build.sh``, cached by hash); their CRDs in ``crds/`` beside each."""
-    result = run_build(BUILD_SCRIPT, say)
-    if result.returncode == NO_GO or (result.returncode and shutil.which("go") is None):
-        raise FluxUnavailable("Flux's controllers are built from their Go modules and need the Go toolchain: "
-                              "install Go (https://go.dev/doc/install or Debian's golang-go), then `make test-deps`")
-    if result.returncode:
-        raise RuntimeError(f"building Flux's controllers failed:\n{result.stderr[-4000:]}")
-    source, kustomize = (Path(line) for line in result.stdout.split())
+    built = build_tool(BUILD_SCRIPT, "Flux's controllers", FluxUnavailable, say)
+    source, kustomize = (Path(line) for line in built.stdout.split())
     return Binaries(source, kustomize)
 
 
@@ -108,14 +111,10 @@ class Flux:
         return self
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.stop()
-        self.processes.clear()
+        stop_all(self.processes)
 
     def check_alive(self) -> None:
-        dead = [p for p in self.processes if not p.alive()]
-        if dead:
-            raise RuntimeError(f"{dead[0].name} exited:\n{dead[0].tail()}")
+        check_all_alive(self.processes)
 
     def _start(self, name: str, binary: Path, args: list[str]) -> None:
         health = free_port()

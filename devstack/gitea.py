@@ -32,7 +32,7 @@ from typing import Any
 import requests
 
 from devstack.control_plane import Process, keep_logs, start_process, wait_until
-from devstack.go_tools import NO_GO, run_build
+from devstack.go_tools import build_tool
 from devstack.ports import free_port, wait_serving
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -50,13 +50,7 @@ class GiteaUnavailable(Exception):
 
 def build_binary(say: Callable[[str], None] | None = None) -> Path:
     """Gitea's binary (``tools/gitea/build.sh``, cached by hash), its templates and locales beside it."""
-    result = run_build(BUILD_SCRIPT, say)
-    if result.returncode == NO_GO or (result.returncode and shutil.which("go") is None):
-        raise GiteaUnavailable("Gitea is built from its Go module and needs the Go toolchain: install Go "
-                               "(https://go.dev/doc/install or Debian's golang-go), then `make test-deps`")
-    if result.returncode:
-        raise RuntimeError(f"building Gitea failed:\n{result.stderr[-4000:]}")
-    return result.path
+    return build_tool(BUILD_SCRIPT, "Gitea", GiteaUnavailable, say).path
 
 
 def _app_ini(workdir: Path, port: int, static_root: Path) -> str:

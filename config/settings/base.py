@@ -336,6 +336,12 @@ KUBEAI_RESOURCE_PROFILES = json.loads(os.environ.get("KUBEAI_RESOURCE_PROFILES")
     },
 }
 
+# The Prometheus server KEDA's operator queries for the portal's desired-replicas gauge (the one that
+# scrapes the portal's /metrics), as KEDA reaches it from inside the cluster: written into the
+# ScaledObjects the portal renders (models_app/keda.py, docs/autoscaling.md). Default: the service
+# the Prometheus Operator makes for a Prometheus named "prometheus" in namespace "monitoring".
+KEDA_PROMETHEUS_SERVER_ADDRESS = env_str("KEDA_PROMETHEUS_SERVER_ADDRESS", "http://prometheus-operated.monitoring.svc:9090")
+
 # The portal as controller (see clusters/sync/controllers.py): the reference controller's settings.
 # POLLING_INTERVAL is a duration such as "1m" or "300s" between reconcile passes;
 # MAX_RECONCILE_RATE is how many reconciles run at once.

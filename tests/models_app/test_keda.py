@@ -7,6 +7,9 @@ field, its value and the rule."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import kubernetes
@@ -20,7 +23,7 @@ from clusters.models import Cluster
 from models_app.models import ServingModel
 from tests.accounts.conftest import sample_in, store
 from tests.conftest import ALL_KIND_PERMS
-from tests.support.keda import SCALED_OBJECTS_CRD, keda_crd_dir
+from tests.support.keda import BUILD_SCRIPT, SCALED_OBJECTS_CRD, keda_crd_dir
 
 # kind: (URL slug, (minReplicaCount, maxReplicaCount) from the sample's fields, the Deployment that serves)
 KINDS = {
@@ -189,3 +192,24 @@ def test_the_model_page_offers_the_scaledobject(make_user) -> None:
     client.force_login(make_user("member", perms=ALL_KIND_PERMS))
     page = client.get(f"/models/kubeai-models/{model.pk}/").content.decode()
     assert f'href="/api/kubeai-models/{model.pk}/keda-scaledobject/?output=yaml" id="keda-scaledobject"' in page
+
+
+def test_kedas_crds_are_taken_once_from_the_pinned_module_and_need_go_only_then(tmp_path: Path) -> None:
+    """tools/keda/build.sh: exit 2, saying so, with no Go and nothing cached; with Go, the module's
+    config/crd/bases copied into a folder named by go.sum's hash (printed); then served from there,
+    Go or not."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("no Go toolchain to take KEDA's CRDs with")
+    no_go = {**os.environ, "KEDA_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    first = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, env=no_go)
+    assert first.returncode == 2 and "go not found: install the Go toolchain" in first.stderr
+    with_go = {**no_go, "PATH": f"{Path(go).parent}:/usr/bin:/bin"}
+    taken = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, env=with_go)
+    assert taken.returncode == 0, taken.stderr
+    folder = Path(taken.stdout.strip())
+    assert folder.parent == tmp_path and "taking KEDA's CRDs into" in taken.stderr
+    scaled_objects = yaml.safe_load((folder / "keda.sh_scaledobjects.yaml").read_text())
+    assert scaled_objects["metadata"]["name"] == SCALED_OBJECTS_CRD
+    again = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, env=no_go)
+    assert (again.returncode, again.stdout.strip(), again.stderr) == (0, str(folder), "")

@@ -81,14 +81,18 @@ def replica_bounds(model: ServingModel) -> ReplicaBounds:
     decode pods: the endpoint picker needs one) to ``spec.decode.replicas``, the count its team
     asked for (no field says more may run)."""
     spec = model.spec or {}
+
+    def field(holder: dict[str, Any], key: str, default: int) -> int:
+        return default if holder.get(key) is None else holder[key]
+
     if isinstance(model, KubeAIModel):
-        return ReplicaBounds(spec.get("minReplicas", 0), spec.get("maxReplicas", KEDA_DEFAULT_MAX_REPLICAS),
+        return ReplicaBounds(field(spec, "minReplicas", 0), field(spec, "maxReplicas", KEDA_DEFAULT_MAX_REPLICAS),
                              "spec.minReplicas", "spec.maxReplicas")  # fmt: skip
     if isinstance(model, InferenceModel):
-        return ReplicaBounds(0, spec.get("maxReplicas", 1), "minReplicas", "spec.maxReplicas")
+        return ReplicaBounds(0, field(spec, "maxReplicas", 1), "minReplicas", "spec.maxReplicas")
     if isinstance(model, ModelService):
         decode = spec.get("decode") if isinstance(spec.get("decode"), dict) else {}
-        return ReplicaBounds(1, decode.get("replicas", 1), "minReplicas", "spec.decode.replicas")
+        return ReplicaBounds(1, field(decode, "replicas", 1), "minReplicas", "spec.decode.replicas")
     raise ScaledObjectRefused(FieldError("kind", type(model).__name__, f"is not a serving kind ({SERVING_KINDS})"), 400)
 
 

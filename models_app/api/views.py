@@ -30,15 +30,16 @@ OUTPUTS = ("json", "yaml")
 REPLICA_PARAMETERS = {"minReplicas": 0, "maxReplicas": 1}  # query parameter: its least value
 
 
-def _replica_parameter(request: Request, name: str) -> tuple[int | None, list[FieldError]]:
-    """A replica bound from the query (None when not given), or the error naming it."""
+def _replica_parameter(request: Request, name: str, errors: list[FieldError]) -> int | None:
+    """A replica bound from the query (None when not given); a bad one goes to ``errors``, named."""
     raw = request.query_params.get(name)
     if raw is None:
-        return None, []
+        return None
     least = REPLICA_PARAMETERS[name]
     if not raw.isascii() or not raw.isdigit() or not least <= int(raw) <= MAX_INT32:
-        return None, [FieldError(name, raw, f"must be a whole number from {least} to {MAX_INT32}")]
-    return int(raw), []
+        errors.append(FieldError(name, raw, f"must be a whole number from {least} to {MAX_INT32}"))
+        return None
+    return int(raw)
 
 
 class KedaScaledObjectMixin:
@@ -72,10 +73,9 @@ class KedaScaledObjectMixin:
         model = self.get_object()
         output = request.query_params.get("output", "json")
         errors = [] if output in OUTPUTS else [FieldError("output", output, f"must be one of {', '.join(OUTPUTS)}")]
-        (minimum, minimum_errors), (maximum, maximum_errors) = (
-            _replica_parameter(request, name) for name in REPLICA_PARAMETERS)
-        if errors + minimum_errors + maximum_errors:
-            raise ManifestInvalid(errors + minimum_errors + maximum_errors)
+        minimum, maximum = (_replica_parameter(request, name, errors) for name in REPLICA_PARAMETERS)
+        if errors:
+            raise ManifestInvalid(errors)
         try:
             scaled_object = render_scaled_object(model, minimum, maximum)
         except ScaledObjectRefused as refused:

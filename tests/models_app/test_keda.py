@@ -20,7 +20,9 @@ from kubernetes.client import AppsV1Api, CustomObjectsApi
 
 from accounts.models import NamespaceGrant, Team
 from clusters.models import Cluster
+from models_app.keda import ScaledObjectRefused, render_scaled_object
 from models_app.models import ServingModel
+from runs_app.models import InferenceRun
 from tests.accounts.conftest import sample_in, store
 from tests.conftest import ALL_KIND_PERMS
 from tests.support.keda import BUILD_SCRIPT, SCALED_OBJECTS_CRD, keda_crd_dir
@@ -165,6 +167,22 @@ def test_bad_input_is_refused_naming_the_field_its_value_and_the_rule(make_user,
     answer = client.get(keda_url("kubeai-models", model.pk, query))
     assert answer.status_code == 400, answer.content
     assert answer.json() == {field: [message]}
+
+
+def test_an_unknown_kind_is_refused(make_user) -> None:
+    """Through the API an unknown kind is a path no route matches (404, JSON); handed to the
+    renderer, an object of a kind that serves nothing is a 400 naming the kind."""
+    cluster = Cluster.objects.create(name="snapshot", auth_method=Cluster.AuthMethod.SNAPSHOT)
+    run = store(cluster, sample_in("InferenceRun", "default"))
+    client = Client()
+    client.force_login(make_user("member", perms=ALL_KIND_PERMS))
+    answer = client.get(keda_url("inferenceruns", run.pk))
+    assert answer.status_code == 404
+    assert answer.json() == {"detail": f"no API endpoint or object at /api/inferenceruns/{run.pk}/keda-scaledobject/"}
+    with pytest.raises(ScaledObjectRefused) as refused:
+        render_scaled_object(InferenceRun.objects.get(pk=run.pk))
+    assert refused.value.http_status == 400
+    assert str(refused.value) == 'kind: "InferenceRun" is not a serving kind (InferenceModel, Model, ModelService)'
 
 
 def test_a_model_keda_cannot_scale_is_refused_naming_its_field(make_user) -> None:

@@ -21,7 +21,7 @@ from kubernetes.client import AppsV1Api, CustomObjectsApi
 from accounts.models import NamespaceGrant, Team
 from clusters.models import Cluster
 from models_app.keda import ScaledObjectRefused, render_scaled_object
-from models_app.models import ServingModel
+from models_app.models import InferenceModel, ServingModel
 from runs_app.models import InferenceRun
 from tests.accounts.conftest import sample_in, store
 from tests.conftest import ALL_KIND_PERMS
@@ -137,6 +137,25 @@ def test_the_rendered_scaledobject_passes_a_server_side_dry_run_against_kedas_cr
     dry_run_create(kube, from_yaml)
 
     assert other.get(keda_url(slug, row.pk)).status_code == 404  # another team's model: not there for them
+
+
+def test_where_the_portal_controls_an_inferencemodel_its_own_deployment_is_the_target(
+    kube, keda_crds, transactional_db, members
+) -> None:
+    """The Deployment the portal's InferenceModel controller makes (models_app.controller) is found
+    as an operator's is: by its owner reference, within its controller's labels."""
+    kube.name = "managed"
+    cluster = kube.register(managed_kinds=["InferenceModel"])
+    member, _ = members(cluster, kube.namespace)
+    kube.write(sample_in("InferenceModel", kube.namespace, "llama"))
+    kube.sync()
+    assert kube.get("apps/v1", "Deployment", "llama") is not None
+    row = InferenceModel.objects.get(cluster=cluster, name="llama")
+    answer = member.get(keda_url("inferencemodels", row.pk))
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["spec"]["scaleTargetRef"]["name"] == "llama"
+    assert 'cluster="managed"' in answer.json()["spec"]["triggers"][0]["metadata"]["query"]
+    dry_run_create(kube, answer.json())
 
 
 def test_the_dry_run_refuses_what_kedas_crd_refuses(kube, keda_crds, transactional_db) -> None:

@@ -47,8 +47,9 @@ from inference_gateway.endpoints import discover
 from inference_gateway.picking.engine_state import EngineState, NotEngineMetrics, parse
 from inference_gateway.picking.scraper import READ_TIMEOUT_SECONDS, metrics_url
 from inference_gateway.routes import route_for
-from models_app.kubeai_controller import KIND, wanted_replicas
 from models_app.models import KubeAIModel
+from models_app.public import KUBEAI_KIND as KIND
+from models_app.public import wanted_replicas
 
 logger = logging.getLogger(__name__)
 DEFAULT_TARGET_REQUESTS = 100  # KubeAI's defaults for a Model that sets neither

@@ -30,9 +30,8 @@ from typing import Any
 from clusters.models import Cluster
 from inference_gateway.addresses import BackendURL, NotAnAddress, parse_backend_url
 from inference_gateway.placement import gateway_id, service_of
-from models_app.kubeai_controller import PORT as ENGINE_PORT
-from models_app.kubeai_controller import child_name
 from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
+from models_app.public import KUBEAI_ENGINE_PORT, kubeai_child_name
 
 KUBEAI_SERVICE, KUBEAI_PORT, KUBEAI_PREFIX = "kubeai", 80, "/openai"
 MODEL_SERVICE_PORT = 8000
@@ -161,7 +160,7 @@ def inference_model_route(row: RouteRow, kind: str, wakeable: bool, refusal: str
 def kubeai_route(row: RouteRow, kind: str, wakeable: bool, refusal: str | None = None) -> Route:
     """KubeAI's proxy, or where the portal is the Models' controller (``wakeable``) the Service it
     renders in front of the Model's engines (``models_app.kubeai_controller``), woken from zero."""
-    service, port, prefix = (child_name(row.name), ENGINE_PORT, "") if wakeable else (
+    service, port, prefix = (kubeai_child_name(row.name), KUBEAI_ENGINE_PORT, "") if wakeable else (
         KUBEAI_SERVICE, KUBEAI_PORT, KUBEAI_PREFIX)  # fmt: skip
     return Route(
         model=row.name, kind=kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,

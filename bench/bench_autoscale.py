@@ -13,6 +13,10 @@ times, from the moment they were sent:
   Model's Deployment asks for 4 replicas; the median of ``ROUNDS`` rounds (the load then ends and
   the Model goes back to 1 before the next). ``autoscale.step_reaction_max_s``: the slowest round.
 - ``autoscale.step_reaction_intervals``: the median over ``INTERVAL`` (target: under 2).
+- ``autoscale.step_wall_s`` / ``autoscale.step_cpu_ms``: one interval's work for the Model (read
+  its engines, decide, and when it scales: the spec patch and the reconcile), the median over the
+  run, in wall time and in this process's CPU time (``time.process_time``: the reading threads
+  count too); under load, the CPU figure is the one to compare.
 - ``autoscale.load_1min``: the machine's load when the figures were taken.
 
 Leaves out: KubeAI's default 10-minute window (an average over it reacts to a step only as the
@@ -78,6 +82,23 @@ def _replicas(kube: KubeCluster) -> int:
     return ((kube.get("apps/v1", "Deployment", "model-bench") or {}).get("spec") or {}).get("replicas") or 0
 
 
+class TimedAutoscaler(Autoscaler):
+    """The autoscaler, its steps timed (wall and process CPU)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.walls: list[float] = []
+        self.cpus: list[float] = []
+
+    def step(self, cluster: Cluster, now: float | None = None) -> dict:
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            return super().step(cluster, now)
+        finally:
+            self.walls.append(time.perf_counter() - wall)
+            self.cpus.append(time.process_time() - cpu)
+
+
 def _round(kube: KubeCluster, engines: list[Engine], metrics: Client) -> float:
     """One step of load; seconds until the metric and the Deployment both say :data:`SCALED`."""
     sent = time.monotonic()
@@ -124,7 +145,8 @@ def run() -> dict[str, float]:
             kube.write(_model())
             kube.sync()
             list_behind(api_client, kube.namespace, "model-bench", engines)
-            autoscaler_thread = threading.Thread(target=run_autoscaler, args=(stop, Autoscaler()), daemon=True)
+            autoscaler = TimedAutoscaler()
+            autoscaler_thread = threading.Thread(target=run_autoscaler, args=(stop, autoscaler), daemon=True)
             autoscaler_thread.start()
             metrics = Client(HTTP_AUTHORIZATION="Bearer bench")
             reactions = [_round(kube, engines, metrics) for _ in range(ROUNDS)]
@@ -141,5 +163,7 @@ def run() -> dict[str, float]:
         "autoscale.step_reaction_s": median,
         "autoscale.step_reaction_max_s": max(reactions),
         "autoscale.step_reaction_intervals": median / INTERVAL,
+        "autoscale.step_wall_s": statistics.median(autoscaler.walls),
+        "autoscale.step_cpu_ms": statistics.median(autoscaler.cpus) * 1000,
         "autoscale.load_1min": os.getloadavg()[0],
     }

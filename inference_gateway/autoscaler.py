@@ -15,7 +15,9 @@ Active requests are what the Model's engines report (``vllm:num_requests_running
 ``vllm:num_requests_waiting``, parsed as the gateway's picker parses them,
 ``inference_gateway.picking.engine_state``), read from the ready replicas of the Model's Service
 (``inference_gateway.endpoints.discover``: the same addresses, checked by the same rule, the
-gateway sends requests to). A replica that does not answer in time counts nothing this interval.
+gateway sends requests to, and rediscovered as often: every ``GATEWAY_ENDPOINTS_TTL_SECONDS``,
+so an interval costs no list of the cluster's Services and EndpointSlices). A replica that does
+not answer in time counts nothing this interval.
 In the same pass every answering vLLM replica gets the Model's ``spec.adapters`` through vLLM's
 LoRA API (``/v1/load_lora_adapter``, and ``/v1/unload_lora_adapter`` for one no longer listed),
 as KubeAI loads adapters into its pods.
@@ -108,6 +110,7 @@ class Autoscaler:
         self.window = window or settings.KUBEAI_AUTOSCALING_WINDOW
         self.samples: dict[tuple[int, str, str], deque[float]] = {}
         self.lower_since: dict[tuple[int, str, str], float] = {}
+        self.replicas: dict[tuple[int, str, str], tuple[float, list[str]]] = {}  # key -> (found at, URLs)
         self.pool = ThreadPoolExecutor(READERS, thread_name_prefix="autoscaler-read")
 
     def close(self) -> None:
@@ -117,8 +120,12 @@ class Autoscaler:
         """One interval for every Model of the cluster; ``now`` (monotonic seconds) lets a caller
         step through time. Returns each Model's decision by name."""
         now = time.monotonic() if now is None else now
-        rows = (KubeAIModel.objects.filter(cluster=cluster).select_related("cluster")
-                .exclude(sync_state__in=(SyncState.DELETING, SyncState.DELETED_IN_CLUSTER)))  # fmt: skip
+        rows = list(KubeAIModel.objects.filter(cluster=cluster).select_related("cluster")
+                    .exclude(sync_state__in=(SyncState.DELETING, SyncState.DELETED_IN_CLUSTER)))  # fmt: skip
+        present = {(row.cluster_id, row.namespace, row.name) for row in rows}
+        for table in (self.samples, self.lower_since, self.replicas):  # Models that left leave no state
+            for key in [key for key in table if key[0] == cluster.pk and key not in present]:
+                del table[key]
         decisions = {}
         gateway = ClusterGateway(cluster)
         try:
@@ -133,11 +140,11 @@ class Autoscaler:
 
     def _scale(self, gateway: ClusterGateway, row: KubeAIModel, now: float) -> Decision:
         spec = gateway.get(KIND, row.namespace, row.name)["spec"]
-        urls = discover(route_for(row))
+        key = (row.cluster_id, row.namespace, row.name)
+        urls = self._replicas(key, row)
         states = [state for state in self.pool.map(_read, urls) if state is not None]
         if spec.get("adapters") and spec.get("engine") == "VLLM":
             list(self.pool.map(lambda url: _sync_adapters(url, spec["adapters"]), urls))
-        key = (row.cluster_id, row.namespace, row.name)
         current = wanted_replicas(spec)
         if spec.get("autoscalingDisabled"):
             self.samples.pop(key, None)
@@ -156,6 +163,15 @@ class Autoscaler:
         gateway.patch(KIND, row.namespace, row.name, {"spec": {"replicas": desired}})
         reconcile_row(row, gateway=gateway)
         return Decision(average, desired, True)
+
+    def _replicas(self, key: tuple[int, str, str], row: KubeAIModel) -> list[str]:
+        """The Model's replica URLs, rediscovered once they are older than the gateway's own lists
+        may be (``GATEWAY_ENDPOINTS_TTL_SECONDS``)."""
+        found_at, urls = self.replicas.get(key, (-math.inf, []))
+        if time.monotonic() - found_at > settings.GATEWAY_ENDPOINTS_TTL_SECONDS:
+            urls = discover(route_for(row))
+            self.replicas[key] = (time.monotonic(), urls)
+        return urls
 
 
 def managing_clusters() -> Iterator[Cluster]:

@@ -14,6 +14,7 @@ import pytest
 import requests
 
 from accounts.models import NamespaceGrant, Team
+from accounts.tokens import issue_token
 from clusters.models import AuditEntry
 from clusters.sync.audit import Actor
 from inference_gateway.autoscaler import Autoscaler
@@ -25,10 +26,13 @@ from models_app.wake import wake
 from scheduler.models import NodePool, TeamQuota
 from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import wait_for
+from tests.gateway.conftest import gateway as gateway_fixture
+from tests.gateway.conftest import gateway_settings  # noqa: F401 (the fixture gateway_fixture uses)
 from tests.gateway.test_load_balancing import host_address
 from tests.support.sim_engines import Engine, list_behind, start_engine_fixture  # noqa: F401 (the start_engine fixture)
 
 KIND = KubeAIModel.kube
+running_gateway = gateway_fixture
 GI = 1024**3
 POOL = "gpu-a100"  # the session's kwok pool: 2 nodes x 4 GPUs (devstack/control_plane.NODE_POOLS)
 PROFILES = {  # shaped like KubeAI's own resourceProfiles (its helm chart's values)
@@ -245,3 +249,23 @@ def test_growth_past_the_teams_quota_and_borrowing_is_refused_on_the_conditions(
     assert (ready["status"], ready["reason"]) == ("False", "OverQuota")
     assert deployment_replicas(kube, "other") == 0
     assert kube.read(KIND, "other")["status"]["desiredReplicas"] == 0
+
+
+def test_a_request_the_gateway_holds_wakes_the_model_from_zero(managed_models, engines, running_gateway,
+                                                               make_user) -> None:
+    """The gateway's own wake path: it holds the request while the controller starts one replica."""
+    kube, cluster = managed_models
+    team = Team.objects.create(name="owners")
+    NamespaceGrant.objects.create(team=team, cluster=cluster, namespace=kube.namespace)
+    _, key = issue_token(make_user("owner", teams=[team]), "gateway")
+    kube.write(model(minReplicas=0, maxReplicas=2))
+    kube.sync()
+    assert deployment_replicas(kube, "qwen") == 0
+
+    answer = running_gateway.client(key, timeout=120).chat.completions.create(
+        model=f"{kube.namespace}/qwen", messages=[{"role": "user", "content": "wake up"}], max_tokens=4)
+
+    assert answer.choices[0].message.content
+    assert kube.read(KIND, "qwen")["spec"]["replicas"] == 1
+    assert ready_replicas(kube.get("apps/v1", "Deployment", "model-qwen")) == 1
+    assert condition(kube, "qwen", "Ready")["reason"] == "Deployed"

@@ -17,7 +17,7 @@ from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from clusters.models import AuditEntry
 from clusters.sync.audit import Actor
-from inference_gateway.autoscaler import Autoscaler
+from inference_gateway.autoscaler import Autoscaler, desired_replicas
 from inference_gateway.models import BackendHost
 from models_app.controller import ready_replicas
 from models_app.kubeai_controller import PORT
@@ -44,6 +44,19 @@ PROFILES = {  # shaped like KubeAI's own resourceProfiles (its helm chart's valu
     },
     "small": {"requests": {"cpu": "100m", "memory": "256Mi"}},
 }
+
+
+@pytest.mark.parametrize(("average", "spec", "desired"), [
+    (6, {"targetRequests": 2}, 3),  # each replica then averages exactly its target
+    (6.5, {"targetRequests": 2}, 4),
+    (0.2, {"targetRequests": 2}, 1),  # any load wants a replica
+    (0, {"targetRequests": 2, "minReplicas": 0}, 0),
+    (0, {"minReplicas": 2}, 2),
+    (99, {"targetRequests": 10, "maxReplicas": 4}, 4),
+    (250, {}, 3),  # KubeAI's default targetRequests: 100
+])
+def test_the_desired_replicas_are_kubeais(average: float, spec: dict, desired: int) -> None:
+    assert desired_replicas(average, spec) == desired
 
 
 def model(name: str = "qwen", **spec) -> dict:

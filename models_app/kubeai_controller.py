@@ -40,6 +40,7 @@ from django.conf import settings
 from clusters.kube.client import ClusterGateway, NotFoundError
 from clusters.kube.conditions import set_condition
 from clusters.kube.failures import unschedulable, warn, with_failing
+from clusters.kube.owned import label_value
 from clusters.models import Cluster
 from clusters.sync.inbound import upsert_from_cluster
 from clusters.validation.quantities import quantity_to_decimal
@@ -201,7 +202,8 @@ def _owner(cr: dict[str, Any]) -> dict[str, Any]:
 
 
 def _labels(cr: dict[str, Any]) -> dict[str, str]:
-    return {**MANAGED_BY, "model": cr["metadata"]["name"]}
+    """KubeAI's ``model`` label (a label value: a longer name is shortened with its hash)."""
+    return {**MANAGED_BY, "model": label_value(cr["metadata"]["name"])}
 
 
 def _deployment(cr: dict[str, Any], replicas: int) -> dict[str, Any]:
@@ -239,7 +241,7 @@ def _deployment(cr: dict[str, Any], replicas: int) -> dict[str, Any]:
         "kind": "Deployment",
         "metadata": {"name": child_name(name), "namespace": metadata["namespace"], "labels": labels,
                      "ownerReferences": [_owner(cr)]},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"model": name}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"model": labels["model"]}},
                  "template": {"metadata": {"labels": labels}, "spec": pod}},
     }  # fmt: skip
 
@@ -252,7 +254,7 @@ def _service(cr: dict[str, Any]) -> dict[str, Any]:
         "kind": "Service",
         "metadata": {"name": child_name(metadata["name"]), "namespace": metadata["namespace"],
                      "labels": _labels(cr), "ownerReferences": [_owner(cr)]},
-        "spec": {"selector": {"model": metadata["name"]},
+        "spec": {"selector": {"model": _labels(cr)["model"]},
                  "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}]},
     }  # fmt: skip
 

@@ -24,17 +24,29 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from functools import cached_property, partial
+from itertools import chain
 from typing import Any, TypeVar
 
 from django.db import connection
-from django.db.models import QuerySet, Sum
+from django.db.models import F, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate
 from django.template.defaultfilters import floatformat
 from rest_framework.exceptions import ValidationError
 
 from accounts.models import Team
 from accounts.public import is_unrestricted
 from common.lru import LeastRecentlyUsed
-from governance.models import UNUSED, GpuDay, GpuPrice, LatencyDay, TokenPrice, UsageDay, UsageVersion
+from governance.models import (
+    UNUSED,
+    GpuDay,
+    GpuPrice,
+    GpuSample,
+    LatencyDay,
+    TokenPrice,
+    UsageDay,
+    UsageHour,
+    UsageVersion,
+)
 from governance.rollups import bucket_upper_ms
 
 T = TypeVar("T")
@@ -46,30 +58,65 @@ HOUR = Decimal(3600)
 
 @dataclass(frozen=True)
 class UsageQuery:
-    """Which rows: teams (None: every team, staff only), a model, days ``start``..``end`` inclusive."""
+    """Which rows: teams (None: every team, staff only), a model, days ``start``..``end`` inclusive,
+    from hour ``first_hour`` of the first day through hour ``last_hour`` of the last (UTC)."""
 
     teams: frozenset[str] | None
     model: str | None
     start: date
     end: date
     by_day: bool = False
+    first_hour: int = 0
+    last_hour: int = 23
 
     @property
     def since(self) -> datetime:
-        return datetime.combine(self.start, time(), UTC)
+        return datetime.combine(self.start, time(self.first_hour), UTC)
 
     @property
     def until(self) -> datetime:
-        return datetime.combine(self.end + timedelta(days=1), time(), UTC)
+        """The end of the last hour (exclusive)."""
+        return datetime.combine(self.end, time(self.last_hour), UTC) + timedelta(hours=1)
+
+    def before(self, day: date) -> UsageQuery:
+        """The part of the query before ``day`` (which is after ``start``)."""
+        return self if self.end < day else replace(self, end=day - timedelta(days=1), last_hour=23)
+
+    def from_day(self, day: date) -> UsageQuery:
+        """The part of the query from ``day`` on (which is at most ``end``)."""
+        return self if self.start >= day else replace(self, start=day, first_hour=0)
+
+    def whole_days(self) -> tuple[date, date]:
+        """The first and last day the query covers whole (the first after the last: none)."""
+        first = self.start + timedelta(days=1) if self.first_hour else self.start
+        last = self.end - timedelta(days=1) if self.last_hour < 23 else self.end
+        return first, last
+
+    def partial_hours(self) -> list[tuple[datetime, datetime]]:
+        """The spans of hours of the days the query covers in part (none, one or two)."""
+        first, last = self.whole_days()
+        if first > last:  # within one day, or two days in part
+            if self.start == self.end:
+                return [(self.since, self.until)]
+            return [(self.since, datetime.combine(self.end, time(), UTC)),
+                    (datetime.combine(self.end, time(), UTC), self.until)]
+        spans = []
+        if first > self.start:
+            spans.append((self.since, datetime.combine(first, time(), UTC)))
+        if last < self.end:
+            spans.append((datetime.combine(self.end, time(), UTC), self.until))
+        return spans
 
     @classmethod
     def from_params(cls, params: Mapping[str, str], user: Any, today: date | None = None) -> UsageQuery:
-        """From ``team``, ``model``, ``from``, ``to``, ``group_by``; a 400 naming the parameter when bad."""
+        """From ``team``, ``model``, ``from``, ``to``, ``group_by``; a 400 naming the parameter when bad.
+        ``from`` and ``to`` name a day or an hour (UTC), the last one included."""
         today = today or datetime.now(UTC).date()
-        start = _day(params, "from", today.replace(day=1))
-        end = _day(params, "to", today)
-        if end < start:
-            raise ValidationError({"to": [f"to: {end} is before from: {start}"]})
+        start, first_hour = _day_or_hour(params, "from", today.replace(day=1), 0)
+        end, last_hour = _day_or_hour(params, "to", today, 23)
+        if (end, last_hour) < (start, first_hour):
+            raise ValidationError({"to": [f"to: {params.get('to') or end} is before from: "
+                                          f"{params.get('from') or start}"]})
         if (end - start).days > 366:
             raise ValidationError({"to": ["from..to: at most 366 days at a time"]})
         group_by = params.get("group_by") or ""
@@ -84,17 +131,27 @@ class UsageQuery:
             teams = frozenset([team])
         else:
             teams = allowed
-        return cls(teams, params.get("model") or None, start, end, group_by == "day")
+        return cls(teams, params.get("model") or None, start, end, group_by == "day", first_hour, last_hour)
 
 
-def _day(params: Mapping[str, str], name: str, default: date) -> date:
+def _day_or_hour(params: Mapping[str, str], name: str, default: date, hour: int) -> tuple[date, int]:
+    """A day (``hour``: the day's first or last hour) or an hour, ``YYYY-MM-DDTHH:00`` (UTC)."""
     value = params.get(name)
     if not value:
-        return default
+        return default, hour
     try:
-        return date.fromisoformat(value)
+        return date.fromisoformat(value), hour
     except ValueError:
-        raise ValidationError({name: [f"{name}: {value!r} is not a date (YYYY-MM-DD)"]}) from None
+        pass
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is None or moment.minute or moment.second or moment.microsecond or moment.utcoffset() not in (
+            None, timedelta(0)):
+        raise ValidationError({name: [f"{name}: {value[:40]!r} is not a day (YYYY-MM-DD) "
+                                      f"or an hour in UTC (YYYY-MM-DDTHH:00)"]}) from None
+    return moment.date(), moment.hour
 
 
 @dataclass
@@ -163,9 +220,17 @@ def _round(value: Decimal) -> float:
     return float(value.quantize(CENT)) if value else 0.0
 
 
-def _filtered(rows: QuerySet, query: UsageQuery) -> QuerySet:
-    """A rollup's rows (each has ``day``) of the query's days, teams and model."""
-    rows = rows.filter(day__gte=query.start, day__lte=query.end)
+def _filtered(rows: QuerySet, query: UsageQuery, moment: str | None = None) -> QuerySet:
+    """A rollup's rows (each has ``day``) of the query's whole days, teams and model; with ``moment``
+    (raw or hourly rows: the column of their time), those of its partial days' hours instead."""
+    if moment is None:
+        first, last = query.whole_days()
+        rows = rows.filter(day__gte=first, day__lte=last)
+    else:
+        hours = Q(pk__in=[])
+        for since, until in query.partial_hours():
+            hours |= Q(**{f"{moment}__gte": since, f"{moment}__lt": until})
+        rows = rows.filter(hours).annotate(day=TruncDate(moment, tzinfo=UTC))
     if query.teams is not None:
         rows = rows.filter(team__in=query.teams)
     if query.model is not None:
@@ -232,8 +297,11 @@ def _summed(query: UsageQuery, prices: Prices) -> Showback:
 
     token_prices, gpu_prices = prices
     by = ("day", "team", "model") if query.by_day else ("team", "model")
-    totals = _filtered(UsageDay.objects.order_by(), query).values(*by).annotate(
-        r=Sum("requests"), p=Sum("prompt_tokens"), c=Sum("completion_tokens")).values_list(*by, "r", "p", "c")
+    in_part = bool(query.partial_hours())
+    sums = {"r": Sum("requests"), "p": Sum("prompt_tokens"), "c": Sum("completion_tokens")}
+    totals = chain(_filtered(UsageDay.objects.order_by(), query).values(*by).annotate(**sums).values_list(
+        *by, "r", "p", "c"), _filtered(UsageHour.objects.order_by(), query, "hour").values(*by).annotate(
+        **sums).values_list(*by, "r", "p", "c") if in_part else ())
     for *key, requests, prompt, completion in totals:
         day = key[0] if query.by_day else None
         entry = row(key[-2], key[-1], day)
@@ -244,11 +312,14 @@ def _summed(query: UsageQuery, prices: Prices) -> Showback:
         if price is not None:
             entry.token_cost += Decimal(prompt + completion) * price / MILLION
 
-    held = _filtered(GpuDay.objects.order_by(), query)
+    whole = _filtered(GpuDay.objects.order_by(), query)
+    sampled = _filtered(GpuSample.objects.order_by(), query, "sampled_at")  # the partial days' samples
     if query.teams is not None or query.model is not None:
-        held = held.exclude(team=UNUSED)
-    held = held.values(*by, "gpu_product", "idle").annotate(seconds=Sum("gpu_seconds")).values_list(
-        *by, "gpu_product", "idle", "seconds")
+        whole, sampled = whole.exclude(team=UNUSED), sampled.exclude(team=UNUSED)
+    held = chain(whole.values(*by, "gpu_product", "idle").annotate(seconds=Sum("gpu_seconds")).values_list(
+        *by, "gpu_product", "idle", "seconds"), sampled.values(*by, "gpu_product", "idle").annotate(
+        seconds=Sum(F("gpus") * F("period_seconds"))).values_list(*by, "gpu_product", "idle", "seconds")
+        if in_part else ())
     for *key, product, idle, seconds in held:
         entry = row(key[-2], key[-1], key[0] if query.by_day else None)
         price = gpu_prices.get(product)
@@ -346,7 +417,7 @@ def _split(query: UsageQuery, read: Callable[[UsageQuery], T], join: Callable[[T
     version, today = state
     if query.start >= today:
         return read(query)
-    past = replace(query, end=min(query.end, today - timedelta(days=1)))
+    past = query.before(today)
     kept_key = (*key, past, version)
     kept = KEPT.get(kept_key)
     if kept is None:
@@ -354,7 +425,7 @@ def _split(query: UsageQuery, read: Callable[[UsageQuery], T], join: Callable[[T
         KEPT.put(kept_key, kept)
     if query.end < today:
         return kept
-    return join(kept, read(replace(query, start=today)))
+    return join(kept, read(query.from_day(today)))
 
 
 def _past_version() -> tuple[str, date] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import chain
 
 from django.db.models import Count, Q, QuerySet, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
@@ -296,9 +297,8 @@ def _kept_figures(
     kept holdings ``visible`` leaves: per pool (models, observed peaks, right-sizing savings of the
     models the cluster's recommendation or ``recommender`` judged), and each kind's pools of running
     and of stopped models."""
-    for holding in kept.holdings:
-        if not visible(holding.cluster_id, holding.namespace):
-            continue
+    seen = (holdings for key, holdings in kept.by_namespace.items() if visible(*key))
+    for holding in chain.from_iterable(seen):
         pool_key = (holding.cluster_id, holding.pool)
         if not holding.running:
             pools_of_kind[holding.kind][1].add(pool_key)

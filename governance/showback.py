@@ -248,7 +248,7 @@ class Showback:
 
     @cached_property
     def dicts(self) -> list[dict[str, Any]]:
-        """Every row as the API and the CSV write it, worked out once for every request that reuses it."""
+        """Every row as the CSV writes it, worked out once for every request that reuses it."""
         return [row.as_dict() for row in self.rows]
 
     @cached_property
@@ -396,11 +396,6 @@ def team_month(query: UsageQuery) -> TeamMonth:
                          _joined(past.daily, recent.daily, by_day=True), {**past.latency, **recent.latency})
 
     return _split(replace(query, by_day=True), read, join, ("team", *_price_key(prices)))
-
-
-def usage_rows(query: UsageQuery) -> list[UsageRow]:
-    """The rows of :func:`showback`, sorted by (day,) team and model: read, never changed."""
-    return showback(query).rows
 
 
 KEPT = LeastRecentlyUsed[tuple, Any](32)

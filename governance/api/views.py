@@ -95,8 +95,8 @@ class UsageView(APIView):
         _check_paging(request)
         found = showback(query)
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(found.dicts, request, view=self)
-        response = paginator.get_paginated_response(page)
+        page = paginator.paginate_queryset(found.rows, request, view=self)
+        response = paginator.get_paginated_response([row.as_dict() for row in page])
         response.data["totals"] = found.totals_dict
         return response
 

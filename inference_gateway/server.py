@@ -58,7 +58,7 @@ from inference_gateway import metrics
 from inference_gateway.addresses import NotAnAddress, host_refusal, parse_backend_url
 from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.callers import Caller, Callers, NotAuthenticated
-from inference_gateway.catalog import AmbiguousModel, Catalog, ConflictingId
+from inference_gateway.catalog import CATALOG_READS, AmbiguousModel, Catalog, ConflictingId
 from inference_gateway.conf import GatewaySettings
 from inference_gateway.deadlines import Deadline, Deadlines
 from inference_gateway.errors import error_response, model_not_found, not_authenticated, openai_errors
@@ -67,7 +67,6 @@ from inference_gateway.last_request import LastRequests
 from inference_gateway.memory import Budget, Hold
 from inference_gateway.notices import CATALOG_TABLES, listen
 from inference_gateway.picking import snapshot
-from inference_gateway.picking.config import Configs
 from inference_gateway.picking.picker import Picker, replica_name
 from inference_gateway.picking.scraper import Scraper
 from inference_gateway.resolver import guarded_connector
@@ -160,8 +159,7 @@ class Gateway:
         self.catalog = Catalog(config.catalog_ttl, self.listening.is_set)
         self.balancer = Balancer(config.endpoints_ttl, config.eject_seconds)
         self.scraper = Scraper(settings.GATEWAY_ENGINE_METRICS_SECONDS)  # engines' metrics, in the background
-        self.picker = Picker(self.balancer, Configs(config.catalog_ttl), self.scraper,
-                             settings.GATEWAY_ENGINE_METRICS_STALE_SECONDS)
+        self.picker = Picker(self.balancer, self.scraper, settings.GATEWAY_ENGINE_METRICS_STALE_SECONDS)
         self.waker = Waker(config.wake_timeout, config.wake_poll)
         self.last_requests = LastRequests(config.stamp_interval)
         self.governance = Governance.from_django()  # team limits and the usage ledger (governance/)
@@ -218,6 +216,7 @@ class Gateway:
         if self.session is not None:
             await self.session.close()
         await close_reads()
+        await close_reads(CATALOG_READS)
 
     # -- handlers ----------------------------------------------------------------------------------
     def _database_unavailable(self, error: DatabaseError) -> web.Response:
@@ -324,7 +323,7 @@ class Gateway:
         ``spec.adapters``; any adapter for the other kinds, whose engines list their own)."""
         base, adapter = name.rsplit("_", 1)
         route, _ = await self._find(base, caller)
-        if route is None or not adapter or not (await self.picker.config(route)).serves(route.kind, adapter):
+        if route is None or not adapter or not route.picking.serves(route.kind, adapter):
             return None, ""
         return route, adapter
 
@@ -395,8 +394,8 @@ class Gateway:
         reason = "no ready replica"
         while True:
             try:
-                replica, decided = await self.picker.pick(route, await self.balancer.replicas(route), tried,
-                                                          request.get(BODY) or {}, request.get(ADAPTER))
+                replica, decided = self.picker.pick(route, await self.balancer.replicas(route), tried,
+                                                    request.get(BODY) or {}, request.get(ADAPTER))
                 request[PICKED] = (replica.url, decided)
             except NoReplica:
                 if route.wakeable and not woken:

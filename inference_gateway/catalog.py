@@ -288,10 +288,16 @@ class Catalog:
         self._pending: dict[str, set[int]] = {}  # rows named by notices, not yet read
         self._whole = False  # staff's decisions changed: read everything
         self._compare = False  # notices may have been missed: compare versions
+        self._named: dict[str, tuple[int, asyncio.Future]] = {}  # before the whole read: model -> its rows' read
 
     @property
     def table(self) -> Table | None:
         return None if self.state is None else self.state.table
+
+    @property
+    def whole(self) -> bool:
+        """Whether the whole table has been read (before: requests answered from :func:`load_named`)."""
+        return self.state is not None
 
     async def routes(self) -> Table:
         if self.state is None or (not self.notices() and time.monotonic() - self.checked_at > self.ttl):
@@ -334,6 +340,7 @@ class Catalog:
         try:
             if self.state is None or whole or (compare and not versioned()):
                 self.state = await read(load_routes, CATALOG_READS)
+                self._named.clear()
                 # Frozen out of the collector, as the startup heap is (common.gc_tuning): its full
                 # collections walked every route (100,000: a p99 of hundreds of ms, and a quarter
                 # more CPU a request than with one model). The table it replaces is freed by
@@ -356,11 +363,7 @@ class Catalog:
         """The route ``model`` names for this caller; None when there is none it may see. Raises
         AmbiguousModel or ConflictingId (see the module's docstring). Before the first whole read is
         done, from the rows ``model`` may name (:func:`load_named`), the whole read going on."""
-        if self.state is None:
-            self._start_reload()
-            table = await read(lambda: load_named(model))
-        else:
-            table = await self.routes()
+        table = await self._named_table(model) if self.state is None else await self.routes()
         routes = [route for route in table.by_id.get(model, ()) if visible(route.cluster_id, route.namespace)]
         if not routes and model in table.by_id:
             return None  # an id, if one the caller may not see, is never read as some other model's bare name
@@ -378,6 +381,17 @@ class Catalog:
             raise ConflictingId(f"the model id `{routes[0].id}` is served by several objects ({where}) and staff "
                                 "have not shared it: rename all but one")
         return min(routes, key=lambda route: not route.ready)
+
+    async def _named_table(self, model: str) -> Table:
+        """The rows ``model`` may name (:func:`load_named`), the whole read started; one read per
+        model for the requests that arrive together (a start under load), read again after a
+        change notice. Dropped with the whole read's table."""
+        self._start_reload()
+        known = self._named.get(model)
+        failed = known is not None and known[1].done() and (known[1].cancelled() or known[1].exception() is not None)
+        if known is None or known[0] != self.generation or failed:
+            known = self._named[model] = (self.generation, asyncio.ensure_future(read(lambda: load_named(model))))
+        return await asyncio.shield(known[1])
 
     async def visible(self, visible: Visible) -> list[Route]:
         """One route per gateway id the caller may see."""

@@ -44,10 +44,11 @@ from inference_gateway.autoscaler import Autoscaler
 from inference_gateway.autoscaler import run as run_autoscaler
 from inference_gateway.models import BackendHost
 from scheduler.refresh import refresh_node_pools
+from tests.gateway.conftest import Starter
 from tests.gateway.test_load_balancing import host_address
 from tests.support.clusters import KubeCluster
 from tests.support.fault_proxy import FaultProxy
-from tests.support.sim_engines import Engine, launch, list_behind
+from tests.support.sim_engines import Engine, list_behind
 
 INTERVAL = 1.0
 POLL_SECONDS = 0.05  # the bench's own reads of /metrics and the Deployment share the autoscaler's process
@@ -138,7 +139,7 @@ def run() -> dict[str, float]:
         proxy = FaultProxy(plane.url, str(workdir / "ca.crt"), str(workdir / "apiserver.crt"),
                            str(workdir / "apiserver.key")).start()  # fmt: skip
         kube = KubeCluster(api_client, name="bench", plane=plane, proxy=proxy)
-        engines: list[Engine] = []
+        starter = Starter(Engine, "devstack.sim_engine", "/health")
         stop = threading.Event()
         autoscaler_thread = None
         try:
@@ -146,8 +147,7 @@ def run() -> dict[str, float]:
             refresh_node_pools(cluster)
             address = host_address()
             BackendHost.objects.create(cluster=cluster, host=address)
-            for index in range(ENGINES):
-                launch(f"b{index}", *ENGINE_OPTIONS, host=address, started=engines)
+            engines = [starter.start(f"b{index}", address, *ENGINE_OPTIONS) for index in range(ENGINES)]
             kube.write(_model())
             kube.sync()
             list_behind(api_client, kube.namespace, "model-bench", engines)
@@ -160,8 +160,7 @@ def run() -> dict[str, float]:
             stop.set()
             if autoscaler_thread is not None:
                 autoscaler_thread.join(timeout=30)
-            for engine in engines:
-                engine.stop()
+            starter.stop_all()
             kube.close()
             proxy.stop()
     median = statistics.median(reactions)

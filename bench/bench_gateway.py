@@ -116,14 +116,17 @@ def _start(args: list[str], health: str, env: dict[str, str] | None = None) -> s
 
 
 def _all_workers(gateway_url: str) -> None:
-    """Wait until every worker answers: the load's keep-alive connections would otherwise all go to
-    the first one up."""
+    """Wait until every worker answers, its whole catalog read: the load's keep-alive connections
+    would otherwise all go to the first one up, and a measurement would include a worker's first
+    read of the routes."""
     seen: set[str] = set()
     deadline = time.monotonic() + 120
     while len(seen) < GATEWAY_WORKERS:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"only {len(seen)} of {GATEWAY_WORKERS} gateway workers answered")
-        seen.add(requests.get(f"{gateway_url}/healthz", timeout=5).headers["X-Gateway-Worker"])
+            raise RuntimeError(f"only {len(seen)} of {GATEWAY_WORKERS} gateway workers answered, catalog read")
+        answer = requests.get(f"{gateway_url}/healthz", timeout=5)
+        if answer.headers["X-Catalog-Read"] == "whole":
+            seen.add(answer.headers["X-Gateway-Worker"])
 
 
 def _compare(load: str, urls: tuple[str, str], key: str, rate: float = 0.0, stream: bool = False) -> tuple[dict, dict]:

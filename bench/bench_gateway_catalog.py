@@ -15,8 +15,10 @@ Figures:
   load starts).
 - ``gateway.first_request_s_100k_catalog``: from the gateway's process start (``Popen``) to its first
   answered chat request (200), polled every 20 ms on new connections. Includes Python's and Django's
-  start, the workers' start and the first read of every route (target < 5 s). Leaves out the
-  dataset's build and the machine's other load (reported beside it).
+  start, the workers' start and the read of the rows the request's model may name (a worker answers
+  from those until its whole read is done: inference_gateway/catalog.py) (target < 5 s). Leaves out
+  the dataset's build and the machine's other load (reported beside it). The figures after it are
+  taken once every worker has read its whole catalog.
 - ``gateway.overhead_p50_ms_at_500_rps_100k_catalog`` / ``gateway.overhead_p99_ms_at_500_rps_100k_catalog``:
   bench_gateway's overhead (through the gateway minus direct, at the same percentile) under Poisson
   arrivals at 500 requests/s, with the 100,000 objects in the catalog (target p99 < 5 ms). Leaves out

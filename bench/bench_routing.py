@@ -61,7 +61,7 @@ from clusters.models import Cluster, SyncState
 from devstack.openai_backend import answer_words
 from devstack.ports import free_port
 from inference_gateway.balancer import Balancer, Replica
-from inference_gateway.picking.config import DEFAULT, Configs
+from inference_gateway.picking.config import DEFAULT
 from inference_gateway.picking.engine_state import EngineState
 from inference_gateway.picking.picker import Picker
 from inference_gateway.picking.scraper import Scraper
@@ -252,7 +252,7 @@ def _scorer_cpu_us(bodies: list[dict]) -> float:
         scraper.states[replica.url] = EngineState(waiting=index % 2, running=8 + index, kv_usage=0.3 + index / 20,
                                                   adapters=frozenset(), max_lora=1, prefix_queries=0, prefix_hits=0,
                                                   read_at=now + 3600)
-    picker = Picker(Balancer(5, 10), Configs(2), scraper, stale=1.0)
+    picker = Picker(Balancer(5, 10), scraper, stale=1.0)
     route = Route(model="bench", kind="InferenceModel", pk=1, cluster_id=1, namespace="bench", name="bench",
                   scheme="http", host="bench", port=80, prefix="", service="bench", service_namespace="bench",
                   wakeable=False, ready=True, created=0)

@@ -9,6 +9,12 @@ deleted is routable, or gone, for the next request after its notice. A notice of
 decisions (shared namespaces, backend hosts, shared ids, namespace grants, a cluster's managed
 kinds or name) reads everything again: those are rare, and every route's refusal may depend on them.
 
+**A start serves at once.** Until the first whole read is done (seconds at 100,000 rows, more
+when every worker of a busy machine reads at once), :meth:`Catalog.find` reads only the rows a
+request's ``model`` may name (:func:`load_named`: an index lookup per kind) and answers from them
+as the whole table would. The catalog's own reads have a thread and connection of their own
+(``CATALOG_READS``), so these, like token checks, never queue behind a whole read.
+
 **A missed notice converges.** While the ``LISTEN`` connection lives, PostgreSQL delivers every
 committed change's notice, in commit order; a connection lost (or re-opened) counts as a notice of
 every table, and the catalog then compares every row's version (PostgreSQL's ``xmin``: a new one
@@ -33,10 +39,12 @@ import asyncio
 import bisect
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import connection
+from django.db.models import Q
 from django.db.models.expressions import RawSQL
 
 from clusters.models import Cluster
@@ -46,13 +54,14 @@ from inference_gateway.metrics import CATALOG_ROWS
 from inference_gateway.models import SharedGatewayId
 from inference_gateway.names import model_name_refusal
 from inference_gateway.placement import GONE, Policy, refusal_of
-from inference_gateway.routes import COLUMNS, SERVING_KINDS, Route, ServingKind, route_row
+from inference_gateway.routes import SERVING_KINDS, Route, ServingKind, route_row
 
 Visible = Callable[[int, str], bool]
 Key = tuple[str, int]  # (table, row id)
 KINDS = {kind.table: kind for kind in SERVING_KINDS}
 KIND_ORDER = {kind.kind: index for index, kind in enumerate(SERVING_KINDS)}
 READ_CHUNK = 5_000  # ids per query when many rows changed at once
+CATALOG_READS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-catalog")
 
 
 def _order(route: Route) -> tuple[int, int, str, str]:
@@ -143,7 +152,7 @@ class Context:
         """The route of one row as :func:`rows` reads it; None when it serves nothing (gone, no model name)."""
         if values[8] in GONE or not values[4]:
             return None
-        row = route_row(values)
+        row = route_row(kind.kind, values)
         refusal = refusal_of(self.backend_refusal, row.model_name, kind.model.model_name_path, row.cluster_id,
                              row.namespace, row.detail, kind.routes_backend_url)
         route = kind.build(row, kind.kind, kind.kind in self.managed.get(row.cluster_id, ()), refusal)
@@ -163,10 +172,13 @@ def _version(kind: ServingKind) -> Any:
     return RawSQL(f'"{kind.table}".xmin::text::bigint', ()) if versioned() else RawSQL("0", ())
 
 
-def rows(kind: ServingKind, ids: Iterable[int] | None = None) -> list[tuple]:
-    """The route columns (:data:`routes.COLUMNS`, the kind's detail, the version) of every row, or of ``ids``."""
+def rows(kind: ServingKind, ids: Iterable[int] | None = None, where: Q | None = None) -> list[tuple]:
+    """The route columns (:attr:`routes.ServingKind.columns`, then the version) of every row, of
+    ``ids`` or of the rows ``where`` selects."""
     found = kind.model.objects.all() if ids is None else kind.model.objects.filter(pk__in=list(ids))
-    return list(found.annotate(row_version=_version(kind)).values_list(*COLUMNS, kind.detail, "row_version"))
+    if where is not None:
+        found = found.filter(where)
+    return list(found.annotate(row_version=_version(kind), **kind.picking).values_list(*kind.columns, "row_version"))
 
 
 @dataclass
@@ -197,6 +209,22 @@ def _load_into(context: Context, table: Table, kept: dict[Key, tuple[int, Route 
             if route is not None:
                 table.add(route, in_order=False)
     table.sort()
+
+
+def load_named(model: str) -> Table:
+    """The routes ``model`` may name, before the whole table is read: the rows whose model name is
+    ``model`` (a bare name) and, for ``namespace/name``, that namespace's rows serving ``name`` (an
+    id). Every route :meth:`Catalog.find` could resolve ``model`` to, or refuse it for, is among
+    them, so it answers from them as from the whole table."""
+    context, table = Context.load(), Table()
+    namespace, _, name = model.rpartition("/")
+    wanted = Q(model_name=model) | Q(namespace=namespace, model_name=name)
+    for kind in SERVING_KINDS:
+        for values in rows(kind, where=wanted):
+            route = context.route(kind, values)
+            if route is not None:
+                table.add(route)
+    return table
 
 
 Changes = dict[Key, tuple[int, Route | None] | None]  # None: the row is gone
@@ -260,10 +288,16 @@ class Catalog:
         self._pending: dict[str, set[int]] = {}  # rows named by notices, not yet read
         self._whole = False  # staff's decisions changed: read everything
         self._compare = False  # notices may have been missed: compare versions
+        self._named: dict[str, tuple[int, asyncio.Future]] = {}  # before the whole read: model -> its rows' read
 
     @property
     def table(self) -> Table | None:
         return None if self.state is None else self.state.table
+
+    @property
+    def whole(self) -> bool:
+        """Whether the whole table has been read (before: requests answered from :func:`load_named`)."""
+        return self.state is not None
 
     async def routes(self) -> Table:
         if self.state is None or (not self.notices() and time.monotonic() - self.checked_at > self.ttl):
@@ -305,7 +339,8 @@ class Catalog:
         self._pending, self._whole, self._compare = {}, False, False
         try:
             if self.state is None or whole or (compare and not versioned()):
-                self.state = await read(load_routes)
+                self.state = await read(load_routes, CATALOG_READS)
+                self._named.clear()
                 # Frozen out of the collector, as the startup heap is (common.gc_tuning): its full
                 # collections walked every route (100,000: a p99 of hundreds of ms, and a quarter
                 # more CPU a request than with one model). The table it replaces is freed by
@@ -313,7 +348,7 @@ class Catalog:
                 tune_collector()
             else:
                 state = self.state
-                changes = await read(lambda: resync(state) if compare else read_rows(state, pending))
+                changes = await read(lambda: resync(state) if compare else read_rows(state, pending), CATALOG_READS)
                 apply(state, changes)
         except BaseException:
             for table, ids in pending.items():  # read with the next attempt
@@ -326,8 +361,9 @@ class Catalog:
 
     async def find(self, model: str, visible: Visible) -> Route | None:
         """The route ``model`` names for this caller; None when there is none it may see. Raises
-        AmbiguousModel or ConflictingId (see the module's docstring)."""
-        table = await self.routes()
+        AmbiguousModel or ConflictingId (see the module's docstring). Before the first whole read is
+        done, from the rows ``model`` may name (:func:`load_named`), the whole read going on."""
+        table = await self._named_table(model) if self.state is None else await self.routes()
         routes = [route for route in table.by_id.get(model, ()) if visible(route.cluster_id, route.namespace)]
         if not routes and model in table.by_id:
             return None  # an id, if one the caller may not see, is never read as some other model's bare name
@@ -345,6 +381,17 @@ class Catalog:
             raise ConflictingId(f"the model id `{routes[0].id}` is served by several objects ({where}) and staff "
                                 "have not shared it: rename all but one")
         return min(routes, key=lambda route: not route.ready)
+
+    async def _named_table(self, model: str) -> Table:
+        """The rows ``model`` may name (:func:`load_named`), the whole read started; one read per
+        model for the requests that arrive together (a start under load), read again after a
+        change notice. Dropped with the whole read's table."""
+        self._start_reload()
+        known = self._named.get(model)
+        failed = known is not None and known[1].done() and (known[1].cancelled() or known[1].exception() is not None)
+        if known is None or known[0] != self.generation or failed:
+            known = self._named[model] = (self.generation, asyncio.ensure_future(read(lambda: load_named(model))))
+        return await asyncio.shield(known[1])
 
     async def visible(self, visible: Visible) -> list[Route]:
         """One route per gateway id the caller may see."""

@@ -29,6 +29,7 @@ from typing import Any
 
 from clusters.models import Cluster
 from inference_gateway.addresses import BackendURL, NotAnAddress, parse_backend_url
+from inference_gateway.picking.config import DEFAULT, PickingConfig, columns, from_columns
 from inference_gateway.placement import gateway_id, service_of
 from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
 from models_app.public import KUBEAI_ENGINE_PORT, kubeai_child_name
@@ -62,6 +63,8 @@ class Route:
     refusal: str | None = None
     # Staff let several objects serve this route's id (``SharedGatewayId``).
     shared: bool = False
+    # How its replicas are picked (``picking.config``), read with the row: no read of its own.
+    picking: PickingConfig = DEFAULT
 
     # Cached (the instance's __dict__, beside the frozen fields): a request reads both several times.
     @cached_property
@@ -93,6 +96,7 @@ class RouteRow:
     ready: bool
     created: int
     detail: Any
+    picking: PickingConfig
 
 
 @dataclass(frozen=True)
@@ -113,19 +117,31 @@ class ServingKind:
     def kind(self) -> str:
         return self.model.kube.kind
 
+    @functools.cached_property
+    def picking(self) -> dict[str, Any]:
+        """The annotations a row's picking is read from (``picking.config.columns``)."""
+        return columns(self.kind)
 
-# The columns every kind's route reads, in the order :func:`route_row` takes them.
+    @functools.cached_property
+    def columns(self) -> tuple[str, ...]:
+        """What :func:`route_row` takes, in its order: :data:`COLUMNS`, the detail, the picking's two."""
+        return (*COLUMNS, self.detail, *self.picking)
+
+
+# The columns every kind's route reads, in the order :func:`route_row` takes them (then the kind's own).
 COLUMNS = ("pk", "cluster_id", "namespace", "name", "model_name", "ready", "cluster_created_at", "created_at",
            "sync_state")
 
 
-def route_row(values: tuple) -> RouteRow:
-    """A :class:`RouteRow` from :data:`COLUMNS` and the kind's detail. ``created`` is OpenAI's: the
+def route_row(kind: str, values: tuple) -> RouteRow:
+    """A :class:`RouteRow` from :attr:`ServingKind.columns`' values. ``created`` is OpenAI's: the
     object's ``creationTimestamp`` in its cluster, else the mirror row's creation (an object the
     portal made and has not yet seen come back from the cluster), in Unix seconds."""
-    pk, cluster_id, namespace, name, model_name, ready, cluster_created_at, created_at, _, detail = values[:10]
+    pk, cluster_id, namespace, name, model_name, ready, cluster_created_at, created_at, _, detail, first, second = (
+        values[:12])
     return RouteRow(pk, cluster_id, namespace, name, model_name, ready,
-                    int((cluster_created_at or created_at).timestamp()), detail)
+                    int((cluster_created_at or created_at).timestamp()), detail,
+                    from_columns(kind, first, second, f"{kind} {namespace}/{name}"))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -153,7 +169,7 @@ def inference_model_route(row: RouteRow, kind: str, wakeable: bool, refusal: str
         model=row.model_name, kind=kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
         name=row.name, scheme=url.scheme, host=url.host, port=url.port, prefix=prefix, service=service,
         service_namespace=service_namespace, wakeable=wakeable, ready=row.ready, created=row.created,
-        refusal=refusal,
+        refusal=refusal, picking=row.picking,
     )
 
 
@@ -168,6 +184,7 @@ def kubeai_route(row: RouteRow, kind: str, wakeable: bool, refusal: str | None =
         prefix=prefix, service=service, service_namespace=row.namespace, wakeable=wakeable,
         ready=row.ready, created=row.created,
         features=tuple(feature for feature in (row.detail or "").split(",") if feature), refusal=refusal,
+        picking=row.picking,
     )
 
 
@@ -177,7 +194,7 @@ def model_service_route(row: RouteRow, kind: str, wakeable: bool, refusal: str |
         model=row.model_name, kind=kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
         name=row.name, scheme="http", host=f"{row.name}.{row.namespace}.svc.cluster.local", port=port, prefix="",
         service=row.name, service_namespace=row.namespace, wakeable=False, ready=row.ready,
-        created=row.created, refusal=refusal,
+        created=row.created, refusal=refusal, picking=row.picking,
     )
 
 
@@ -194,6 +211,6 @@ MODEL_OF = {kind.kind: kind.model for kind in SERVING_KINDS}
 def route_for(row: ServingModel) -> Route:
     """The route of one stored object, read as the catalog reads it (one query; tests and tools)."""
     kind = KIND_OF[type(row)]
-    values = type(row).objects.filter(pk=row.pk).values_list(*COLUMNS, kind.detail).get()
+    values = type(row).objects.filter(pk=row.pk).annotate(**kind.picking).values_list(*kind.columns).get()
     cluster = Cluster.objects.filter(pk=row.cluster_id).values_list("managed_kinds", flat=True).get()
-    return kind.build(route_row(values), kind.kind, kind.kind in (cluster or []))
+    return kind.build(route_row(kind.kind, values), kind.kind, kind.kind in (cluster or []))

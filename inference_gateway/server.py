@@ -58,16 +58,15 @@ from inference_gateway import metrics
 from inference_gateway.addresses import NotAnAddress, host_refusal, parse_backend_url
 from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.callers import Caller, Callers, NotAuthenticated
-from inference_gateway.catalog import AmbiguousModel, Catalog, ConflictingId
+from inference_gateway.catalog import CATALOG_READS, AmbiguousModel, Catalog, ConflictingId
 from inference_gateway.conf import GatewaySettings
 from inference_gateway.deadlines import Deadline, Deadlines
-from inference_gateway.errors import error_response, model_not_found, not_authenticated, openai_errors
+from inference_gateway.errors import error_response, model_not_found, not_authenticated, unrouted
 from inference_gateway.headers import answer_headers, content_type
 from inference_gateway.last_request import LastRequests
 from inference_gateway.memory import Budget, Hold
 from inference_gateway.notices import CATALOG_TABLES, listen
 from inference_gateway.picking import snapshot
-from inference_gateway.picking.config import Configs
 from inference_gateway.picking.picker import Picker, replica_name
 from inference_gateway.picking.scraper import Scraper
 from inference_gateway.resolver import guarded_connector
@@ -160,8 +159,7 @@ class Gateway:
         self.catalog = Catalog(config.catalog_ttl, self.listening.is_set)
         self.balancer = Balancer(config.endpoints_ttl, config.eject_seconds)
         self.scraper = Scraper(settings.GATEWAY_ENGINE_METRICS_SECONDS)  # engines' metrics, in the background
-        self.picker = Picker(self.balancer, Configs(config.catalog_ttl), self.scraper,
-                             settings.GATEWAY_ENGINE_METRICS_STALE_SECONDS)
+        self.picker = Picker(self.balancer, self.scraper, settings.GATEWAY_ENGINE_METRICS_STALE_SECONDS)
         self.waker = Waker(config.wake_timeout, config.wake_poll)
         self.last_requests = LastRequests(config.stamp_interval)
         self.governance = Governance.from_django()  # team limits and the usage ledger (governance/)
@@ -218,6 +216,7 @@ class Gateway:
         if self.session is not None:
             await self.session.close()
         await close_reads()
+        await close_reads(CATALOG_READS)
 
     # -- handlers ----------------------------------------------------------------------------------
     def _database_unavailable(self, error: DatabaseError) -> web.Response:
@@ -272,6 +271,8 @@ class Gateway:
                 model, response = await self._serve(request, started)
             except DatabaseError as error:
                 response = self._database_unavailable(error)
+            if not response.prepared:  # x-ratelimit-* on every answer past admission (sent ones: _relay)
+                self.governance.stamp(request, response.headers)
             return response
         finally:
             hold.release()
@@ -324,7 +325,7 @@ class Gateway:
         ``spec.adapters``; any adapter for the other kinds, whose engines list their own)."""
         base, adapter = name.rsplit("_", 1)
         route, _ = await self._find(base, caller)
-        if route is None or not adapter or not (await self.picker.config(route)).serves(route.kind, adapter):
+        if route is None or not adapter or not route.picking.serves(route.kind, adapter):
             return None, ""
         return route, adapter
 
@@ -395,8 +396,8 @@ class Gateway:
         reason = "no ready replica"
         while True:
             try:
-                replica, decided = await self.picker.pick(route, await self.balancer.replicas(route), tried,
-                                                          request.get(BODY) or {}, request.get(ADAPTER))
+                replica, decided = self.picker.pick(route, await self.balancer.replicas(route), tried,
+                                                    request.get(BODY) or {}, request.get(ADAPTER))
                 request[PICKED] = (replica.url, decided)
             except NoReplica:
                 if route.wakeable and not woken:
@@ -479,7 +480,8 @@ class Gateway:
             return error_response(502, f"the backend of model {route.id} answered {upstream.status} with Content-Type "
                                   f"{upstream.content_type}, which no OpenAI client reads (JSON, an event stream or "
                                   "plain text)", "upstream_content_type")
-        headers = answer_headers(upstream.headers, self.config.passed_headers, content)  # + x-ratelimit-*: stamp
+        headers = answer_headers(upstream.headers, self.config.passed_headers, content)
+        self.governance.stamp(request, headers)  # x-ratelimit-*: the answer is sent from here
         if PICKED in request:  # which replica answered, and what picked it (inference_gateway/picking/)
             headers["X-Gateway-Replica"], headers["X-Gateway-Picked-By"] = (replica_name(request[PICKED][0]),
                                                                             request[PICKED][1])
@@ -596,21 +598,21 @@ class Gateway:
     async def healthz(self, _request: web.Request) -> web.Response:
         """Alive; ``X-Catalog-Notices`` says whether route changes arrive as notices (``listening``)
         or only with the periodic reload (``periodic``: SQLite, or the listener is reconnecting);
-        ``X-Gateway-Worker``, which process answered (its pid: several share a port with
-        ``--workers``)."""
+        ``X-Catalog-Read``, whether the whole catalog has been read (``whole``) or requests are
+        answered from their model's rows while it is (``named``, a start); ``X-Gateway-Worker``,
+        which process answered (its pid: several share a port with ``--workers``)."""
         notices = "listening" if self.listening.is_set() else "periodic"
-        return web.Response(text="ok\n", headers={"X-Catalog-Notices": notices, "X-Gateway-Worker": str(os.getpid())})
+        return web.Response(text="ok\n", headers={"X-Catalog-Notices": notices,
+                                                  "X-Catalog-Read": "whole" if self.catalog.whole else "named",
+                                                  "X-Gateway-Worker": str(os.getpid())})
 
 
 def make_app(config: GatewaySettings | None = None) -> web.Application:
     gateway = Gateway(config or GatewaySettings.from_django())
-    # openai_errors: aiohttp's own 404 and 405 (no such path, a method the path does not take) in
-    # OpenAI's error shape, as every answer the gateway writes itself is.
-    app = web.Application(client_max_size=settings.GATEWAY_MAX_BODY_BYTES, middlewares=[openai_errors])
+    app = web.Application(client_max_size=settings.GATEWAY_MAX_BODY_BYTES)
     app[GATEWAY] = gateway
     app.on_startup.append(gateway.start)
     app.on_startup.append(gateway.governance.start)
-    app.on_response_prepare.append(gateway.governance.stamp)  # x-ratelimit-* on every answer past admission
     app.on_cleanup.append(gateway.governance.stop)
     app.on_cleanup.append(gateway.stop)
     app.router.add_get("/v1/models", gateway.list_models)
@@ -620,6 +622,8 @@ def make_app(config: GatewaySettings | None = None) -> web.Application:
         app.router.add_post(path, gateway.serve)
     app.router.add_get("/metrics", gateway.metrics_view)
     app.router.add_get("/healthz", gateway.healthz)
+    # Last: every other path and method, aiohttp's 404 and 405 in OpenAI's error shape (errors.unrouted).
+    app.router.add_route("*", "/{path:.*}", unrouted)
     return app
 
 

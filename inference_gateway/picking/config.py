@@ -10,33 +10,34 @@
   benchmarks). ``inference-portal.io/scorer-weights`` (``prefix=3,queue=2,kv=2,lora=1``, any of
   them) sets the weights of one model.
 
-Rows are read in the gateway's database thread, at most once per ``ttl`` per model, and never on a
-request's path once read (the first request of a model waits for the first read, as for its
-replicas). A value the gateway cannot use is logged and the default used; the portal's write paths
-refuse it first (``models_app``' rules name the field, the value and the rule).
+The catalog reads these few values with each row's route (:func:`columns`: JSON lookups, never the
+whole spec or annotations) and carries the result in the route (``Route.picking``), so a change
+arrives with the row's change notice and the request path reads no row of its own; most rows set
+none and share one :class:`PickingConfig`. A value the gateway cannot use is logged (once per
+distinct value) and the default used; the portal's write paths refuse it first (``models_app``'
+rules name the field, the value and the rule).
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Expression
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+
 from clusters.validation.schemas import FieldError
-from common.db_thread import read
 from inference_gateway.picking.bounded_hash import PrefixHashSpec
 from inference_gateway.picking.scorers import DEFAULT_WEIGHTS, Weights, parse_weights
-from inference_gateway.routes import Route
-from models_app.models import InferenceModel, KubeAIModel, ModelService
+from models_app.models import KubeAIModel
 
 logger = logging.getLogger(__name__)
 PICKER_ANNOTATION = "inference-portal.io/endpoint-picker"
 WEIGHTS_ANNOTATION = "inference-portal.io/scorer-weights"
 SCORER, LEAST_LOAD, PREFIX_HASH, RANDOM = "scorer", "least-load", "prefix-hash", "random"
 ANNOTATED = {"scorer": SCORER, "least-load": LEAST_LOAD, "random": RANDOM}
-KINDS = {model.kube.kind: model for model in (InferenceModel, KubeAIModel, ModelService)}
 
 
 @dataclass(frozen=True)
@@ -101,37 +102,35 @@ def annotation_errors(annotations: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
-def _load(route: Route) -> PickingConfig:
-    model = KINDS.get(route.kind)
-    row = model.objects.filter(pk=route.pk).values("spec", "annotations").first() if model else None
-    if row is None:
+def columns(kind: str) -> dict[str, Expression]:
+    """What the catalog reads of a row for its picking, as two annotations (see :func:`from_columns`):
+    a KubeAI Model's ``spec.loadBalancing`` and ``spec.adapters``, another kind's two annotations."""
+    if kind == KubeAIModel.kube.kind:
+        return {"picking_first": KeyTransform("loadBalancing", "spec"),
+                "picking_second": KeyTransform("adapters", "spec")}
+    return {"picking_first": KeyTextTransform(PICKER_ANNOTATION, "annotations"),
+            "picking_second": KeyTextTransform(WEIGHTS_ANNOTATION, "annotations")}
+
+
+def from_columns(kind: str, first: Any, second: Any, name: str) -> PickingConfig:
+    """The :class:`PickingConfig` of the two values :func:`columns` read."""
+    if kind == KubeAIModel.kube.kind:
+        if not first and not second:
+            return KUBEAI_DEFAULT
+        return config_of(kind, {"loadBalancing": first, "adapters": second}, {}, name)
+    if first is None and second is None:
         return DEFAULT
-    return config_of(route.kind, row["spec"] or {}, row["annotations"] or {}, route.id)
+    annotations = {key: value for key, value in ((PICKER_ANNOTATION, first), (WEIGHTS_ANNOTATION, second))
+                   if value is not None}
+    if annotation_errors(annotations):
+        return config_of(kind, {}, annotations, name)  # the default, logged with the row's name
+    return _annotated(kind, tuple(annotations.items()))
 
 
-class Configs:
-    """Each route's :class:`PickingConfig`, re-read in the background at most once per ``ttl``."""
+@functools.lru_cache(maxsize=1024)
+def _annotated(kind: str, annotations: tuple[tuple[str, str], ...]) -> PickingConfig:
+    """Valid annotations' config, one per distinct value: thousands of rows may share it."""
+    return config_of(kind, {}, dict(annotations))
 
-    def __init__(self, ttl: float) -> None:
-        self.ttl = ttl
-        self.known: dict[tuple, tuple[float, PickingConfig]] = {}
-        self.loading: dict[tuple, asyncio.Task] = {}
 
-    async def get(self, route: Route) -> PickingConfig:
-        known = self.known.get(route.key)
-        if known is None:
-            return await self._load(route)
-        if time.monotonic() - known[0] > self.ttl and route.key not in self.loading:
-            self.loading[route.key] = asyncio.ensure_future(self._load(route))
-        return known[1]
-
-    async def _load(self, route: Route) -> PickingConfig:
-        try:
-            config = await read(lambda: _load(route))
-        except Exception as error:  # the database is away: the last known, else the default
-            logger.warning("picking settings of %s: %s", route.id, error)
-            config = self.known.get(route.key, (0.0, DEFAULT))[1]
-        finally:
-            self.loading.pop(route.key, None)
-        self.known[route.key] = (time.monotonic(), config)
-        return config
+KUBEAI_DEFAULT = config_of(KubeAIModel.kube.kind, {}, {})

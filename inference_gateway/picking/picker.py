@@ -36,7 +36,7 @@ from common.gateway_metrics import REGISTRY
 from inference_gateway.balancer import Balancer, NoReplica, Replica
 from inference_gateway.picking import scorers
 from inference_gateway.picking.bounded_hash import Ring
-from inference_gateway.picking.config import LEAST_LOAD, PREFIX_HASH, RANDOM, Configs, PickingConfig
+from inference_gateway.picking.config import LEAST_LOAD, PREFIX_HASH, RANDOM, PickingConfig
 from inference_gateway.picking.prefix import PrefixIndex, fingerprint, kubeai_prefix
 from inference_gateway.picking.scraper import Scraper
 from inference_gateway.routes import Route
@@ -104,8 +104,8 @@ class ModelState:
 
 
 class Picker:
-    def __init__(self, balancer: Balancer, configs: Configs, scraper: Scraper, stale: float) -> None:
-        self.balancer, self.configs, self.scraper, self.stale = balancer, configs, scraper, stale
+    def __init__(self, balancer: Balancer, scraper: Scraper, stale: float) -> None:
+        self.balancer, self.scraper, self.stale = balancer, scraper, stale
         self.models: dict[tuple, ModelState] = {}
 
     def state(self, route: Route) -> ModelState:
@@ -114,24 +114,22 @@ class Picker:
             state = self.models[route.key] = ModelState()
         return state
 
-    async def config(self, route: Route) -> PickingConfig:
-        return await self.configs.get(route)
-
-    async def pick(self, route: Route, replicas: list[Replica], excluded: set[str], data: dict[str, Any],
-                   adapter: str | None = None) -> tuple[Replica, str]:
-        """The replica for this request and what decided it; NoReplica when none is left to try."""
-        config = await self.configs.get(route)
+    def pick(self, route: Route, replicas: list[Replica], excluded: set[str], data: dict[str, Any],
+             adapter: str | None = None) -> tuple[Replica, str]:
+        """The replica for this request and what decided it; NoReplica when none is left to try.
+        Synchronous: everything it reads is in memory (the route carries its picking settings)."""
         now = time.monotonic()
         urls = [replica.url for replica in replicas]
         self.scraper.watch(urls, now)
-        self.state(route).replicas = urls
+        state = self.state(route)
+        state.replicas = urls
         candidates = [replica for replica in replicas if replica.url not in excluded and replica.failed_until <= now]
         if not candidates:
             chosen, decided = self.balancer.pick(replicas, excluded), UNHEALTHY  # raises NoReplica when none
         else:
-            chosen, decided = self.decide(route, config, replicas, candidates, data, adapter, now)
+            chosen, decided = self.decide(route, route.picking, replicas, candidates, data, adapter, now)
             self.balancer.mark_picked(chosen)
-        self.state(route).picked(chosen.url, decided, now)
+        state.picked(chosen.url, decided, now)
         _picks(route.id, replica_name(chosen.url), decided).inc()
         return chosen, decided
 

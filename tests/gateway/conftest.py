@@ -11,7 +11,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import openai
 import pytest
@@ -62,32 +62,51 @@ def announced_port(process: subprocess.Popen, what: str, timeout: float = 120.0)
     return int(line.rsplit(":", 1)[1])
 
 
+Served = TypeVar("Served", bound=Backend)
+
+
+class Starter(Generic[Served]):
+    """Test servers of one kind (``python -m MODULE --host H --port 0 --name N *options``) as real
+    processes: each binds a port the kernel picks and announces it, so no other process can hold it
+    in between; each is waited for on its ``health`` path; those still running are stopped at the
+    end (:meth:`stop_all`). The backends here and the simulated engines (tests/support/sim_engines.py)
+    both start this way."""
+
+    def __init__(self, kind: type[Served], module: str, health: str) -> None:
+        self.kind, self.module, self.health = kind, module, health
+        self.started: list[Served] = []
+
+    def start(self, name: str, host: str, *options: str) -> Served:
+        process = subprocess.Popen(
+            [sys.executable, "-m", self.module, "--host", host, "--port", "0", "--name", name, *options],
+            cwd=settings.BASE_DIR, stdout=subprocess.PIPE, text=True,
+        )
+        served = self.kind(name, host, 0, process)
+        self.started.append(served)
+        served.port = announced_port(process, f"{self.module} {name}")
+        wait_serving(f"{served.url}{self.health}", f"{self.module} {name}", process=process)
+        return served
+
+    def stop_all(self) -> None:
+        for served in self.started:
+            if served.process.poll() is None:
+                served.stop()
+
+
 @pytest.fixture
 def start_backend():
     """``start_backend(name, host="127.0.0.1", chunk_delay=0.0, fail=0, redirect="", think=0.0,
     hostile="", size=0)`` -> a running Backend process (``fail``: every generation answers that HTTP
-    status; ``redirect``: a 307 to that URL; ``hostile``: devstack/openai_backend.py's modes). The backend
-    binds a port the kernel picks and announces it, so no other process can hold it in between."""
-    started: list[Backend] = []
+    status; ``redirect``: a 307 to that URL; ``hostile``: devstack/openai_backend.py's modes)."""
+    starter = Starter(Backend, "devstack.openai_backend", "/stats")
 
     def start(name: str = "backend", host: str = "127.0.0.1", chunk_delay: float = 0.0, fail: int = 0,
               redirect: str = "", think: float = 0.0, hostile: str = "", size: int = 0) -> Backend:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "devstack.openai_backend", "--host", host, "--port", "0",
-             "--name", name, "--chunk-delay", str(chunk_delay), "--fail", str(fail), "--redirect", redirect,
-             "--think", str(think), "--hostile", hostile, "--size", str(size)],
-            cwd=settings.BASE_DIR, stdout=subprocess.PIPE, text=True,
-        )
-        backend = Backend(name, host, 0, process)
-        started.append(backend)
-        backend.port = announced_port(process, f"backend {name}")
-        wait_serving(f"{backend.url}/stats", f"backend {name}", process=process)
-        return backend
+        return starter.start(name, host, "--chunk-delay", str(chunk_delay), "--fail", str(fail),
+                             "--redirect", redirect, "--think", str(think), "--hostile", hostile, "--size", str(size))
 
     yield start
-    for backend in started:
-        if backend.process.poll() is None:
-            backend.stop()
+    starter.stop_all()
 
 
 class RunningGateway:

@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import kubernetes
 import pytest
 import requests
-from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from devstack.ports import wait_serving
-from tests.gateway.conftest import announced_port
+from tests.gateway.conftest import Backend, Starter
 
 
-@dataclass
-class Engine:
-    name: str
-    host: str
-    port: int
-    process: subprocess.Popen
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+class Engine(Backend):
+    """A simulated engine: a backend (its ``/stats``, its stop) that also serves vLLM's ``/metrics``."""
 
     def metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         """Every sample of its ``/metrics``, by name: [(labels, value)]."""
@@ -41,47 +28,19 @@ class Engine:
         samples = self.metrics().get(name) or [({}, 0.0)]
         return samples[0][1]
 
-    def stats(self) -> dict[str, int]:
-        return requests.get(f"{self.url}/stats", timeout=5).json()
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-
-
-def launch(name: str = "engine", *options: str, host: str = "127.0.0.1", started: list[Engine] | None = None
-           ) -> Engine:
-    """A running Engine (the tests' fixture and the benchmarks'); ``options`` are the engine's
-    command-line options (``"--max-num-seqs", "2"``); ``started`` collects it before it serves, so
-    one that never comes up is stopped too."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "devstack.sim_engine", "--host", host, "--port", "0", "--name", name, *options],
-        cwd=settings.BASE_DIR, stdout=subprocess.PIPE, text=True,
-    )
-    engine = Engine(name, host, 0, process)
-    if started is not None:
-        started.append(engine)
-    engine.port = announced_port(process, f"engine {name}")
-    wait_serving(f"{engine.url}/health", f"engine {name}", process=process)
-    return engine
 
 
 @pytest.fixture(name="start_engine")
 def start_engine_fixture() -> Iterator:
-    """``start_engine(name, host="127.0.0.1", *options)`` -> a running Engine (:func:`launch`)."""
-    started: list[Engine] = []
+    """``start_engine(name, *options, host="127.0.0.1")`` -> a running Engine; ``options`` are the
+    engine's command-line options (``"--max-num-seqs", "2"``)."""
+    starter = Starter(Engine, "devstack.sim_engine", "/health")
 
     def start(name: str = "engine", *options: str, host: str = "127.0.0.1") -> Engine:
-        return launch(name, *options, host=host, started=started)
+        return starter.start(name, host, *options)
 
     yield start
-    for engine in started:
-        if engine.process.poll() is None:
-            engine.stop()
+    starter.stop_all()
 
 
 def list_behind(api_client: kubernetes.client.ApiClient, namespace: str, service: str, engines: list[Engine]) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from queue import Empty, Queue
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes
 import pytest
@@ -325,6 +326,49 @@ def the_first_request_wakes_the_demo_model(demo: Demo) -> None:
     assert apps.read_namespaced_deployment(DEMO_MODEL, "default").spec.replicas == 1  # woken
 
 
+def watch_its_pod_in_the_live_panel(tab, demo: Demo) -> None:
+    """docs/demo.md step 2: the woken model's page lists, live from the cluster, its Deployment and its
+    pod, which kwok runs."""
+    open_model_page(tab, "InferenceModel", DEMO_MODEL)
+    expect(tab.locator("#live-workloads")).to_contain_text("Deployment")
+    expect(tab.locator("#live-pods .badge.Running").first).to_be_visible()
+    expect(tab.locator("#live-pods")).to_contain_text(f"{DEMO_MODEL}-")
+
+
+def submit_a_run(tab) -> None:
+    """docs/demo.md step 3: Runs → Submit a run with ``example-inference-config``; its page follows it to
+    Succeeded (polled every 2 s), as the demo's own run did."""
+    tab.goto("/runs/")
+    tab.click("text=Submit a run")
+    config = tab.locator("#id_config option", has_text="/example-inference-config ").get_attribute("value")
+    tab.select_option("#id_config", config)
+    tab.fill("#id_name", "journey-run")
+    tab.click("#run-form button[type=submit]")
+    expect(tab.locator("h1")).to_contain_text("journey-run")
+    expect(tab.locator("#run-phase")).to_have_text("Succeeded", timeout=180_000)
+
+
+def a_shared_prefix_stays_on_one_replica(client) -> None:
+    """docs/demo.md's last step: three questions under one long system prompt to ``qwen3-8b`` (three engines
+    behind its Service); the second and third go where the first went, picked by ``prefix-cache``."""
+    system = "You are the support assistant of the demo shop. " * 60
+    picks = []
+    for question in ("Where is my order?", "Can I change the address?", "When will it arrive?"):
+        answer = client.chat.completions.with_raw_response.create(model="default/qwen3-8b", messages=[
+            {"role": "system", "content": system}, {"role": "user", "content": question}])  # fmt: skip
+        picks.append((answer.headers["X-Gateway-Replica"], answer.headers["X-Gateway-Picked-By"]))
+    assert [replica for replica, _ in picks] == [picks[0][0]] * 3, picks
+    assert [picked for _, picked in picks[1:]] == ["prefix-cache"] * 2, picks
+
+
+def open_model_page(tab, kind: str, name: str) -> str:
+    """Models → the kind's filter and the name → the model's page; its path."""
+    tab.goto(f"/models/?kind={kind}&name={name}")
+    tab.locator("#catalog").get_by_role("link", name=name, exact=True).click()
+    expect(tab.locator("h1")).to_contain_text(name)
+    return urlsplit(tab.url).path
+
+
 def every_demo_model_answers(client) -> None:
     """Every model the gateway lists answers through the official client (issue 43): the InferenceModels
     from the simulated engine they point at (each woken from zero), KubeAI's Models and the ModelServices
@@ -446,9 +490,7 @@ def break_and_mend_a_model(tab, demo: Demo, client) -> None:
     """docs/demo.md step 5, on a model at zero: more GPUs than its pool holds and Wake: the page, the Ready
     condition and the API show InsufficientGPU, and the wake answers 409 with the reason. Put back: it
     wakes and answers."""
-    tab.goto(f"/models/?kind=InferenceModel&name={BROKEN}")
-    tab.get_by_role("link", name=BROKEN, exact=True).click()
-    model_page = tab.url.removeprefix(demo.portal)
+    model_page = open_model_page(tab, "InferenceModel", BROKEN)
     original = edit_gpus_as_yaml(tab, model_page, TOO_MANY_GPUS)
     status, said = wake(tab)
     assert status == 409 and "InsufficientGPU" in said, (status, said)
@@ -555,18 +597,25 @@ print(json.dumps({
 def test_a_team_walks_the_whole_journey(demo: Demo, browser) -> None:  # noqa: F811
     from openai import OpenAI
 
+    # docs/demo.md's tour, in its order: the banner's curl wakes a model, its pod in the live panel, a
+    # model broken and mended (at zero, as every demo model starts), a run, right-sizing applied, a
+    # shared-prefix conversation kept on one replica; every model through the official client.
     demo.start()
     the_first_request_wakes_the_demo_model(demo)
     client = OpenAI(base_url=demo.gateway, api_key=demo.token, timeout=300, max_retries=0)
-    # Sign in: the admin with the printed password, the demo people through single sign-on.
-    admin = sign_in_with_password(browser, demo)
-    break_and_mend_a_model(admin, demo, client)  # while it is at zero, as every demo model starts
-    admin.context.close()
-    every_team_shows_its_grant(browser, demo)
-    every_demo_model_answers(client)
+    admin = sign_in_with_password(browser, demo)  # with the password the banner printed
+    watch_its_pod_in_the_live_panel(admin, demo)
+    break_and_mend_a_model(admin, demo, client)
+    submit_a_run(admin)
     the_demo_run_succeeds(demo)
+    apply_a_rightsizing_recommendation(admin, demo)
+    every_demo_model_answers(client)
+    a_shared_prefix_stays_on_one_replica(client)
+    admin.context.close()
 
-    # ada deploys a model of each kind with the guided form, and chats with each through the gateway.
+    # The demo people sign in through single sign-on and find their team's grant; ada deploys a model of
+    # each kind with the guided form, and chats with each through the gateway.
+    every_team_shows_its_grant(browser, demo)
     ada = sign_in_with_sso(browser, demo, *person("ada"))
     for kind, preset, name in GUIDED:
         model = deploy_with_the_guided_form(ada, kind, preset, name)
@@ -575,10 +624,8 @@ def test_a_team_walks_the_whole_journey(demo: Demo, browser) -> None:  # noqa: F
                    f"the gateway lists {model}")
         says(client, model, f"does the guided {kind} answer")
     ada.context.close()
-
     admin = sign_in_with_password(browser, demo)
     kubeai_replicas_are_the_clusters(admin, demo)
-    apply_a_rightsizing_recommendation(admin, demo)
     admin.context.close()
 
     ada_key = demo.command("shell", "-c", "from django.contrib.auth.models import User; "

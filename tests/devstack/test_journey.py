@@ -349,12 +349,12 @@ def submit_a_run(tab) -> None:
 
 
 def a_shared_prefix_stays_on_one_replica(client) -> None:
-    """docs/demo.md's last step: three questions under one long system prompt to ``qwen3-8b`` (three engines
+    """docs/demo.md step 7: three questions under one long system prompt to ``qwen3-8b`` (three engines
     behind its Service); the second and third go where the first went, picked by ``prefix-cache``."""
     system = "You are the support assistant of the demo shop. " * 60
     picks = []
     for question in ("Where is my order?", "Can I change the address?", "When will it arrive?"):
-        answer = client.chat.completions.with_raw_response.create(model="default/qwen3-8b", messages=[
+        answer = client.chat.completions.with_raw_response.create(model="default/Qwen/Qwen3-8B", messages=[
             {"role": "system", "content": system}, {"role": "user", "content": question}])  # fmt: skip
         picks.append((answer.headers["X-Gateway-Replica"], answer.headers["X-Gateway-Picked-By"]))
     assert [replica for replica, _ in picks] == [picks[0][0]] * 3, picks

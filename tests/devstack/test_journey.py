@@ -44,7 +44,7 @@ ENV_NOT_PASSED = ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "REDIS_URL", "CELERY
                   "MAKELEVEL")  # fmt: skip
 # The guided deploy's two kinds, each from a preset: (kind, preset, object name).
 GUIDED = [("InferenceModel", "qwen2.5-7b-instruct", "journey-qwen"), ("Model", "gemma-2-2b-it", "journey-gemma")]
-BROKEN = "llama-2-7b"  # docs/demo.md step 5
+BROKEN = "llama-2-7b"  # docs/demo.md step 3
 TOO_MANY_GPUS = "64"  # more than any demo pool holds
 
 
@@ -336,7 +336,7 @@ def watch_its_pod_in_the_live_panel(tab, demo: Demo) -> None:
 
 
 def submit_a_run(tab) -> None:
-    """docs/demo.md step 3: Runs → Submit a run with ``example-inference-config``; its page follows it to
+    """docs/demo.md step 4: Runs → Submit a run with ``example-inference-config``; its page follows it to
     Succeeded (polled every 2 s), as the demo's own run did."""
     tab.goto("/runs/")
     tab.click("text=Submit a run")
@@ -440,7 +440,7 @@ def kubeai_replicas_are_the_clusters(tab, demo: Demo) -> None:
 
 
 def apply_a_rightsizing_recommendation(tab, demo: Demo) -> None:
-    """docs/demo.md step 4: Right-sizing → "Apply" on an InferenceModel's row; the recommended memory
+    """docs/demo.md step 5: Right-sizing → "Apply" on an InferenceModel's row; the recommended memory
     reaches the object in the cluster, and the controller rolls its Deployment to it."""
     tab.goto("/rightsizing/")
     row = tab.locator("tr", has_text="InferenceModel").filter(has=tab.locator("button", has_text="Apply")).first
@@ -487,7 +487,7 @@ def wake(tab) -> tuple[int, str]:
 
 
 def break_and_mend_a_model(tab, demo: Demo, client) -> None:
-    """docs/demo.md step 5, on a model at zero: more GPUs than its pool holds and Wake: the page, the Ready
+    """docs/demo.md step 3, on a model at zero: more GPUs than its pool holds and Wake: the page, the Ready
     condition and the API show InsufficientGPU, and the wake answers 409 with the reason. Put back: it
     wakes and answers."""
     model_page = open_model_page(tab, "InferenceModel", BROKEN)

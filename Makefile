@@ -28,7 +28,8 @@ run: migrate
 ## test-deps: the real parts the tests start, installed and started when missing: PostgreSQL and
 ## Redis (started on loopback), Prometheus, Chromium (Debian packages), and the Kubernetes control
 ## plane, Helm and the tests' OpenID Provider built from the pinned Go modules in
-## tools/kube-control-plane, tools/helm and tools/oidc-provider (cached by hash)
+## tools/kube-control-plane, tools/helm and tools/oidc-provider, and KEDA's CRDs taken from its
+## pinned Go module by tools/keda (all cached by hash)
 test-deps:
 	for script in .ci/setup.d/*.sh; do bash "$$script"; done  # apt-get install postgresql redis-server prometheus chromium, when missing
 	bash .ci/start-services.sh
@@ -36,6 +37,7 @@ test-deps:
 	bash tools/kube-control-plane/build.sh >/dev/null || test $$? -eq 2
 	bash tools/helm/build.sh >/dev/null || test $$? -eq 2
 	bash tools/oidc-provider/build.sh >/dev/null || test $$? -eq 2  # the tests' OpenID Provider (zitadel/oidc), cached by hash
+	bash tools/keda/build.sh >/dev/null || test $$? -eq 2  # KEDA's CRDs (github.com/kedacore/keda/v2), cached by hash
 
 ## test: the whole suite on PostgreSQL (DATABASE_URL overrides; sqlite:///... works without the server), in
 ## PYTEST_WORKERS processes (pytest-xdist; most tests wait on real processes, so 3 fit 2 cores: docs/operations.md)

@@ -365,10 +365,11 @@ def apply_crds_to(plane: ControlPlane) -> None:
         apply_crds(api_client)
 
 
-def apply_crds(api_client: kubernetes.client.ApiClient) -> None:
-    """Create (or replace) the CRDs of ``platform/crds`` and wait until they are served."""
+def apply_crds(api_client: kubernetes.client.ApiClient, crd_dir: Path = CRD_DIR) -> None:
+    """Create (or replace) the CRDs of ``crd_dir`` (default ``platform/crds``; the tests add KEDA's)
+    and wait until they are served."""
     extensions = kubernetes.client.ApiextensionsV1Api(api_client)
-    for path in sorted(CRD_DIR.glob("*.yaml")):
+    for path in sorted(crd_dir.glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
         try:
             extensions.create_custom_resource_definition(crd)
@@ -378,7 +379,7 @@ def apply_crds(api_client: kubernetes.client.ApiClient) -> None:
             current = extensions.read_custom_resource_definition(crd["metadata"]["name"])
             crd["metadata"]["resourceVersion"] = current.metadata.resource_version
             extensions.replace_custom_resource_definition(crd["metadata"]["name"], crd)
-    for path in sorted(CRD_DIR.glob("*.yaml")):
+    for path in sorted(crd_dir.glob("*.yaml")):
         name = yaml.safe_load(path.read_text())["metadata"]["name"]
         for _ in range(200):
             conditions = extensions.read_custom_resource_definition(name).status.conditions or []

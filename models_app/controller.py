@@ -222,7 +222,8 @@ def _plan(
 ) -> Plan:
     """Replicas for now. Dependencies and memory admission gate a *start* only: a model already
     running keeps running through a dependency's blip or a pool budget that shrank (the planner
-    reports the pool over budget); only its cooldown scales it to zero."""
+    reports the pool over budget); only its cooldown scales it to zero. An edit that asks more GPUs per
+    pod than its pods have is a start of new pods: admission decides it, and a refusal stops it."""
     spec = cr["spec"]
     if not spec.get("containerImage"):
         return Plan(0, Reason.FAILED, "spec.containerImage is required when the portal manages the Deployment")
@@ -244,7 +245,13 @@ def _plan(
         )
     if deployment is not None and (deployment["spec"].get("replicas") or 0) >= 1:
         preempted = cache.get(_preempted_key(row))  # set before its Deployment went to zero (_stop_now)
-        return Plan(0, Reason.PREEMPTED, preempted) if preempted else Plan(spec.get("maxReplicas", 1))
+        if preempted:
+            return Plan(0, Reason.PREEMPTED, preempted)
+        if pod_gpus(deployment) >= max((shape.gpus for shape in shapes_from_json(row.pods)), default=0):
+            return Plan(spec.get("maxReplicas", 1))
+        # More GPUs per pod than its pods have: the new pods are a start, which admission decides. Rolled
+        # out unasked, no pod of 64 GPUs could be placed, yet the pool counted 64 held per replica and
+        # refused every other model of it (issue 43).
     waiting = _dependencies_not_ready(gateway, row, spec.get("dependencies") or [], now)
     if waiting:
         return waiting
@@ -375,6 +382,17 @@ def ready_replicas(deployment: dict[str, Any] | None) -> int:
     if (status.get("observedGeneration") or 0) < (deployment["metadata"].get("generation") or 0):
         return 0
     return min(status.get("readyReplicas") or 0, deployment["spec"].get("replicas") or 0)
+
+
+def pod_gpus(deployment: dict[str, Any]) -> int:
+    """GPUs one pod of the Deployment's template asks for (its containers' ``nvidia.com/gpu``)."""
+    total = 0
+    for container in deployment["spec"]["template"]["spec"].get("containers") or []:
+        resources = container.get("resources") or {}
+        asked = (resources.get("limits") or {}).get("nvidia.com/gpu") or (resources.get("requests") or {}).get(
+            "nvidia.com/gpu")
+        total += quantity_to_int(asked) or 0
+    return total
 
 
 def wake_in_cluster(gateway: ClusterGateway, model: InferenceModel, now: datetime) -> None:

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from clusters.controller_registry import controller_children, reconciler_for, sweeps
 from clusters.kinds import all_models
-from clusters.kube.client import ClusterGateway, GatewayError, PassSnapshot, PermanentError
+from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, PassSnapshot, PermanentError
 from clusters.kube.failures import refusal, report_refusal
 from clusters.kube.owned import NotOwnedError
 from clusters.models import Cluster, KubeObject, SyncState
@@ -31,6 +31,10 @@ from clusters.sync.inbound import upsert_from_cluster
 from clusters.sync.work_queue import BUSY, object_key, pass_key, run_exclusively
 
 logger = logging.getLogger(__name__)
+# A reconcile whose write is refused as stale (409, a resourceVersion precondition) reads the object again
+# and redoes, as client-go's RetryOnConflict: without a shared lease (the live demo's processes each keep
+# their own cache) a wake and the watcher's reconcile of a new model raced, and the wake answered 409.
+CONFLICT_ATTEMPTS = 3
 
 @dataclass
 class ReconcileResult:
@@ -51,6 +55,11 @@ def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: Cluster
         client = gateway or ClusterGateway(obj.cluster)
         started = time.monotonic()
         try:
+            for _ in range(CONFLICT_ATTEMPTS - 1):
+                try:
+                    return reconcile(client, obj, now or timezone.now())
+                except ConflictError:  # another writer changed it since the reconcile read it: read again
+                    continue
             return reconcile(client, obj, now or timezone.now())
         except (PermanentError, NotOwnedError) as error:
             return _refused(client, obj, error, now or timezone.now())

@@ -125,6 +125,25 @@ def test_gpus_short_is_insufficient_gpu_not_memory(pools, editor) -> None:
     assert woken.json()["detail"].startswith(f"{MODEL} was not started: InsufficientGPU: insufficient GPUs")
 
 
+def test_a_running_model_edited_to_more_gpus_than_its_pool_has_is_refused_not_rolled_out(pools, editor) -> None:
+    """Its new pods are a start: admission refuses it as it refuses a model at zero (it rolled out a pod no
+    node could take, and the pool counted the new GPUs as held for every replica, refusing the others)."""
+    kube, _ = pools
+    write_model(kube)
+    kube.sync()
+    apps = kubernetes.client.AppsV1Api(kube.api_client)
+    assert apps.read_namespaced_deployment(MODEL, kube.namespace).spec.replicas == 1  # running, one GPU a pod
+    write_model(kube, resources={"requests": {"gpu": "9"}, "limits": {"gpu": "9"}})
+    kube.sync()
+    refused = ready_condition(kube, InferenceModel.kube, MODEL)
+    assert refused["reason"] == "InsufficientGPU" and "requested 9" in refused["message"], refused
+    assert apps.read_namespaced_deployment(MODEL, kube.namespace).spec.replicas == 0
+    row = InferenceModel.objects.get(name=MODEL)
+    assert row.gpu_count == 0  # the pool holds none for it
+    woken = editor.post(f"/api/inferencemodels/{row.pk}/wake/")
+    assert woken.status_code == 409 and "InsufficientGPU" in woken.json()["detail"], woken.json()
+
+
 def test_a_missing_dependency_is_named(pools, editor) -> None:
     kube, _ = pools
     write_model(kube, dependencies=["ghost-model"])

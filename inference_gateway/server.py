@@ -372,6 +372,8 @@ class Gateway:
         try:
             await self.waker.until_ready(route, caller)
         except NotAwake as error:
+            if error.refused:  # only a change to the model helps: no Retry-After
+                return error_response(409, str(error), "wake_refused")
             return error_response(503, str(error), "model_not_ready",
                                   headers={"Retry-After": str(self.config.retry_after)})
         except Exception as error:  # the cluster's client or the database failed: the cluster's fault, not the client's

@@ -7,7 +7,9 @@ memory admission. Then the model is reconciled again every ``poll`` seconds (rec
 idempotent and run one at a time per object, clusters/sync/work_queue.py) until the controller reports
 it ``Deployed``, i.e. its Deployment has a ready replica; a dependency that became ready in the
 meantime lets the model start at the next pass. Requests arriving meanwhile wait on the same wake.
-A wake that does not finish within ``timeout`` answers 503 with the last reason the controller
+A wake refused for a cause that only a change to the model can clear (a rule, the cluster's
+refusal, a model larger than its whole pool) answers at once, 409; one that does not finish
+within ``timeout`` answers 503 with the last reason the controller
 gave (``InsufficientMemory`` and the planner's message naming what would make room, ``Pending``
 and the dependencies it waits for...), and the next request starts a new one.
 """
@@ -32,7 +34,13 @@ FRESH_SECONDS = 30.0
 
 
 class NotAwake(Exception):
-    """The model did not become ready in time (or cannot be woken); the message says why."""
+    """The model did not become ready in time (or cannot be woken); the message says why.
+    ``refused``: the wake was refused for a cause only a change to the model can clear (a rule,
+    the cluster's refusal, more than its pool holds in all), so waiting or retrying cannot help."""
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 @dataclass
@@ -41,6 +49,7 @@ class WakeState:
 
     deadline: float
     reason: str = "the wake has not started yet"
+    refused: bool = False
     task: asyncio.Task | None = field(default=None, repr=False)
 
 
@@ -56,7 +65,7 @@ def wake_until_ready(route: Route, caller: Caller, state: WakeState, poll: float
         outcome = wake(row, _actor(caller))[row.name]
     except WakeRefused as error:
         if not error.capacity:
-            state.reason = str(error)
+            state.reason, state.refused = str(error), True
             return False
         outcome = str(error)  # admission refused it for now: capacity may free before the deadline
     while True:
@@ -102,5 +111,7 @@ class Waker:
         if ready:
             self.woken[route.key] = time.monotonic()
             return
+        if state.refused:
+            raise NotAwake(f"model {route.model} cannot be woken: {state.reason}", refused=True)
         waited = f"model {route.model} is not ready after waiting {self.timeout:g} s for its wake"
         raise NotAwake(f"{waited}: {state.reason}")

@@ -15,6 +15,7 @@ from clusters.sync.controllers import reconcile_row
 from models_app import kubeai_controller
 from models_app.controller import Reason, dependency_closure, wake_in_cluster
 from models_app.models import InferenceModel, KubeAIModel
+from scheduler.public import NEVER_FITS
 
 
 class WakeRefused(Exception):
@@ -23,7 +24,8 @@ class WakeRefused(Exception):
     cluster refused (422: it found the object invalid) or the controller did not start it (409:
     admission, a failed plan), 503 when it could not be reached. ``capacity``: the refusal is
     admission's (memory, GPUs, a quota), which may clear once capacity frees, so a caller that can
-    wait (the gateway's wake) keeps trying until its deadline."""
+    wait (the gateway's wake) keeps trying until its deadline; not when the model asks for more than
+    its pool holds in all (``NEVER_FITS``), which only a change to the model can clear."""
 
     def __init__(self, message: str, http_status: int = 400, capacity: bool = False) -> None:
         super().__init__(message)
@@ -49,8 +51,9 @@ def _refused(member: InferenceModel | KubeAIModel) -> WakeRefused | None:
             f"cluster {member.cluster.name} refused {member.name}: {condition.get('message')}",
             422 if reason == "Invalid" else 409,
         )
-    return WakeRefused(f"{member.name} was not started: {reason}: {condition.get('message')}", 409,
-                       capacity=reason in CAPACITY_REASONS)  # fmt: skip
+    message = condition.get("message") or ""
+    return WakeRefused(f"{member.name} was not started: {reason}: {message}", 409,
+                       capacity=reason in CAPACITY_REASONS and NEVER_FITS not in message)  # fmt: skip
 
 
 def _cluster_refusal(model: InferenceModel | KubeAIModel, error: GatewayError) -> WakeRefused:

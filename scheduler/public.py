@@ -22,7 +22,7 @@ tests/test_architecture.py holds the other apps to this module (and ``scheduler.
   keep through every status write: ``RIGHTSIZING_STATUS_FIELDS``.
 """
 
-from scheduler.admission.admit import AdmissionDecision, Demand, admit, borrowing, release
+from scheduler.admission.admit import NEVER_FITS, AdmissionDecision, Demand, admit, borrowing, release
 from scheduler.admission.usage import USAGE_CLUSTER_COLUMNS, pool_usage_of
 from scheduler.calculator.answer import Answer, Row, answer
 from scheduler.calculator.api.serializers import CalculatorRequestSerializer
@@ -54,6 +54,7 @@ from scheduler.views import plan_for
 __all__ = [
     "GPU_RESOURCE_BY_ACCELERATOR",
     "GPU_TYPES",
+    "NEVER_FITS",
     "PAGE_LIMIT",
     "RIGHTSIZING_STATUS_FIELDS",
     "USAGE_CLUSTER_COLUMNS",

@@ -105,6 +105,17 @@ class AdmissionDecision:
     """Per model of ``preempt``: why, naming the team that reclaims (its ``Preempted`` condition and Event)."""
 
 
+NEVER_FITS = "more than the pool holds in all, so it never fits there"
+"""Said in a refusal whose demand exceeds the pool's whole capacity (GPUs or memory): no freed
+capacity can admit it, only a change to the model (or a larger pool), so a caller that would wait
+for capacity (the gateway's wake) answers at once (``models_app.wake``)."""
+
+
+def _never_fits(wanted: int, total: int, shown: Callable[[int], str]) -> str:
+    """The refusal's tail when ``wanted`` exceeds the pool's ``total``, else ""."""
+    return f"; {shown(wanted)} is {NEVER_FITS} ({shown(total)})" if wanted > total else ""
+
+
 def _idle_to_scale(
     others: list[Holding],
     held: Callable[[Holding], int],
@@ -172,7 +183,7 @@ def _gpu_decision(
         f"insufficient GPUs in pool {pool.name} for {names}: requested {wanted}, free {max(free, 0)} of "
         f"{pool.gpu_count} ({held} held by running models, {reserved} reserved by models starting"
         f"{_by_pods(outside, by_pods, str)})"
-        f"{idle_text}",
+        f"{_never_fits(wanted, pool.gpu_count, '{} GPUs'.format)}{idle_text}",
         INSUFFICIENT_GPU, frees_enough=bool(candidates) and freed >= wanted - free, short_gpus=wanted - free,
     )  # fmt: skip
 
@@ -231,7 +242,7 @@ def _pool_decision(
         False, pool_name, requested, available, budget, others, candidates,
         f"insufficient memory in pool {pool_name} for {names}: requested {format_bytes(requested)}, "
         f"available {format_bytes(max(available, 0))} of {format_bytes(budget)}; held by {holder_text}"
-        f"{_by_pods(outside, by_pods, format_bytes)}{idle_text}",
+        f"{_by_pods(outside, by_pods, format_bytes)}{_never_fits(requested, budget, format_bytes)}{idle_text}",
         INSUFFICIENT_MEMORY, frees_enough=bool(candidates) and freed >= shortfall, short_bytes=shortfall,
     )  # fmt: skip
 

@@ -22,7 +22,8 @@ from inference_gateway.last_request import stamp
 from inference_gateway.routes import route_for
 from models_app.controller import ready_replicas
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
-from scheduler.models import NodePool
+from scheduler.models import MemoryReservation, NodePool
+from scheduler.public import NEVER_FITS
 from tests.clusters.conftest import sample_manifest, wait_for
 
 GIB = 1024**3
@@ -124,8 +125,15 @@ def short_wake(gateway_settings) -> float:
 
 
 def test_a_wake_that_cannot_finish_is_a_503_with_the_reason(managed, short_wake, key, gateway, start_backend) -> None:
+    """The pool could hold the model once memory frees (another model's reservation holds half):
+    the wake waits for its deadline, then answers 503 with Retry-After."""
     kube, cluster = managed
-    NodePool.objects.filter(cluster=cluster).update(allocatable_bytes=64 * GIB)
+    pool = NodePool.objects.get(cluster=cluster)
+    NodePool.objects.filter(pk=pool.pk).update(allocatable_bytes=128 * GIB)
+    # a KubeAI Model starting there (a kind this cluster's controller does not manage, so no pass
+    # releases it as departed)
+    MemoryReservation.objects.create(pool=pool, kind="Model", namespace=kube.namespace, name="another",
+                                     memory_bytes=64 * GIB)  # fmt: skip
     backend = start_backend("too-big")
     write_model(kube, "inferencemodel-llama-2-7b.yaml", asleep=True, backendUrl=backend.url, memory="90Gi",
                 resources={})
@@ -138,6 +146,25 @@ def test_a_wake_that_cannot_finish_is_a_503_with_the_reason(managed, short_wake,
     assert caught.value.code == "model_not_ready"
     assert "InsufficientMemory" in caught.value.message and "gpu-a100" in caught.value.message
     assert time.monotonic() - started >= short_wake
+    assert backend.stats().get("/v1/chat/completions") is None
+
+
+def test_a_model_larger_than_its_whole_pool_is_refused_at_once(managed, gateway_settings, key, gateway,
+                                                               start_backend) -> None:
+    """90Gi in a 64Gi pool can never fit, whatever frees: the wake answers 409 at once, not after
+    its deadline (here 600 s: a wait would outlast the client's 120 s and fail the test)."""
+    gateway_settings.GATEWAY_WAKE_TIMEOUT_SECONDS = 600
+    kube, cluster = managed
+    NodePool.objects.filter(cluster=cluster).update(allocatable_bytes=64 * GIB)
+    backend = start_backend("too-big")
+    write_model(kube, "inferencemodel-llama-2-7b.yaml", asleep=True, backendUrl=backend.url, memory="90Gi",
+                resources={})
+    kube.sync()
+    with pytest.raises(openai.ConflictError) as caught:
+        chat(gateway.client(key, timeout=120), "llama-2-7b")
+    assert caught.value.code == "wake_refused" and "Retry-After" not in caught.value.response.headers
+    assert "InsufficientMemory" in caught.value.message and NEVER_FITS in caught.value.message
+    assert "after waiting" not in caught.value.message
     assert backend.stats().get("/v1/chat/completions") is None
 
 

@@ -32,15 +32,14 @@ from django.utils.dateparse import parse_datetime
 from clusters.kube.client import ClusterGateway, NotFoundError, PermanentError
 from clusters.kube.conditions import rfc3339, set_condition
 from clusters.kube.failures import (
+    ensure_backing_off,
     failing_condition,
-    held_refusal,
-    note_refusal,
     refusal,
     unschedulable,
     warn,
     with_failing,
 )
-from clusters.kube.owned import NotOwnedError, ensure, label_value
+from clusters.kube.owned import NotOwnedError, label_value
 from clusters.models import Cluster, SyncState
 from clusters.sync.handover import remove_finalizer
 from clusters.sync.inbound import upsert_from_cluster
@@ -161,17 +160,12 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
     plan = Plan(0, Reason.PREEMPTED, preempted) if preempted else _plan(gateway, row, cr, deployment, now)
     if plan.reason != Reason.FAILED or deployment is not None:
         desired = _deployment(cr, deployment, plan.replicas, now)
-        held = held_refusal(cr, desired, now)
-        try:
-            if held is not None:  # refused unchanged a moment ago: not sent again until it or the model changes
-                plan = Plan(0, *held)
-            else:
-                deployment = ensure(deployments, desired)
+        try:  # refused unchanged a moment ago: not sent again until it or the model changes (HeldRefusal)
+            deployment = ensure_backing_off(deployments, cr, desired, now)
         except NotOwnedError as error:
             plan, deployment = Plan(0, Reason.FAILED, str(error)), None
         except PermanentError as error:  # the cluster refused the Deployment (422 invalid, 403 admission...)
             plan = Plan(0, *refusal(error))
-            note_refusal(cr, desired, plan.reason, plan.message, now)
     if plan.replicas == 0:
         release(row.cluster_id, KIND.kind, row.namespace, row.name)
     stuck = None

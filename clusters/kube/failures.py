@@ -36,9 +36,9 @@ from django.core.cache import cache
 from kubernetes import client
 
 from clusters.kinds import KindInfo
-from clusters.kube.client import ClusterGateway, GatewayError, translated
+from clusters.kube.client import ClusterGateway, GatewayError, PermanentError, translated
 from clusters.kube.conditions import rfc3339, set_condition
-from clusters.kube.owned import NotOwnedError
+from clusters.kube.owned import NotOwnedError, ensure
 
 logger = logging.getLogger(__name__)
 
@@ -161,17 +161,23 @@ def warn(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], now: datet
 
 
 def report_refusal(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], reason: str, message: str,
-                   now: datetime) -> dict[str, Any]:
+                   now: datetime, held: bool = False) -> dict[str, Any]:
     """A write of this reconcile was refused (:func:`refusal`): put the reason and message in the
-    object's ``Ready`` condition and in a Warning Event. Returns the object as the cluster has it after."""
+    object's ``Ready`` condition and in a Warning Event. Returns the object as the cluster has it after.
+
+    A condition that already says it is not written again; a refusal ``held`` by the backoff (the
+    write was not sent again, :class:`HeldRefusal`) counts its Event under the repeat filter of
+    :func:`warn`, so an object whose write stays refused costs the cluster no write per pass."""
     metadata = cr["metadata"]
-    try:
-        cr = gateway.patch_status(kind, metadata["namespace"], metadata["name"],
-                                  {"conditions": fail_condition(cr, reason, message, now)})
-    except GatewayError as status_error:  # the Event below still says it
-        logger.warning("status of %s %s/%s not written: %s", kind.kind, metadata["namespace"], metadata["name"],
-                       status_error)
-    record_event(gateway, kind, cr, "Warning", reason, message, now)
+    conditions = fail_condition(cr, reason, message, now)
+    if conditions != (cr.get("status") or {}).get("conditions"):
+        try:
+            cr = gateway.patch_status(kind, metadata["namespace"], metadata["name"], {"conditions": conditions})
+        except GatewayError as status_error:  # the Event below still says it
+            logger.warning("status of %s %s/%s not written: %s", kind.kind, metadata["namespace"], metadata["name"],
+                           status_error)
+    record_event(gateway, kind, cr, "Warning", reason, message, now,
+                 repeat_after=timedelta(seconds=settings.EVENT_REPEAT_SECONDS) if held else None)
     return cr
 
 
@@ -206,6 +212,31 @@ def note_refusal(cr: dict[str, Any], desired: dict[str, Any], reason: str, messa
     delay = min(first * 2 ** (attempts - 1), cap)
     cache.set(key, {"attempts": attempts, "retry_at": now + delay, "reason": reason, "message": message},
               int(cap.total_seconds() * 2))  # fmt: skip
+
+
+class HeldRefusal(PermanentError):
+    """A write the cluster refused a moment ago, not sent again while its backoff lasts
+    (:func:`held_refusal`); it carries that refusal's reason and message, so every caller handles it
+    as the refusal it repeats (``refusal`` reads them back)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message} (not sent again yet: the cluster refused it unchanged)", 0,
+                         {"reason": reason, "message": message})
+
+
+def ensure_backing_off(resource: Any, cr: dict[str, Any], desired: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """``clusters.kube.owned.ensure`` of an object ``cr``'s controller owns, with the refused-write
+    backoff every controller shares: a write the cluster refused is not sent again unchanged until
+    its backoff ends (:class:`HeldRefusal` instead), and a new refusal starts or doubles it
+    (:func:`note_refusal`). The refusal is raised (``PermanentError``) for the caller to report."""
+    held = held_refusal(cr, desired, now)
+    if held is not None:
+        raise HeldRefusal(*held)
+    try:
+        return ensure(resource, desired)
+    except PermanentError as error:
+        note_refusal(cr, desired, refusal_reason(error), refusal_message(error), now)
+        raise
 
 
 def _same_event(event: Any, type_: str, message: str) -> bool:

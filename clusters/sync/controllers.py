@@ -23,7 +23,7 @@ from django.utils import timezone
 from clusters.controller_registry import controller_children, reconciler_for, sweeps
 from clusters.kinds import all_models
 from clusters.kube.client import ClusterGateway, GatewayError, PassSnapshot, PermanentError
-from clusters.kube.failures import refusal, report_refusal
+from clusters.kube.failures import HeldRefusal, refusal, report_refusal
 from clusters.kube.owned import NotOwnedError
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.sync import stats as sync_stats
@@ -72,7 +72,8 @@ def _refused(gateway: ClusterGateway, obj: KubeObject, error: PermanentError | N
     except GatewayError:
         raise error from None
     reason, message = refusal(error)
-    upsert_from_cluster(type(obj), obj.cluster, report_refusal(gateway, obj.kube, cr, reason, message, now))
+    reported = report_refusal(gateway, obj.kube, cr, reason, message, now, held=isinstance(error, HeldRefusal))
+    upsert_from_cluster(type(obj), obj.cluster, reported)
     return f"refused: {reason}: {message}"
 
 

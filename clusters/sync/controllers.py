@@ -24,6 +24,7 @@ from clusters.controller_registry import controller_children, reconciler_for, sw
 from clusters.kinds import all_models
 from clusters.kube.client import ClusterGateway, GatewayError, PassSnapshot, PermanentError
 from clusters.kube.failures import HeldRefusal, refusal, report_refusal
+from clusters.kube.informers import cached_items
 from clusters.kube.owned import NotOwnedError
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.sync import stats as sync_stats
@@ -125,9 +126,11 @@ def _sweep(cluster: Cluster) -> None:
 
 
 def _snapshot(cluster: Cluster, models: set[type[KubeObject]]) -> PassSnapshot | None:
-    """The managed kinds' objects and the children their controllers own (by label), one list per
-    kind and namespace (the cluster's namespaces, else cluster-wide), for the pass's reads
-    (:class:`PassSnapshot`). None when a list fails: the pass then reads each object live, as before."""
+    """The managed kinds' objects, one list per kind and namespace (the cluster's namespaces, else
+    cluster-wide), and the children their controllers own (by label) as the process's informers
+    hold them (``clusters.kube.informers``: one watch per child kind and namespace, no request per
+    pass), for the pass's reads (:class:`PassSnapshot`). None when a read fails: the pass then
+    reads each object live."""
     snapshot = PassSnapshot()
     gateway = ClusterGateway(cluster)
     try:
@@ -140,11 +143,8 @@ def _snapshot(cluster: Cluster, models: set[type[KubeObject]]) -> PassSnapshot |
                     if not (token := page.continue_token):
                         break
                 snapshot.add(PassSnapshot.type_key(kind.api_version, kind.kind), namespace, items)
-                for child in controller_children(kind.kind):
-                    children, _ = gateway.builtin(child.api_version, child.kind).list(child.selector, namespace)
-                    for item in children:  # a list's items carry no kind; a GET's do
-                        item.setdefault("apiVersion", child.api_version)
-                        item.setdefault("kind", child.kind)
+                for child in controller_children(kind.kind):  # from the process's informer: no request
+                    children = cached_items(cluster, child.api_version, child.kind, namespace, child.selector)
                     snapshot.add(PassSnapshot.type_key(child.api_version, child.kind), namespace, children)
     except GatewayError as error:
         logger.warning("%s: listing for the reconcile pass failed (%s); reading each object live", cluster, error)

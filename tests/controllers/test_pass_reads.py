@@ -1,7 +1,8 @@
-"""A reconcile pass reads what it listed (issue 44, item 10): one list of the managed kind and one of
-the Deployments it owns per namespace, not a GET of every model and two of its Deployment. Counted
-at the fault proxy the portal reaches the real control plane through; a change made between passes
-is acted on by the next pass."""
+"""A reconcile pass reads what it listed (issue 44, items 7 and 10): one list of the managed kind per
+namespace, and the Deployments it owns from the process's informer (a watch), not a GET of every
+model and two of its Deployment, nor a list of Deployments per pass. Counted at the fault proxy the
+portal reaches the real control plane through; a change made between passes is acted on by the
+next pass."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections import Counter
 
 import pytest
 
+from clusters.kube.informers import informer
 from clusters.models import Cluster
 from clusters.sync.controllers import reconcile_cluster
 from models_app.models import InferenceModel
@@ -45,7 +47,20 @@ def test_a_pass_lists_once_and_reads_no_object_on_its_own(managed) -> None:
     seen = len(kube.proxy.requests_seen)
     reconcile_cluster(cluster)
     requests = Counter((r.verb, r.plural) for r in kube.proxy.requests_seen[seen:])
-    assert requests == {("list", "inferencemodels"): 1, ("list", "deployments"): 1}, requests
+    assert requests == {("list", "inferencemodels"): 1}, requests  # the Deployments: the informer's
+
+    # another writer scales a Deployment by hand: the informer's watch brings it, and the pass
+    # puts the model's replicas back with no read of its own
+    kube.patch("apps/v1", "Deployment", "steady-1", {"spec": {"replicas": 2}})
+    shared = informer(cluster, "apps/v1", "Deployment", kube.namespace, "inference.eh-ops.io/managed=true")
+    wait_for(lambda: any(d["metadata"]["name"] == "steady-1" and d["spec"]["replicas"] == 2 for d in shared.items()),
+             timeout=30, message="the informer to see the hand-made change")
+    seen = len(kube.proxy.requests_seen)
+    reconcile_cluster(cluster)
+    assert kube.get("apps/v1", "Deployment", "steady-1")["spec"]["replicas"] == 1
+    requests = Counter((r.verb, r.plural) for r in kube.proxy.requests_seen[seen:])
+    assert requests[("patch", "deployments")] == 1 and not requests[("list", "deployments")], requests
+    assert not requests[("get", "deployments")], requests
 
     # another writer scales one down between passes: the next pass lists it and acts
     kube.patch("inference.eh-ops.io/v1alpha1", "InferenceModel", "steady-0", {"spec": {"maxReplicas": 0}})

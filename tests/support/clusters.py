@@ -21,6 +21,7 @@ import kubernetes
 from django.core.management import call_command
 
 from clusters.kinds import KindInfo, model_for
+from clusters.kube import informers
 from clusters.models import Cluster
 from devstack.control_plane import ADMIN_TOKEN, ControlPlane
 from tests.support.fault_proxy import FaultProxy, RequestInfo
@@ -147,6 +148,7 @@ class KubeCluster:
         resource.delete(name=name, namespace=self.namespace, body={"propagationPolicy": propagation})
 
     def close(self) -> None:
+        informers.stop_all()  # no cache of the test's namespace watches on while it goes
         if self.proxy is not None:
             self.proxy.clear_faults()
         try:

@@ -22,6 +22,7 @@ from clusters.sync.resync import resync_cluster
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 
+
 @pytest.fixture
 def managed(transactional_db, kube) -> tuple:
     return kube, kube.register(managed_kinds=["InferenceModel"])

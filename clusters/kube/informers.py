@@ -26,6 +26,7 @@ the cluster's request timeout; a cluster that cannot be listed raises that failu
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -213,6 +214,17 @@ def _wrote_through(cluster: Cluster, api_version: str, kind: str, namespace: str
 
 
 on_builtin_write(_wrote_through)
+
+
+def _forget_after_fork() -> None:
+    """A forked child (a Celery or gunicorn worker) has none of its parent's threads: informers
+    inherited from before the fork would never change again, so the child starts its own."""
+    global _lock
+    _lock = threading.Lock()
+    _informers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def stop_all() -> None:

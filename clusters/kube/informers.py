@@ -19,9 +19,10 @@ precondition or makes one more apply). A process's own writes go into its cache 
 copied: callers must not change them.
 
 An informer nobody read for ``IDLE_SECONDS`` stops (a page looked at once does not keep a watch
-for ever), and so does one of a cluster whose row changed since (credentials, URL: the key holds
-its ``updated_at``). A cache that has not listed yet makes its first reader wait for the list, up to
-the cluster's request timeout; a cluster that cannot be listed raises that failure to the reader.
+for ever); a cluster whose row changed (credentials, URL: the key holds its ``updated_at``) gets new
+ones, and the old ones, read no more, stop so. A cache that has not listed yet makes its first
+reader wait for the list, up to the cluster's request timeout; a cluster that cannot be listed
+raises that failure to the reader.
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def informer(cluster: Cluster, api_version: str, kind: str, namespace: str | Non
     now = time.monotonic()
     with _lock:
         for stale_key, stale in list(_informers.items()):
-            if now - stale.last_read > IDLE_SECONDS or (stale_key[0] == key[0] and stale_key[1] != key[1]):
+            if now - stale.last_read > IDLE_SECONDS:
                 stale.stop.set()
                 del _informers[stale_key]
         found = _informers.get(key)

@@ -68,8 +68,9 @@ class Informer(WatchLoop):
     """One shared cache of a built-in kind's objects in a namespace (None: every namespace) that carry
     a label selector ("" : all), kept current by a list and a watch on a thread of its own."""
 
-    def __init__(self, cluster: Cluster, api_version: str, kind: str, namespace: str | None, selector: str = ""):
-        super().__init__(cluster, threading.Event(), WatchSettings(), gateway_factory=self._connect)
+    def __init__(self, cluster: Cluster, api_version: str, kind: str, namespace: str | None, selector: str = "",
+                 settings: WatchSettings | None = None):
+        super().__init__(cluster, threading.Event(), settings, gateway_factory=self._connect)
         self.api_version, self.kind, self.namespace, self.selector = api_version, kind, namespace, selector
         self.synced = threading.Event()
         self.failure: GatewayError | None = None  # why the last list failed, until one succeeds

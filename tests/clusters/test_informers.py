@@ -1,7 +1,6 @@
 """Informer caches on the real control plane (issue 44, item 7): one list, then a watch from its
-resourceVersion; reads cost no request; another writer's change arrives through the watch (the
-loop's 410 relists and backoff are the sync watcher's, tested with it); the process's own writes
-are read back at once; the model
+resourceVersion; reads cost no request; another writer's change arrives through the watch; a
+resourceVersion etcd compacted away relists; the process's own writes are read back at once; the model
 page's live panel and the Warning Events' aggregation read from them. Requests are counted at the
 fault proxy the portal reaches the cluster through."""
 
@@ -16,8 +15,9 @@ from django.utils import timezone
 
 from clusters.kube.client import ClusterGateway
 from clusters.kube.failures import record_event
-from clusters.kube.informers import informer, selector_matches
+from clusters.kube.informers import Informer, informer, selector_matches
 from clusters.kube.live import live_objects
+from clusters.kube.watching import WatchSettings
 from clusters.sync.resync import resync_cluster
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
@@ -69,6 +69,25 @@ def test_an_informer_lists_once_then_follows_the_watch(kube, live_cluster, needs
     assert reads == {}, reads
 
     assert names(shared) == ["second"]
+
+
+def test_an_expired_resource_version_relists_and_the_cache_is_the_clusters_again(kube, live_cluster, needs_faults,
+                                                                                  control_plane) -> None:
+    """The watch resumes from a resourceVersion etcd compacted away: the API server answers 410 and
+    the informer relists (the sync watcher's loop), so what changed meanwhile is in the cache."""
+    shared = Informer(live_cluster, "v1", "ConfigMap", kube.namespace,
+                      settings=WatchSettings(timeout_range=(1, 2))).start()  # streams that end within seconds
+    try:
+        shared.wait_synced(30)
+        config_map(kube, "before")
+        wait_for(lambda: "before" in names(shared), message="the watched create")
+        control_plane.compact()
+        shared.resource_version = "1"  # the next stream starts there: long compacted
+        wait_for(lambda: shared.relists >= 2, timeout=60, message="a relist after the 410")
+        config_map(kube, "after")
+        wait_for(lambda: names(shared) == ["after", "before"], message="the watch from the relist")
+    finally:
+        shared.stop.set()
 
 
 def test_a_cluster_that_cannot_be_listed_fails_its_first_reader_at_once(kube, live_cluster, needs_faults) -> None:

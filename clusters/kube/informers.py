@@ -159,6 +159,12 @@ class Informer(WatchLoop):
                        and selector_matches(item["metadata"].get("labels"), selector)),
                       key=lambda item: item["metadata"]["name"])  # fmt: skip
 
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The cached object of that name, or None."""
+        self.last_read = time.monotonic()
+        with self._lock:
+            return self._objects.get((namespace, name))
+
     def wrote(self, obj: dict[str, Any] | None, namespace: str = "", name: str = "") -> None:
         """The process wrote an object of this scope: keep the API server's answer (or, without one,
         forget ``namespace``/``name``), so its next read sees its own write before the watch brings it."""
@@ -205,13 +211,18 @@ def cached_items(cluster: Cluster, api_version: str, kind: str, namespace: str |
     return informer(cluster, api_version, kind, namespace, selector).items()
 
 
+def covering(api_version: str, kind: str, namespace: str, cluster_id: int | None = None) -> list[Informer]:
+    """The process's informers whose scope holds objects of the kind in ``namespace`` (of one cluster,
+    or of any)."""
+    with _lock:
+        return [found for key, found in _informers.items()
+                if cluster_id in (None, key[0]) and key[2:4] == (api_version, kind) and key[4] in (namespace, None)]
+
+
 def _wrote_through(cluster: Cluster, api_version: str, kind: str, namespace: str, name: str,
                    answer: dict[str, Any] | None) -> None:
     """A gateway of this process wrote a built-in object: every informer whose scope holds it keeps it."""
-    with _lock:
-        covering = [found for key, found in _informers.items()
-                    if key[0] == cluster.pk and key[2:4] == (api_version, kind) and key[4] in (namespace, None)]
-    for found in covering:
+    for found in covering(api_version, kind, namespace, cluster.pk):
         found.wrote(answer, namespace, name)
 
 

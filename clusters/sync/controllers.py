@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from clusters.controller_registry import controller_children, reconciler_for, sweeps
+from clusters.controller_registry import controller_children, controller_reads, reconciler_for, sweeps
 from clusters.kinds import all_models
 from clusters.kube.client import ClusterGateway, GatewayError, PassSnapshot, PermanentError
 from clusters.kube.failures import HeldRefusal, refusal, report_refusal
@@ -101,7 +101,9 @@ def _reconcile_pass(cluster: Cluster, now: datetime) -> list[ReconcileResult]:
         .select_related("cluster")
     ]
 
-    snapshot = _snapshot(cluster, {type(row) for row in rows}) if rows else None
+    read = {kind for row in rows for kind in controller_reads(row.kube.kind)}
+    listed = {type(row) for row in rows} | {model for model in all_models() if model.kube.kind in read}
+    snapshot = _snapshot(cluster, listed) if rows else None
     # SQLite serializes writers anyway (and tests on it stay in one connection): no threads there.
     workers = 1 if connection.vendor == "sqlite" else max(1, min(settings.MAX_RECONCILE_RATE, len(rows)))
     if workers == 1:
@@ -126,11 +128,12 @@ def _sweep(cluster: Cluster) -> None:
 
 
 def _snapshot(cluster: Cluster, models: set[type[KubeObject]]) -> PassSnapshot | None:
-    """The managed kinds' objects, one list per kind and namespace (the cluster's namespaces, else
-    cluster-wide), and the children their controllers own (by label) as the process's informers
-    hold them (``clusters.kube.informers``: one watch per child kind and namespace, no request per
-    pass), for the pass's reads (:class:`PassSnapshot`). None when a read fails: the pass then
-    reads each object live."""
+    """The managed kinds' objects and those their controllers read by name (``controller_reads``),
+    one list per kind and namespace (the cluster's namespaces, else cluster-wide), and the children
+    their controllers own (by label) as the process's informers hold them
+    (``clusters.kube.informers``: one watch per child kind and namespace, no request per pass), for
+    the pass's reads (:class:`PassSnapshot`). None when a read fails: the pass then reads each
+    object live."""
     snapshot = PassSnapshot()
     gateway = ClusterGateway(cluster)
     try:

@@ -14,7 +14,9 @@ from clusters.kube.informers import informer
 from clusters.models import Cluster
 from clusters.sync.controllers import reconcile_cluster
 from models_app.models import InferenceModel
+from runs_app.models import InferenceRun
 from tests.clusters.conftest import sample_manifest, wait_for
+from tests.controllers.test_inference_run_controller import write_config, write_run
 
 MODELS = 3
 
@@ -68,3 +70,26 @@ def test_a_pass_lists_once_and_reads_no_object_on_its_own(managed) -> None:
     assert kube.get("apps/v1", "Deployment", "steady-0")["spec"]["replicas"] == 0
     status = kube.read(InferenceModel.kube, "steady-0")["status"]
     assert next(c for c in status["conditions"] if c["type"] == "Ready")["reason"] == "ScaledToZero"
+
+
+def test_finished_runs_cost_a_pass_one_list_of_runs_and_one_of_configs(managed) -> None:
+    """A finished run's reconcile reads its InferenceConfig (its autoDeletePolicy): from the pass's
+    list of configs (``controller_reads``), not a GET per run per pass."""
+    kube, cluster = managed
+    if kube.proxy is None:
+        pytest.skip("counts requests at the session's fault proxy")
+    write_config(kube)
+    names = [write_run(kube, name=f"done-{index}")["metadata"]["name"] for index in range(MODELS)]
+
+    def all_finished() -> bool:
+        kube.sync()
+        return all((kube.read(InferenceRun.kube, name).get("status") or {}).get("phase") == "Succeeded"
+                   for name in names)  # fmt: skip
+
+    wait_for(all_finished, timeout=90, message="every run to succeed")
+    kube.sync()
+    cluster = Cluster.objects.get(pk=cluster.pk)
+    seen = len(kube.proxy.requests_seen)
+    reconcile_cluster(cluster)
+    requests = Counter((r.verb, r.plural) for r in kube.proxy.requests_seen[seen:])
+    assert requests == {("list", "inferenceruns"): 1, ("list", "inferenceconfigs"): 1}, requests

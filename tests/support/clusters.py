@@ -124,6 +124,28 @@ class KubeCluster:
         self.plane.compact()
         self.proxy.clear_faults()
 
+    def informed(self, api_version: str, kind: str, name: str) -> None:
+        """Wait until this process's informer caches (clusters/kube/informers.py) that hold the
+        object have it as the cluster has it now (its resourceVersion), or no longer have it: a test
+        that waited on the cluster and reconciles next reads through them, a moment behind."""
+        current = self.get(api_version, kind, name)
+        version = current["metadata"]["resourceVersion"] if current else None
+
+        def caught_up() -> bool:
+            for shared in informers.covering(api_version, kind, self.namespace):
+                if not shared.selector or current is None or informers.selector_matches(
+                        current["metadata"].get("labels"), shared.selector):
+                    cached = shared.get(self.namespace, name)
+                    if (cached["metadata"]["resourceVersion"] if cached else None) != version:
+                        return False
+            return True
+
+        deadline = time.monotonic() + 30
+        while not caught_up():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the informers did not see {kind} {name} at {version} within 30 s")
+            time.sleep(0.02)
+
     # -- any object ------------------------------------------------------------------------------------
     def get(self, api_version: str, kind: str, name: str) -> dict[str, Any] | None:
         """A built-in (or any) object of this namespace as a dict, or None."""

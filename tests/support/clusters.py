@@ -124,18 +124,19 @@ class KubeCluster:
         self.plane.compact()
         self.proxy.clear_faults()
 
-    def informed(self, api_version: str, kind: str, name: str) -> None:
+    def informed(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Wait until this process's informer caches (clusters/kube/informers.py) that hold the
         object have it as the cluster has it now (its resourceVersion), or no longer have it: a test
         that waited on the cluster and reconciles next reads through them, a moment behind."""
-        current = self.get(api_version, kind, name)
+        namespace = namespace or self.namespace
+        current = self.get(api_version, kind, name, namespace)
         version = current["metadata"]["resourceVersion"] if current else None
 
         def caught_up() -> bool:
-            for shared in informers.covering(api_version, kind, self.namespace):
+            for shared in informers.covering(api_version, kind, namespace):
                 if not shared.selector or current is None or informers.selector_matches(
                         current["metadata"].get("labels"), shared.selector):
-                    cached = shared.get(self.namespace, name)
+                    cached = shared.get(namespace, name)
                     if (cached["metadata"]["resourceVersion"] if cached else None) != version:
                         return False
             return True
@@ -147,11 +148,11 @@ class KubeCluster:
             time.sleep(0.02)
 
     # -- any object ------------------------------------------------------------------------------------
-    def get(self, api_version: str, kind: str, name: str) -> dict[str, Any] | None:
-        """A built-in (or any) object of this namespace as a dict, or None."""
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """A built-in (or any) object of this namespace (or ``namespace``) as a dict, or None."""
         resource = self.dynamic.resources.get(api_version=api_version, kind=kind)
         try:
-            return resource.get(name=name, namespace=self.namespace).to_dict()
+            return resource.get(name=name, namespace=namespace or self.namespace).to_dict()
         except kubernetes.dynamic.exceptions.NotFoundError:
             return None
 

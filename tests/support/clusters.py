@@ -126,13 +126,15 @@ class KubeCluster:
 
     def informed(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Wait until this process's informer caches (clusters/kube/informers.py) that hold the
-        object have it as the cluster has it now (its resourceVersion), or no longer have it: a test
+        object have it as the cluster has it (its resourceVersion), or no longer have it: a test
         that waited on the cluster and reconciles next reads through them, a moment behind."""
         namespace = namespace or self.namespace
-        current = self.get(api_version, kind, name, namespace)
-        version = current["metadata"]["resourceVersion"] if current else None
+        version = None
 
         def caught_up() -> bool:
+            nonlocal version  # the cluster's, read again each time: its own controllers may move it on
+            current = self.get(api_version, kind, name, namespace)
+            version = current["metadata"]["resourceVersion"] if current else None
             for shared in informers.covering(api_version, kind, namespace):
                 if not shared.selector or current is None or informers.selector_matches(
                         current["metadata"].get("labels"), shared.selector):

@@ -134,4 +134,4 @@ def test_the_live_panel_reads_the_caches_after_its_first_view(managed, needs_fau
     for plural in ("deployments", "replicasets", "cronjobs", "jobs", "pods", "events"):
         wait_for(lambda plural=plural: kube.proxy.open_watches(plural), message=f"the informer's watch of {plural}")
     later = requests_during(kube, lambda: [live_objects(row) for _ in range(5)])
-    assert later == {}, later
+    assert not [key for key in later if key[0] != "watch"], later  # no list, no read: a watch may re-open

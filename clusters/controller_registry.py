@@ -23,6 +23,7 @@ _reconcilers: dict[str, Reconciler] = {}
 _children: dict[str, tuple[ChildKind, ...]] = {}
 _sweeps: dict[str, Callable[[Model], object]] = {}
 _finalizers: dict[str, str] = {}
+_reads: dict[str, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True)
@@ -40,13 +41,17 @@ def register_controller(
     children: tuple[ChildKind, ...] = (),
     sweep: Callable[[Model], object] | None = None,
     finalizer: str | None = None,
+    reads: tuple[str, ...] = (),
 ) -> None:
     """Called from an app's ``ready()``: ``reconcile(gateway, row, now) -> outcome text``; ``children``
     are the owned kinds whose changes should wake the owner's reconcile at once; ``sweep(cluster)``
     runs once per pass, for what belongs to objects no longer there (no reconcile reaches those);
-    ``finalizer`` is the one the controller puts on its objects (released when it stops managing)."""
+    ``finalizer`` is the one the controller puts on its objects (released when it stops managing);
+    ``reads`` are the other mirrored kinds its reconcile reads by name (a run's InferenceConfig),
+    which a pass lists once instead of reading each one live per object."""
     _reconcilers[kind] = reconcile
     _children[kind] = children
+    _reads[kind] = reads
     if sweep is not None:
         _sweeps[kind] = sweep
     if finalizer is not None:
@@ -59,6 +64,10 @@ def controller_finalizer(kind: str) -> str | None:
 
 def controller_children(kind: str) -> tuple[ChildKind, ...]:
     return _children.get(kind, ())
+
+
+def controller_reads(kind: str) -> tuple[str, ...]:
+    return _reads.get(kind, ())
 
 
 def controllable_kinds() -> list[str]:

@@ -1,5 +1,6 @@
-"""Pods and events of many clusters and namespaces, read live, each linked to the mirrored object
-that owns it.
+"""Pods and events of many clusters and namespaces, as the process's informer caches hold them
+(``clusters.kube.informers``: listed once, then watched), each linked to the mirrored object that
+owns it.
 
 Kubernetes links a pod to what made it by owner references (Pod -> ReplicaSet -> Deployment ->
 the custom resource; Pod -> Job -> CronJob -> ...); the chain is followed up to a uid the portal
@@ -16,7 +17,7 @@ cluster's own request timeout (10 s a request, read one after the other, made a 
 of a cluster per worker, whoever looks, at most: a page's rows are a few seconds old at most, as
 they were before by the time they were rendered); a read still in flight is joined, never started
 twice, so a cluster that hangs holds one thread per worker until its request timeout, not one per
-page. Lists are decoded from the raw body (``BuiltinResource.raw_items``).
+page.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from kubernetes.config import ConfigException
 
 from clusters.kinds import all_models
-from clusters.kube.client import ClusterGateway, GatewayError
-from clusters.kube.live import POD, WORKLOAD_KINDS, EventRow, PodRow
+from clusters.kube.client import GatewayError
+from clusters.kube.informers import cached_items
+from clusters.kube.live import EVENT, POD, WORKLOAD_KINDS, EventRow, PodRow
 from clusters.kube.live import _event_row as event_row
 from clusters.kube.live import _pod_row as pod_row
 from clusters.models import Cluster
@@ -45,7 +46,6 @@ from fleet.scopes import ClusterScope
 logger = logging.getLogger(__name__)
 
 MAX_ROWS = 500  # pods, and events, per page: a fleet view is filtered, not scrolled through
-EVENT = ("v1", "Event")
 READ_THREADS = 16  # reads in flight at once per process: every cluster of a large fleet at once
 
 
@@ -118,27 +118,17 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-def _list(gateway: ClusterGateway, api_version: str, kind: str, namespace: str | None) -> list[dict[str, Any]]:
-    """Every object of the kind in ``namespace`` (None: all), within the cluster's request timeout."""
-    return gateway.builtin(api_version, kind).raw_items(namespace, gateway.timeout)
-
-
 def _read(cluster: Cluster, namespace: str | None, events: bool) -> Lists:
-    """What one (cluster, namespace) lists now; runs on a read thread, touching no database."""
-    try:
-        gateway = ClusterGateway(cluster)
-    except ConfigException as error:
-        raise GatewayError(str(error)) from None
-    try:
-        lists = Lists()
-        for api_version, kind in WORKLOAD_KINDS:
-            lists.workloads += [(kind, item) for item in _list(gateway, api_version, kind, namespace)]
-        lists.pods = _list(gateway, *POD, namespace)
-        if events:
-            lists.events = _list(gateway, *EVENT, namespace)
-        return lists
-    finally:
-        gateway.close()
+    """What the process's informers of one (cluster, namespace) hold; runs on a read thread, touching
+    no database. The first read of a scope waits for its lists (one kind after the other, so a
+    cluster that hangs holds one connection, not one per kind); later ones cost no request."""
+    lists = Lists()
+    for api_version, kind in WORKLOAD_KINDS:
+        lists.workloads += [(kind, item) for item in cached_items(cluster, api_version, kind, namespace)]
+    lists.pods = cached_items(cluster, *POD, namespace)
+    if events:
+        lists.events = cached_items(cluster, *EVENT, namespace)
+    return lists
 
 
 def _start(cluster: Cluster, namespace: str | None, events: bool, now: float) -> _Read:

@@ -32,15 +32,14 @@ from django.utils.dateparse import parse_datetime
 from clusters.kube.client import ClusterGateway, NotFoundError, PermanentError
 from clusters.kube.conditions import rfc3339, set_condition
 from clusters.kube.failures import (
+    ensure_backing_off,
     failing_condition,
-    held_refusal,
-    note_refusal,
     refusal,
     unschedulable,
     warn,
     with_failing,
 )
-from clusters.kube.owned import NotOwnedError, ensure, label_value
+from clusters.kube.owned import NotOwnedError, label_value
 from clusters.models import Cluster, SyncState
 from clusters.sync.handover import remove_finalizer
 from clusters.sync.inbound import upsert_from_cluster
@@ -184,18 +183,14 @@ def apply_child(
     """Apply an owned object (``clusters.kube.owned.ensure``): the object as the cluster has it
     after, and None; or, when it could not be written, what is there and the plan at zero that says
     why. A write the cluster refused a moment ago is not sent again until it or the owner changes
-    (``held_refusal``); another controller's object of that name is never taken over (``Failed``)."""
-    held = held_refusal(cr, desired, now)
-    if held is not None:
-        return current, Plan(0, *held)
+    (``clusters.kube.failures.ensure_backing_off``, the backoff every controller shares); another
+    controller's object of that name is never taken over (``Failed``)."""
     try:
-        return ensure(resource, desired), None
+        return ensure_backing_off(resource, cr, desired, now), None
     except NotOwnedError as error:
         return None, Plan(0, Reason.FAILED, str(error))
-    except PermanentError as error:  # the cluster refused it (422 invalid, 403 admission...)
-        plan = Plan(0, *refusal(error))
-        note_refusal(cr, desired, plan.reason, plan.message, now)
-        return current, plan
+    except PermanentError as error:  # the cluster refused it (422 invalid, 403 admission...), or held it
+        return current, Plan(0, *refusal(error))
 
 
 def release_departed(cluster: Cluster, model: type[ServingModel] = InferenceModel) -> int:

@@ -13,6 +13,7 @@ class RunsAppConfig(AppConfig):
         from runs_app.controller import FAILURES, JOB_LABEL, reconcile_inference_run
 
         register_controller(
-            "InferenceRun", reconcile_inference_run, children=(ChildKind("batch/v1", "Job", JOB_LABEL),)
+            "InferenceRun", reconcile_inference_run, children=(ChildKind("batch/v1", "Job", JOB_LABEL),),
+            reads=("InferenceConfig",),
         )
         register_warning_reasons("InferenceRun", FAILURES)

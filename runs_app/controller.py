@@ -28,8 +28,8 @@ from croniter import croniter
 
 from clusters.kube.client import ClusterGateway, NotFoundError
 from clusters.kube.conditions import as_rfc3339, rfc3339, set_condition
-from clusters.kube.failures import warn, with_failing
-from clusters.kube.owned import controller_uid, ensure, label_value
+from clusters.kube.failures import ensure_backing_off, warn, with_failing
+from clusters.kube.owned import controller_uid, label_value
 from clusters.sync.inbound import upsert_from_cluster
 from runs_app.models import InferenceConfig, InferenceRun
 
@@ -157,7 +157,7 @@ def reconcile_inference_run(gateway: ClusterGateway, row: InferenceRun, now: dat
         else:
             contract = build_contract(run, config, name)
             status["contract"] = encode_contract(contract)
-            ensure(configmaps, _contract_configmap(run, name, contract))
+            ensure_backing_off(configmaps, run, _contract_configmap(run, name, contract), now)
             if scheduled:
                 outcome = _ensure_cronjob(cronjobs, jobs, run, config, name, status, now)
             else:
@@ -198,8 +198,9 @@ def _ensure_job(jobs, run, config, name, status, now) -> str:
             status.update(_phase(status, "Failed", f"Job {name} was deleted before it finished", now, run))
             status.setdefault("completionTime", rfc3339(now))
             return "job lost"
-        job = ensure(
+        job = ensure_backing_off(
             jobs,
+            run,
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
@@ -207,6 +208,7 @@ def _ensure_job(jobs, run, config, name, status, now) -> str:
                              "labels": _labels(run)},
                 "spec": _job_spec(run, config, name),
             },
+            now,
         )
         status["jobRef"] = {"name": name, "namespace": namespace, "uid": job["metadata"].get("uid", "")}
     return _follow_job(job, run, status, now)
@@ -258,7 +260,7 @@ def _ensure_cronjob(cronjobs, jobs, run, config, name, status, now) -> str:
             },
         },
     }
-    cronjob = ensure(cronjobs, body)
+    cronjob = ensure_backing_off(cronjobs, run, body, now)
     next_run = rfc3339(croniter(schedule, now).get_next(datetime))
     latest = _latest_job_of(jobs, cronjob, run)
     if latest is None:

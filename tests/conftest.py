@@ -18,6 +18,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts.models import ALL_NAMESPACES, NamespaceGrant, Team
+from clusters.kube import informers
 from clusters.models import Cluster
 from devstack.control_plane import ControlPlane, ControlPlaneUnavailable, running_control_plane
 from tests.support.clusters import KubeCluster, external_kubeconfig
@@ -41,6 +42,14 @@ def load_samples() -> list[tuple[str, dict[str, Any]]]:
 def _empty_cache() -> None:
     """Throttling counts requests in the cache: each test starts with none counted."""
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _no_informers_left() -> Iterator[None]:
+    """Each test's informer caches stop with it: a watch of a namespace gone (its test ended) would
+    keep reconnecting through the fault proxy, among the next tests' watches."""
+    yield
+    informers.stop_all()
 
 
 @pytest.fixture

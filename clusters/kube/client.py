@@ -14,7 +14,7 @@ import contextlib
 import copy
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,6 +219,17 @@ class PassSnapshot:
         else:
             self._objects.pop(key, None)
             self._unknown.add(key)
+
+
+WriteListener = Callable[[Cluster, str, str, str, str, "dict[str, Any] | None"], None]
+_write_listeners: list[WriteListener] = []
+
+
+def on_builtin_write(listener: WriteListener) -> None:
+    """Call ``listener(cluster, api_version, kind, namespace, name, answer)`` after every write of a
+    built-in object through this process's gateways (``answer``: the object the API server returned,
+    None after a delete or without one): the informer caches keep their process's own writes so."""
+    _write_listeners.append(listener)
 
 
 class ClusterGateway:
@@ -445,6 +456,8 @@ class BuiltinResource:
     def _wrote(self, namespace: str, name: str, answer: dict[str, Any] | None) -> None:
         if self.gateway.snapshot is not None:
             self.gateway.snapshot.wrote(self.type_key, namespace, name, answer)
+        for listener in _write_listeners:
+            listener(self.gateway.cluster, self.api_version, self.kind, namespace, name, answer)
 
     def _call(self, verb: str, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         method = getattr(self.api, f"{verb}_namespaced_{self.snake}")
@@ -470,18 +483,24 @@ class BuiltinResource:
         body = self.gateway.api_client.sanitize_for_serialization(result)
         return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
 
-    def raw_items(self, namespace: str | None, timeout: float) -> list[dict[str, Any]]:
-        """Every object in ``namespace`` (None: all) as the API server sent it, decoded by orjson (the
-        typed path's models, walked back into dicts, were most of the fleet pages' CPU), within
-        ``timeout`` seconds a read. Timestamps stay the server's RFC 3339 text."""
+    def list_page(self, label_selector: str, namespace: str | None, limit: int,
+                  continue_token: str | None) -> ListPage:
+        """One page of a paged list of the labelled objects in ``namespace`` (None: all), decoded by
+        orjson as ``ClusterGateway.list_page`` decodes custom resources; GoneError when the token expired."""
+        kwargs: dict[str, Any] = {"label_selector": label_selector, "limit": limit, "_preload_content": False,
+                                  "_request_timeout": self.gateway.timeout * 3}
+        if continue_token:
+            kwargs["_continue"] = continue_token
         with translated():
-            response = self._list_method(namespace)(_preload_content=False, _request_timeout=timeout)
+            response = self._list_method(namespace)(**kwargs)
             try:
                 raw = response.data
             finally:
                 response.release_conn()
         with collector_paused():
-            return orjson.loads(raw).get("items") or []
+            body = orjson.loads(raw)
+        metadata = body.get("metadata") or {}
+        return ListPage(body.get("items") or [], metadata.get("resourceVersion", ""), metadata.get("continue") or None)
 
     def watch(
         self, label_selector: str, resource_version: str, timeout_seconds: int, namespace: str | None = None

@@ -5,8 +5,9 @@ Job fails) must not stay in a worker's log. Controllers put the failure in the o
 condition (reason and message) and :func:`warn` records a ``Warning`` Event on the object, as
 client-go's event recorder does: an Event identical in source, object, type, reason and message
 is not created again but counted (``count`` and ``lastTimestamp`` move), so ``kubectl describe``
-shows "x5 over 10m". The aggregation key is looked up in the cluster, not in a process cache, so
-the watcher, Celery workers and ``sync --once`` count into the same Event.
+shows "x5 over 10m". The aggregation key is looked up in the process's informer of the namespace's
+Events (``clusters.kube.informers``), which a watch keeps as the cluster has it, so the watcher,
+Celery workers and ``sync --once`` count into the same Event.
 
 A write the cluster refused (:func:`report_refusal`) is counted on every pass that tries it again.
 A failing condition merely seen again (:func:`warn`: a model waiting for memory, a missing
@@ -33,12 +34,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.utils.dateparse import parse_datetime
 from kubernetes import client
 
 from clusters.kinds import KindInfo
-from clusters.kube.client import ClusterGateway, GatewayError, translated
+from clusters.kube.client import ClusterGateway, GatewayError, PermanentError, translated
 from clusters.kube.conditions import rfc3339, set_condition
-from clusters.kube.owned import NotOwnedError
+from clusters.kube.informers import informer
+from clusters.kube.owned import NotOwnedError, ensure
 
 logger = logging.getLogger(__name__)
 
@@ -133,10 +136,11 @@ def unschedulable(gateway: ClusterGateway, namespace: str, match_labels: dict[st
     """The kube-scheduler's word on the first of the selected pods it could not place (their
     ``PodScheduled`` condition, reason ``Unschedulable``: "0/6 nodes are available: 2 Insufficient
     nvidia.com/gpu, ..."), else None. A workload whose pods cannot be placed reports nothing of it
-    itself until its progress deadline (10 minutes for a Deployment); the pods say so at once."""
+    itself until its progress deadline (10 minutes for a Deployment); the pods say so at once.
+    Read from the process's informer of the namespace's pods (no request per starting object)."""
     selector = ",".join(f"{key}={value}" for key, value in sorted(match_labels.items()))
-    pods, _ = gateway.builtin("v1", "Pod").list(selector, namespace, field_selector="status.phase=Pending")
-    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+    pods = informer(gateway.cluster, "v1", "Pod", namespace).items(selector=selector)
+    for pod in (pod for pod in pods if (pod.get("status") or {}).get("phase") == "Pending"):
         for condition in (pod.get("status") or {}).get("conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
                 return f"pod {pod['metadata']['name']}: {condition.get('message') or 'Unschedulable'}"
@@ -161,17 +165,23 @@ def warn(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], now: datet
 
 
 def report_refusal(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], reason: str, message: str,
-                   now: datetime) -> dict[str, Any]:
+                   now: datetime, held: bool = False) -> dict[str, Any]:
     """A write of this reconcile was refused (:func:`refusal`): put the reason and message in the
-    object's ``Ready`` condition and in a Warning Event. Returns the object as the cluster has it after."""
+    object's ``Ready`` condition and in a Warning Event. Returns the object as the cluster has it after.
+
+    A condition that already says it is not written again; a refusal ``held`` by the backoff (the
+    write was not sent again, :class:`HeldRefusal`) counts its Event under the repeat filter of
+    :func:`warn`, so an object whose write stays refused costs the cluster no write per pass."""
     metadata = cr["metadata"]
-    try:
-        cr = gateway.patch_status(kind, metadata["namespace"], metadata["name"],
-                                  {"conditions": fail_condition(cr, reason, message, now)})
-    except GatewayError as status_error:  # the Event below still says it
-        logger.warning("status of %s %s/%s not written: %s", kind.kind, metadata["namespace"], metadata["name"],
-                       status_error)
-    record_event(gateway, kind, cr, "Warning", reason, message, now)
+    conditions = fail_condition(cr, reason, message, now)
+    if conditions != (cr.get("status") or {}).get("conditions"):
+        try:
+            cr = gateway.patch_status(kind, metadata["namespace"], metadata["name"], {"conditions": conditions})
+        except GatewayError as status_error:  # the Event below still says it
+            logger.warning("status of %s %s/%s not written: %s", kind.kind, metadata["namespace"], metadata["name"],
+                           status_error)
+    record_event(gateway, kind, cr, "Warning", reason, message, now,
+                 repeat_after=timedelta(seconds=settings.EVENT_REPEAT_SECONDS) if held else None)
     return cr
 
 
@@ -208,45 +218,72 @@ def note_refusal(cr: dict[str, Any], desired: dict[str, Any], reason: str, messa
               int(cap.total_seconds() * 2))  # fmt: skip
 
 
-def _same_event(event: Any, type_: str, message: str) -> bool:
-    source = event.source.component if event.source else None
-    return event.type == type_ and event.message == message and source == COMPONENT
+class HeldRefusal(PermanentError):
+    """A write the cluster refused a moment ago, not sent again while its backoff lasts
+    (:func:`held_refusal`); it carries that refusal's reason and message, so every caller handles it
+    as the refusal it repeats (``refusal`` reads them back)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message} (not sent again yet: the cluster refused it unchanged)", 0,
+                         {"reason": reason, "message": message})
+
+
+def ensure_backing_off(resource: Any, cr: dict[str, Any], desired: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """``clusters.kube.owned.ensure`` of an object ``cr``'s controller owns, with the refused-write
+    backoff every controller shares: a write the cluster refused is not sent again unchanged until
+    its backoff ends (:class:`HeldRefusal` instead), and a new refusal starts or doubles it
+    (:func:`note_refusal`). The refusal is raised (``PermanentError``) for the caller to report."""
+    held = held_refusal(cr, desired, now)
+    if held is not None:
+        raise HeldRefusal(*held)
+    try:
+        return ensure(resource, desired)
+    except PermanentError as error:
+        note_refusal(cr, desired, refusal_reason(error), refusal_message(error), now)
+        raise
+
+
+def _same_event(event: dict[str, Any], uid: str, type_: str, reason: str, message: str) -> bool:
+    """client-go's aggregation key: source, involved object, type, reason and message."""
+    return ((event.get("involvedObject") or {}).get("uid") == uid and event.get("reason") == reason
+            and event.get("type") == type_ and event.get("message") == message
+            and (event.get("source") or {}).get("component") == COMPONENT)  # fmt: skip
 
 
 def record_event(gateway: ClusterGateway, kind: KindInfo, cr: dict[str, Any], type_: str, reason: str, message: str,
                  now: datetime, repeat_after: timedelta | None = None) -> None:
     """Create the Event, or count one more of an identical Event (client-go's aggregation key:
     source, involved object, type, reason, message), unless it was last counted less than
-    ``repeat_after`` before ``now``. Failing to record is logged, never raised: an Event is a
-    report, and the reconcile's own outcome must not depend on it."""
+    ``repeat_after`` before ``now``. The identical Event is looked up in the process's informer of
+    the namespace's Events (kept current by a watch, so every process counts into the Event the
+    cluster has, at no request per look), and the answer of the write goes into it at once.
+    Failing to record is logged, never raised: an Event is a report, and the reconcile's own
+    outcome must not depend on it."""
     metadata = cr["metadata"]
     namespace, uid = metadata["namespace"], metadata.get("uid") or ""
     stamp, message = rfc3339(now), message[:1024]
-    events = gateway.core
     try:
+        events = informer(gateway.cluster, "v1", "Event", namespace)
+        same = next((event for event in events.items() if _same_event(event, uid, type_, reason, message)), None)
         with translated():
-            found = events.list_namespaced_event(
-                namespace, field_selector=f"involvedObject.uid={uid},reason={reason}",
-                _request_timeout=gateway.timeout,
-            ).items
-            same = next((event for event in found if _same_event(event, type_, message)), None)
             if same is not None:
-                if repeat_after is not None and same.last_timestamp and now - same.last_timestamp < repeat_after:
+                last = parse_datetime(same.get("lastTimestamp") or "")
+                if repeat_after is not None and last is not None and now - last < repeat_after:
                     return
-                events.patch_namespaced_event(
-                    same.metadata.name, namespace, {"count": (same.count or 1) + 1, "lastTimestamp": stamp},
-                    _request_timeout=gateway.timeout,
-                )
-                return
-            events.create_namespaced_event(namespace, {
-                "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-                "involvedObject": {"apiVersion": kind.api_version, "kind": kind.kind, "name": metadata["name"],
-                                   "namespace": namespace, "uid": uid,
-                                   "resourceVersion": metadata.get("resourceVersion")},
-                "type": type_, "reason": reason, "message": message, "count": 1,
-                "firstTimestamp": stamp, "lastTimestamp": stamp,
-                "source": {"component": COMPONENT, "host": socket.gethostname()},
-                "reportingComponent": COMPONENT, "reportingInstance": f"{socket.gethostname()}-{os.getpid()}",
-            }, _request_timeout=gateway.timeout)
+                counted = {"count": (same.get("count") or 1) + 1, "lastTimestamp": stamp}
+                answer = gateway.core.patch_namespaced_event(same["metadata"]["name"], namespace, counted,
+                                                             _request_timeout=gateway.timeout)
+            else:
+                answer = gateway.core.create_namespaced_event(namespace, {
+                    "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+                    "involvedObject": {"apiVersion": kind.api_version, "kind": kind.kind, "name": metadata["name"],
+                                       "namespace": namespace, "uid": uid,
+                                       "resourceVersion": metadata.get("resourceVersion")},
+                    "type": type_, "reason": reason, "message": message, "count": 1,
+                    "firstTimestamp": stamp, "lastTimestamp": stamp,
+                    "source": {"component": COMPONENT, "host": socket.gethostname()},
+                    "reportingComponent": COMPONENT, "reportingInstance": f"{socket.gethostname()}-{os.getpid()}",
+                }, _request_timeout=gateway.timeout)
+        events.wrote(gateway.api_client.sanitize_for_serialization(answer))
     except (GatewayError, client.ApiException) as error:
         logger.warning("event %s on %s %s/%s not recorded: %s", reason, kind.kind, namespace, metadata["name"], error)

@@ -1,9 +1,9 @@
-"""What a mirrored object owns in its cluster and what happens to it, read live from the API server.
+"""What a mirrored object owns in its cluster and what happens to it, as the cluster has it.
 
 The portal's rows mirror only the custom resources; their Deployments, ReplicaSets, Jobs and Pods
-and the Events about them exist only in the cluster, so the object pages read them on demand
-through :class:`clusters.kube.client.ClusterGateway`, in the object's namespace only (the page has
-already checked that the user's teams may see that object).
+and the Events about them exist only in the cluster, so the object pages read them from the
+process's informer caches of the object's namespace only (``clusters.kube.informers``: a list the
+first time, then a watch; the page has already checked that the user's teams may see that object).
 
 An object's workloads are found the way Kubernetes links them: by owner references, from the
 custom resource's uid down (Deployment -> ReplicaSet -> Pod, CronJob -> Job -> Pod). Each kind
@@ -21,11 +21,13 @@ from typing import Any
 from kubernetes.config import ConfigException
 
 from clusters.kube.client import ClusterGateway, GatewayError, PermanentError
+from clusters.kube.informers import informer
 from clusters.kube.owned import label_value
 from clusters.models import KubeObject
 
 WORKLOAD_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("batch/v1", "CronJob"), ("batch/v1", "Job"))
 POD = ("v1", "Pod")
+EVENT = ("v1", "Event")
 MAX_EVENTS = 50
 
 
@@ -142,16 +144,25 @@ def _event_row(item: dict[str, Any]) -> EventRow:
 
 
 def read_live(obj: KubeObject, gateway: ClusterGateway, with_events: bool = True) -> LiveObjects:
-    """The object's workloads, pods and (``with_events``) the events of all of them, as the cluster
-    has them now."""
+    """The object's workloads, pods and (``with_events``) the events of all of them, as the process's
+    informers of the namespace hold them (``clusters.kube.informers``: listed once and watched, so a
+    page, its refreshes and a followed log cost no list each)."""
     kind = type(obj).kube.kind
     scope = SCOPES.get(kind, lambda _: Scope())(obj)
     namespace = obj.namespace
+
+    listed = [*WORKLOAD_KINDS, POD, *([EVENT] if with_events else [])]
+    for api_version, listed_kind in listed:  # all listing at once the first time, not one after the other
+        informer(gateway.cluster, api_version, listed_kind, namespace, wait=False)
+
+    def cached(api_version: str, listed_kind: str) -> list[dict[str, Any]]:
+        shared = informer(gateway.cluster, api_version, listed_kind, namespace)
+        return shared.items(selector=scope.selectors.get(listed_kind, ""))
+
     uids = {obj.uid: f"{kind}/{obj.name}"} if obj.uid else {}
     live = LiveObjects()
     for api_version, workload_kind in WORKLOAD_KINDS:  # owners before what they own
-        items, _ = gateway.builtin(api_version, workload_kind).list(scope.selectors.get(workload_kind, ""), namespace)
-        for item in sorted(items, key=lambda i: i["metadata"]["name"]):
+        for item in cached(api_version, workload_kind):
             owner = _owner(item, uids)
             if owner is None:
                 continue
@@ -161,16 +172,14 @@ def read_live(obj: KubeObject, gateway: ClusterGateway, with_events: bool = True
                 _workload_ready(workload_kind, item.get("status") or {}, item.get("spec") or {}),
                 item["metadata"].get("creationTimestamp") or "", owner,
             ))
-    pods, _ = gateway.builtin(*POD).list(scope.selectors.get("Pod", ""), namespace)
-    for item in sorted(pods, key=lambda i: i["metadata"]["name"]):
+    for item in cached(*POD):
         owner = _owner(item, uids) or (scope.pods_by_label and f"label {scope.pods_by_label}")
         if owner:
             uids[item["metadata"]["uid"]] = f"Pod/{item['metadata']['name']}"
             live.pods.append(_pod_row(item, owner))
     if not with_events:
         return live
-    events, _ = gateway.builtin("v1", "Event").list("", namespace)
-    mine = [e for e in events if (e.get("involvedObject") or {}).get("uid") in uids]
+    mine = [e for e in cached(*EVENT) if (e.get("involvedObject") or {}).get("uid") in uids]
     live.events = [_event_row(e) for e in mine]
     live.events.sort(key=lambda e: e.last_seen, reverse=True)
     del live.events[MAX_EVENTS:]

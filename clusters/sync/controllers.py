@@ -20,10 +20,11 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from clusters.controller_registry import controller_children, reconciler_for, sweeps
+from clusters.controller_registry import controller_children, controller_reads, reconciler_for, sweeps
 from clusters.kinds import all_models
 from clusters.kube.client import ClusterGateway, ConflictError, GatewayError, PassSnapshot, PermanentError
-from clusters.kube.failures import refusal, report_refusal
+from clusters.kube.failures import HeldRefusal, refusal, report_refusal
+from clusters.kube.informers import cached_items
 from clusters.kube.owned import NotOwnedError
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.sync import stats as sync_stats
@@ -81,7 +82,8 @@ def _refused(gateway: ClusterGateway, obj: KubeObject, error: PermanentError | N
     except GatewayError:
         raise error from None
     reason, message = refusal(error)
-    upsert_from_cluster(type(obj), obj.cluster, report_refusal(gateway, obj.kube, cr, reason, message, now))
+    reported = report_refusal(gateway, obj.kube, cr, reason, message, now, held=isinstance(error, HeldRefusal))
+    upsert_from_cluster(type(obj), obj.cluster, reported)
     return f"refused: {reason}: {message}"
 
 
@@ -108,7 +110,9 @@ def _reconcile_pass(cluster: Cluster, now: datetime) -> list[ReconcileResult]:
         .select_related("cluster")
     ]
 
-    snapshot = _snapshot(cluster, {type(row) for row in rows}) if rows else None
+    read = {kind for row in rows for kind in controller_reads(row.kube.kind)}
+    listed = {type(row) for row in rows} | {model for model in all_models() if model.kube.kind in read}
+    snapshot = _snapshot(cluster, listed) if rows else None
     # SQLite serializes writers anyway (and tests on it stay in one connection): no threads there.
     workers = 1 if connection.vendor == "sqlite" else max(1, min(settings.MAX_RECONCILE_RATE, len(rows)))
     if workers == 1:
@@ -133,9 +137,12 @@ def _sweep(cluster: Cluster) -> None:
 
 
 def _snapshot(cluster: Cluster, models: set[type[KubeObject]]) -> PassSnapshot | None:
-    """The managed kinds' objects and the children their controllers own (by label), one list per
-    kind and namespace (the cluster's namespaces, else cluster-wide), for the pass's reads
-    (:class:`PassSnapshot`). None when a list fails: the pass then reads each object live, as before."""
+    """The managed kinds' objects and those their controllers read by name (``controller_reads``),
+    one list per kind and namespace (the cluster's namespaces, else cluster-wide), and the children
+    their controllers own (by label) as the process's informers hold them
+    (``clusters.kube.informers``: one watch per child kind and namespace, no request per pass), for
+    the pass's reads (:class:`PassSnapshot`). None when a read fails: the pass then reads each
+    object live."""
     snapshot = PassSnapshot()
     gateway = ClusterGateway(cluster)
     try:
@@ -148,11 +155,8 @@ def _snapshot(cluster: Cluster, models: set[type[KubeObject]]) -> PassSnapshot |
                     if not (token := page.continue_token):
                         break
                 snapshot.add(PassSnapshot.type_key(kind.api_version, kind.kind), namespace, items)
-                for child in controller_children(kind.kind):
-                    children, _ = gateway.builtin(child.api_version, child.kind).list(child.selector, namespace)
-                    for item in children:  # a list's items carry no kind; a GET's do
-                        item.setdefault("apiVersion", child.api_version)
-                        item.setdefault("kind", child.kind)
+                for child in controller_children(kind.kind):  # from the process's informer: no request
+                    children = cached_items(cluster, child.api_version, child.kind, namespace, child.selector)
                     snapshot.add(PassSnapshot.type_key(child.api_version, child.kind), namespace, children)
     except GatewayError as error:
         logger.warning("%s: listing for the reconcile pass failed (%s); reading each object live", cluster, error)

@@ -6,7 +6,7 @@ kube-scheduler counts every pod bound to a node: another team's Deployment in a 
 does not sync, a DaemonSet, a bare Pod. Counting only the mirrored models admitted a 1-GPU model
 into a pool whose 4 GPUs such pods held; its pod stayed Pending (``Insufficient nvidia.com/gpu``)
 for the Deployment's whole progress deadline (issue 44). So before a decision the controller reads
-the pods on the pool's nodes (one list per node, by ``spec.nodeName``, the kubelet's own query) and
+the pods on the pool's nodes (from an informer cache of the cluster's pods, by ``spec.nodeName``) and
 admission adds what those that belong to no mirrored model request.
 
 A pod belongs to a mirrored model when it is in the model's namespace and its
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusters.kube.client import ClusterGateway
+from clusters.kube.informers import informer
 from clusters.validation.quantities import quantity_to_int
 from scheduler.models import Node
 from scheduler.nodes import GPU_RESOURCES
@@ -73,18 +74,18 @@ def pod_requests(pod: dict[str, Any]) -> PodRequests:
 
 def pods_on_pools(gateway: ClusterGateway, cluster_id: int, pools: Iterable[str]) -> dict[str, list[PodRequests]]:
     """The pods bound to each pool's nodes (as the last node-pool refresh knows them) that hold
-    resources: not finished, not being deleted. One list per node; a pool without nodes reads none."""
-    pods = gateway.builtin("v1", "Pod")
+    resources: not finished, not being deleted. Read from the process's informer of every pod of
+    the cluster (``clusters.kube.informers``: one watch, no request per decision)."""
     found: dict[str, list[PodRequests]] = {pool: [] for pool in pools}
-    nodes = Node.objects.filter(pool__cluster_id=cluster_id, pool__name__in=list(found)).values_list(
-        "pool__name", "name"
-    )
-    for pool, node in nodes.order_by("pool__name", "name"):
-        items, _ = pods.list("", None, field_selector=f"spec.nodeName={node}")
-        found[pool] += [
-            pod_requests(item) for item in items
-            if (item.get("status") or {}).get("phase") not in FINISHED and not item["metadata"].get("deletionTimestamp")
-        ]  # fmt: skip
+    nodes = dict(Node.objects.filter(pool__cluster_id=cluster_id, pool__name__in=list(found)).values_list(
+        "name", "pool__name"))
+    if not nodes:
+        return found
+    for item in informer(gateway.cluster, "v1", "Pod", None).items():
+        pool = nodes.get((item.get("spec") or {}).get("nodeName") or "")
+        if pool is not None and (item.get("status") or {}).get("phase") not in FINISHED \
+                and not item["metadata"].get("deletionTimestamp"):
+            found[pool].append(pod_requests(item))
     return found
 
 

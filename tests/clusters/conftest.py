@@ -13,8 +13,9 @@ import pytest
 import yaml
 from django.conf import settings
 
+from clusters.kube.watching import Backoff, WatchSettings
 from clusters.models import Cluster
-from clusters.sync.watcher import Backoff, ClusterWatch, WatchSettings
+from clusters.sync.watcher import ClusterWatch
 
 
 def sample_manifest(file_name: str, namespace: str = "default") -> dict[str, Any]:

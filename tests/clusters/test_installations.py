@@ -9,11 +9,11 @@ import threading
 
 import pytest
 
+from clusters.kube.watching import Backoff, WatchSettings
 from clusters.models import Cluster, SyncStat
 from clusters.sync.leader import LeaseTiming, lease_name
 from clusters.sync.resync import resync_cluster
 from clusters.sync.watch_supervisor import ClusterSupervisor
-from clusters.sync.watcher import Backoff, WatchSettings
 from tests.clusters.conftest import RunningWatch, wait_for
 
 FAST = WatchSettings(timeout_range=(2, 3), backoff=lambda: Backoff(initial=0.05, maximum=0.5))

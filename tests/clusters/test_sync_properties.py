@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from clusters.kube.client import ClusterGateway
+from clusters.kube.watching import Backoff, WatchSettings
 from clusters.models import AuditEntry, SyncState
 from clusters.sync import resync
 from clusters.sync.audit import Actor
@@ -25,7 +26,6 @@ from clusters.sync.leader import LeaseTiming
 from clusters.sync.outbound import apply_object
 from clusters.sync.resync import resync_cluster
 from clusters.sync.watch_supervisor import ClusterSupervisor
-from clusters.sync.watcher import Backoff, WatchSettings
 from clusters.web.edits import EditRefused, ObjectDeleting
 from clusters.web.services import request_delete, save_portal_edit
 from models_app.models import InferenceModel

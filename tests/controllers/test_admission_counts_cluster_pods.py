@@ -69,6 +69,8 @@ def run_elsewhere(kube, namespace: str, pool: str, replicas: int, requests: dict
         return len(live) == replicas and all(p.spec.node_name for p in live)
 
     wait_for(bound, timeout=30, message=f"{replicas} pods of batch-training bound to {pool} nodes")
+    for pod in core.list_namespaced_pod(namespace, label_selector="app=batch-training").items:
+        kube.informed("v1", "Pod", pod.metadata.name, namespace)  # admission reads pods through an informer
 
 
 def test_gpus_held_by_pods_of_an_unsynced_namespace_are_not_admitted(managed, elsewhere) -> None:

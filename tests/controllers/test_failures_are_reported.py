@@ -6,6 +6,8 @@ missing, a run's config is missing, a Job fails."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from datetime import timedelta
 
 import kubernetes
@@ -245,3 +247,72 @@ def test_last_error_since_is_the_first_failure_of_the_run_not_the_creation(pools
         assert shown["reason"] == "DependencyNotFound" and missing in shown["message"]
         assert shown["since"] == failed_at.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert ready_condition(kube, InferenceModel.kube, MODEL)["lastTransitionTime"] < shown["since"]
+
+
+def test_a_refused_run_write_backs_off_until_the_run_changes(managed) -> None:
+    """Issue 44, item 4, for runs (the same backoff as a model's Deployment,
+    ``clusters.kube.failures.ensure_backing_off``): a ResourceQuota allowing no Job in the namespace,
+    so the API server refuses the run's Job (403). The run says so; the passes after send the
+    cluster no write at all (no Job PATCH, no status write, no Event): the refusal is reported from
+    the backoff. A new generation of the run (still refused) is sent once, at once."""
+    kube, _ = managed
+    if kube.proxy is None:
+        pytest.skip("the requests are counted by the session's fault proxy")
+    with no_jobs_in(kube):
+        write_config(kube)
+        refused_run_backs_off(kube)
+
+
+@contextlib.contextmanager
+def no_jobs_in(kube) -> Iterator[None]:
+    """A ValidatingAdmissionPolicy that refuses every Job of the test's namespace (403 Forbidden), in
+    force once a server-side dry run of a Job is refused; removed after."""
+    policies = kubernetes.client.AdmissionregistrationV1Api(kube.api_client)
+    name = f"no-jobs-{kube.namespace}"
+    policies.create_validating_admission_policy({
+        "metadata": {"name": name},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {"resourceRules": [{"apiGroups": ["batch"], "apiVersions": ["v1"],
+                                                         "operations": ["CREATE", "UPDATE"], "resources": ["jobs"]}]},
+                 "validations": [{"expression": "false", "reason": "Forbidden",
+                                  "message": f"no Jobs in {kube.namespace} (test policy)"}]}})
+    policies.create_validating_admission_policy_binding({
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {
+                     "kubernetes.io/metadata.name": kube.namespace}}}}})
+    probe = {"metadata": {"name": "probe"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    batch = kubernetes.client.BatchV1Api(kube.api_client)
+
+    def refused() -> bool:
+        try:
+            batch.create_namespaced_job(kube.namespace, probe, dry_run="All")
+        except kubernetes.client.ApiException as error:
+            return error.status == 403
+        return False
+
+    try:
+        wait_for(refused, timeout=30, message="the policy in force")
+        yield
+    finally:
+        policies.delete_validating_admission_policy_binding(name)
+        policies.delete_validating_admission_policy(name)
+
+
+def refused_run_backs_off(kube) -> None:
+    name = write_run(kube)["metadata"]["name"]
+    kube.sync()
+    refused = ready_condition(kube, InferenceRun.kube, name)
+    assert (refused["status"], refused["reason"]) == ("False", "Forbidden"), refused
+    assert "test policy" in refused["message"]
+    assert [(e.reason, e.count) for e in warnings(kube, name, InferenceRun.kube)] == [("Forbidden", 1)]
+
+    steady = kube.writes_during(kube.sync) + kube.writes_during(kube.sync)
+    assert steady == [], steady
+    assert ready_condition(kube, InferenceRun.kube, name)["reason"] == "Forbidden"
+
+    write_run(kube, timeoutSeconds=600)  # a new generation, refused as well
+    changed = kube.writes_during(kube.sync)
+    assert [(w.verb, w.plural) for w in changed if w.plural == "jobs"] == [("patch", "jobs")], changed
+    assert kube.writes_during(kube.sync) == []

@@ -462,6 +462,7 @@ def test_the_newest_request_time_wins_wherever_it_was_stamped(managed, pool) -> 
     # A request path stamps the Deployment, not the model.
     kube.patch("apps/v1", "Deployment", "llama-2-7b",
                {"metadata": {"annotations": {"inference.eh-ops.io/last-request-time": stamped}}})
+    kube.informed("apps/v1", "Deployment", "llama-2-7b")  # the pass reads it through the informer
     reconcile_cluster(cluster, now=start + timedelta(minutes=16))
     after = deployment(kube, "llama-2-7b")
     assert after["spec"]["replicas"] == 1  # 6 minutes since the last request: within the cooldown

@@ -55,7 +55,10 @@ def job_condition(kube, name: str) -> str | None:
 
 
 def wait_job_finished(kube, name: str) -> str:
-    return wait_for(lambda: job_condition(kube, name), timeout=30, message=f"Job {name} to finish")
+    """The Job's end as the cluster has it, once this process's informers have it too."""
+    finished = wait_for(lambda: job_condition(kube, name), timeout=30, message=f"Job {name} to finish")
+    kube.informed("batch/v1", "Job", name)
+    return finished
 
 
 def test_contract_configmap_and_job_as_the_reference_describes(managed, run) -> None:
@@ -136,6 +139,7 @@ def test_status_follows_the_job_through_running_to_succeeded(managed) -> None:
     kube.sync()
     name = run_status(kube)["jobRef"]["name"]
     wait_for(lambda: (job(kube, name).get("status") or {}).get("active"), timeout=30, message="the runner pod")
+    kube.informed("batch/v1", "Job", name)
     kube.sync()
     status = run_status(kube)
     assert status["phase"] == "Running" and status["startTime"] == job(kube, name)["status"]["startTime"]
@@ -155,6 +159,7 @@ def test_a_succeeded_run_is_not_started_again_when_its_job_is_gone(managed, run)
     assert run_status(kube)["phase"] == "Succeeded"
     kube.delete("batch/v1", "Job", name)
     wait_for(lambda: job(kube, name) is None, message="the Job to go")
+    kube.informed("batch/v1", "Job", name)
     kube.sync()
     kube.sync()
     assert job(kube, name) is None

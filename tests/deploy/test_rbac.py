@@ -316,8 +316,8 @@ def test_cluster_wide_rights_only_read_and_the_lease_is_the_watchers() -> None:
     assert all(set(rule["verbs"]) <= READ_VERBS for rule in cluster_role["rules"]), cluster_role["rules"]
     granted = {resource for rule in cluster_role["rules"] for resource in rule["resources"]}
     assert not granted & {"secrets", "pods/log", "jobs", "cronjobs", "deployments", "configmaps", "leases"}
-    pods = [rule for rule in cluster_role["rules"] if "pods" in rule["resources"]]  # admission: what nodes carry
-    assert pods == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}], pods
+    pods = [rule for rule in cluster_role["rules"] if "pods" in rule["resources"]]  # admission: what nodes carry,
+    assert pods == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}], pods  # an informer
     documents = managed_namespace("team-a")
     lease_rules = [r for d in documents if d["kind"] == "Role" for r in d["rules"] if "leases" in r["resources"]]
     assert lease_rules == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],

@@ -26,9 +26,9 @@ def test_pods_and_events_of_the_fleet_link_to_their_models(managed, teams) -> No
     selector = "app.kubernetes.io/name=llama-2-7b"
     pods = [pod["metadata"]["name"] for pod in kube.list("v1", "Pod", label_selector=selector)]
 
-    page = member.get("/fleet/pods/").content.decode()
-    for pod in pods:
-        assert f"<code>{pod}</code>" in page
+    page = wait_for(lambda: (text := member.get("/fleet/pods/").content.decode()) and all(
+        f"<code>{pod}</code>" in text for pod in pods) and text, timeout=30,
+        message="the pods in the informer's cache")  # the watch brings them a moment after kwok runs them
     assert f'<a href="/models/inferencemodels/{model.pk}/" class="owner-link">InferenceModel/llama-2-7b</a>' in page
     assert "<time datetime=" in page and "ReplicaSet/llama-2-7b-" in page
     assert f"<code>{pods[0]}</code>" not in other.get("/fleet/pods/").content.decode()  # another team's namespace
@@ -163,4 +163,4 @@ def test_after_a_failed_read_a_page_names_the_failure_at_once_while_the_cluster_
         failed = "Cluster hung could not be read just now"
         assert wait_for(lambda: failed in client.get("/fleet/pods/").content.decode(), timeout=30,
                         message="a page naming the failed read at once")  # fmt: skip
-        assert silent.accepted >= 2  # asked again
+        wait_for(lambda: silent.accepted >= 2, timeout=30, message="the cluster asked again (the informer's relist)")

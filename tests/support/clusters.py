@@ -21,6 +21,7 @@ import kubernetes
 from django.core.management import call_command
 
 from clusters.kinds import KindInfo, model_for
+from clusters.kube import informers
 from clusters.models import Cluster
 from devstack.control_plane import ADMIN_TOKEN, ControlPlane
 from tests.support.fault_proxy import FaultProxy, RequestInfo
@@ -123,12 +124,37 @@ class KubeCluster:
         self.plane.compact()
         self.proxy.clear_faults()
 
+    def informed(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        """Wait until this process's informer caches (clusters/kube/informers.py) that hold the
+        object have it as the cluster has it (its resourceVersion), or no longer have it: a test
+        that waited on the cluster and reconciles next reads through them, a moment behind."""
+        namespace = namespace or self.namespace
+        version = None
+
+        def caught_up() -> bool:
+            nonlocal version  # the cluster's, read again each time: its own controllers may move it on
+            current = self.get(api_version, kind, name, namespace)
+            version = current["metadata"]["resourceVersion"] if current else None
+            for shared in informers.covering(api_version, kind, namespace):
+                if not shared.selector or current is None or informers.selector_matches(
+                        current["metadata"].get("labels"), shared.selector):
+                    cached = shared.get(namespace, name)
+                    if (cached["metadata"]["resourceVersion"] if cached else None) != version:
+                        return False
+            return True
+
+        deadline = time.monotonic() + 30
+        while not caught_up():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the informers did not see {kind} {name} at {version} within 30 s")
+            time.sleep(0.02)
+
     # -- any object ------------------------------------------------------------------------------------
-    def get(self, api_version: str, kind: str, name: str) -> dict[str, Any] | None:
-        """A built-in (or any) object of this namespace as a dict, or None."""
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """A built-in (or any) object of this namespace (or ``namespace``) as a dict, or None."""
         resource = self.dynamic.resources.get(api_version=api_version, kind=kind)
         try:
-            return resource.get(name=name, namespace=self.namespace).to_dict()
+            return resource.get(name=name, namespace=namespace or self.namespace).to_dict()
         except kubernetes.dynamic.exceptions.NotFoundError:
             return None
 
@@ -147,6 +173,7 @@ class KubeCluster:
         resource.delete(name=name, namespace=self.namespace, body={"propagationPolicy": propagation})
 
     def close(self) -> None:
+        informers.stop_all()  # no cache of the test's namespace watches on while it goes
         if self.proxy is not None:
             self.proxy.clear_faults()
         try:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Tests and benchmarks exercise every layer, so they stand outside it.
 APP_LAYERS = (
     "config",
-    grimp.Layer("devstack", "fleet"),
+    grimp.Layer("devstack", "fleet", "gitops"),
     "inference_gateway",
     grimp.Layer("governance", "models_app"),
     "runs_app",
@@ -76,7 +76,8 @@ CLUSTERS_LAYERS = (
     "kube",
     "models",
     "validation",
-    grimp.Layer("kinds", "controller_registry", "url_rules", "serving", "postgres_only", "json_columns"),
+    grimp.Layer("kinds", "controller_registry", "change_routes", "url_rules", "serving", "postgres_only",
+                "json_columns"),
 )
 
 
@@ -154,8 +155,8 @@ def test_scheduler_concerns_import_downwards_only(graph: grimp.ImportGraph) -> N
 # The domain apps, each reached by the others through its public face only: ``<app>.public`` for
 # functions and classes, its ``models`` modules for its tables (Django's own convention, for foreign
 # keys and queries). clusters/ is the platform they build on: its layers above are its faces.
-DOMAIN_APPS = ("accounts", "devstack", "fleet", "governance", "inference_gateway", "models_app", "runs_app",
-               "scheduler")
+DOMAIN_APPS = ("accounts", "devstack", "fleet", "gitops", "governance", "inference_gateway", "models_app",
+               "runs_app", "scheduler")
 
 
 def is_face(module: str) -> bool:

@@ -17,6 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.change_routes import ChangeRoute, change_route
 from clusters.kube.client import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
 from clusters.kube.impersonation import acting_for
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
@@ -37,6 +38,7 @@ class Outcome(enum.StrEnum):
     DELETING = "deleting"
     DELETED = "deleted"
     NOTHING_TO_DO = "nothing to do"
+    PROPOSED = "proposed"
 
 
 class StillConflicting(TransientError):
@@ -73,6 +75,9 @@ def apply_object(model: type[KubeObject], pk: int, gateway: ClusterGateway | Non
         return Outcome.NOTHING_TO_DO
     if obj.sync_state not in (SyncState.PENDING_APPLY, SyncState.DELETING):
         return Outcome.NOTHING_TO_DO
+    route = change_route()
+    if route is not None and route.diverts(obj):
+        return _propose(route, obj)
     own_gateway = gateway is None
     if own_gateway:
         try:
@@ -93,6 +98,16 @@ def apply_object(model: type[KubeObject], pk: int, gateway: ClusterGateway | Non
     finally:
         if own_gateway:
             gateway.close()
+
+
+def _propose(route: ChangeRoute, obj: KubeObject) -> Outcome:
+    """The object's changes go through Git (``clusters.change_routes``): nothing is written to the
+    cluster; the route proposes the intent (a pull request) and the GitOps engine applies it."""
+    try:
+        route.propose(obj)
+    except PermanentError as error:
+        return _fail(obj, str(error))
+    return Outcome.PROPOSED
 
 
 def _apply(gateway: ClusterGateway, obj: KubeObject) -> Outcome:

@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from clusters.change_routes import change_route
 from clusters.kube.failures import last_error
 from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.sync.audit import Actor
@@ -151,13 +152,16 @@ class KubeObjectSerializer(serializers.Serializer):
     summary = serializers.SerializerMethodField()
 
     def get_sync(self, obj: KubeObject) -> dict[str, Any]:
-        """Sync state; in Conflict also the cluster's side and each field with base/portal/cluster values."""
+        """Sync state; in Conflict also the cluster's side and each field with base/portal/cluster values;
+        ``gitops``: where the object is run from Git, its file, pending pull requests and drift (else null)."""
+        route = change_route()
         return {
             "state": obj.sync_state,
             "lastError": obj.last_error,
             "updatedAt": obj.updated_at,
             "resourceVersion": obj.resource_version,
             "conflict": obj.conflict,
+            "gitops": route.describe(obj) if route is not None else None,
         }
 
     def get_lastError(self, obj: KubeObject) -> dict[str, str] | None:

@@ -5,6 +5,9 @@ carrying the stored ``metadata.resourceVersion``, so a stale write is refused (4
 the portal does not mirror (finalizers, owner references) is touched. On 409 the row is merged
 three ways with the cluster's object (``clusters.sync.merge``): disjoint changes are kept and retried;
 the same field changed differently becomes ``Conflict`` for a person to resolve.
+
+Every write path ends here, so this is where a row run from Git leaves the way to the cluster: the
+change route (``clusters.change_routes``, gitops' pull requests) takes it instead (docs/gitops.md).
 """
 
 from __future__ import annotations

@@ -3,12 +3,16 @@ rest like the clusters' credentials; bad settings are refused naming field, valu
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 
 from gitops.models import ChangeMode
 from gitops.scopes import in_git, mode_for, path_for
 from models_app.models import InferenceModel
+from tests.clusters.test_credentials_at_rest import encryption_keys
 
 URL = "/api/gitops/modes/"
 GOOD = {
@@ -88,6 +92,18 @@ def test_the_admin_never_renders_the_token(make_user, cluster, git_mode) -> None
     })  # fmt: skip
     assert kept.status_code == 302, kept.content.decode()[-2000:]
     assert ChangeMode.objects.get().token == "forge-s3cr3t"
+
+
+def test_key_rotation_re_encrypts_the_forge_tokens_too(cluster, git_mode) -> None:
+    with encryption_keys("old"):
+        cluster.save()
+        mode = git_mode(cluster)
+    with encryption_keys("new"), pytest.raises(CommandError, match=rf"gitops.ChangeMode#{mode.pk}\.token"):
+        call_command("reencrypt_credentials", stdout=io.StringIO())
+    with encryption_keys("new", "old"):
+        call_command("reencrypt_credentials", stdout=io.StringIO())
+    with encryption_keys("new"):
+        assert ChangeMode.objects.get().token == "forge-s3cr3t"
 
 
 def test_a_namespace_mode_wins_over_its_clusters(cluster, git_mode) -> None:

@@ -12,6 +12,7 @@ cleaned as Git holds it, read from the cluster (a read, never a write).
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -100,9 +101,7 @@ def _settle_merged(change: ProposedChange) -> int:
             wanted = git_manifest(model, locked.desired_document(), locked.namespace, locked.name)
             if locked.sync_state == SyncState.PENDING_APPLY and wanted == change.manifest:
                 _take_cluster(locked, current)
-            record(locked, AuditEntry.Action.APPLIED, SYNC_ENGINE,
-                   message=f"pull request #{change.number} merged as {change.merge_commit[:12]}; the GitOps engine "
-                   f"applied it {(now - change.merged_at).total_seconds():.1f} s after the merge")  # fmt: skip
+            record(locked, AuditEntry.Action.APPLIED, SYNC_ENGINE, message=_applied_words(change, now))
         change.state = ProposedChange.State.APPLIED
         change.finished_at = now
         change.save()
@@ -112,6 +111,13 @@ def _settle_merged(change: ProposedChange) -> int:
                       "blob_sha": blob_sha(render(change.manifest)) if change.manifest else ""},
         )  # fmt: skip
     return 1
+
+
+def _applied_words(change: ProposedChange, now: datetime) -> str:
+    after = f"the GitOps engine applied it {(now - change.merged_at).total_seconds():.1f} s after the merge"
+    if change.number is None:
+        return f"Git already held this change; {after}"
+    return f"pull request #{change.number} merged as {change.merge_commit[:12]}; {after}"
 
 
 def _take_cluster(row: KubeObject, current: dict[str, Any]) -> None:

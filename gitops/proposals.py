@@ -13,6 +13,7 @@ edit with a message naming the file and both blobs (the row shows it as its erro
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from accounts.public import CHANGE, DELETE, can_act_in
@@ -63,10 +64,17 @@ def _carry(forge: Forge, mode: ChangeMode, row: KubeObject, author: object, mani
     if known is not None and known.checked_at is not None and known.blob_sha != base_sha:
         raise PermanentError(_moved(path, mode.branch, known.blob_sha, base_sha, None), CONFLICT)
     if (in_base.text if in_base else "") == text:
-        return "Git already holds this"
+        # Nothing to review (an edit back to what Git holds, say, after a drift): the change is
+        # followed as merged, so the row settles once the engine has the cluster match Git again.
+        ProposedChange.objects.create(
+            cluster_id=row.cluster_id, kind=row.kube.kind, object_id=row.pk, namespace=row.namespace, name=row.name,
+            author=author, author_label=_label(author), path=path, branch=mode.branch, base_branch=mode.branch,
+            base_blob_sha=base_sha, manifest=manifest, state=ProposedChange.State.MERGED, merged_at=timezone.now(),
+        )  # fmt: skip
+        return "Git already holds this: waiting for the cluster"
     change = ProposedChange.objects.create(
         cluster_id=row.cluster_id, kind=row.kube.kind, object_id=row.pk, namespace=row.namespace, name=row.name,
-        author=author, author_label=author.get_username() if author else "portal", path=path, branch="pending",
+        author=author, author_label=_label(author), path=path, branch="pending",
         base_branch=mode.branch, base_blob_sha=base_sha,
     )  # fmt: skip
     who = slugify(change.author_label) or "portal"
@@ -77,6 +85,10 @@ def _carry(forge: Forge, mode: ChangeMode, row: KubeObject, author: object, mani
     change.number, change.url = opened.number, opened.url
     _keep(change, manifest, text, in_base.text if in_base else "")
     return f"opened pull request #{opened.number}"
+
+
+def _label(author: object) -> str:
+    return author.get_username() if author is not None else "portal"
 
 
 def _commit_more(forge: Forge, change: ProposedChange, row: KubeObject, manifest: dict | None, text: str,

@@ -11,6 +11,7 @@ can ask it without importing the app above them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from django.db.models import Model
@@ -29,6 +30,9 @@ class ChangeRoute(Protocol):
 
     def describe(self, obj: Model) -> dict[str, Any] | None:
         """What the route knows of ``obj`` for the API and the pages (a pending change, drift), or None."""
+
+    def describe_many(self, objs: Iterable[Model]) -> dict[tuple[str, int], dict[str, Any] | None]:
+        """``describe`` of each object, by (kind, id), in a number of queries that does not grow with them."""
 
 
 _route: ChangeRoute | None = None

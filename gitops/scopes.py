@@ -12,6 +12,7 @@ def mode_for(cluster_id: int, namespace: str) -> ChangeMode | None:
     """The namespace's own change mode, else the cluster's, else None (direct, as always)."""
     return (
         ChangeMode.objects.filter(cluster_id=cluster_id, namespace__in=[namespace, ""])
+        .select_related("cluster")
         .order_by("-namespace")
         .first()
     )
@@ -28,7 +29,7 @@ def path_for(mode: ChangeMode, obj: KubeObject) -> str:
     (``ChangeMode.clean``) and the names' (RFC 1123) keep each namespace's files apart."""
     path = mode.layout_for(obj.kube.kind)
     for placeholder, value in (
-        ("<cluster>", obj.cluster.name),
+        ("<cluster>", mode.cluster.name),  # the object's cluster, read once with the mode
         ("<namespace>", obj.namespace),
         ("<kind>", obj.kube.kind.lower()),
         ("<name>", obj.name),

@@ -46,3 +46,26 @@ def test_direct_mode_pages_show_nothing_of_git(make_user, cluster) -> None:
     browser.force_login(make_user("ann"))
     page = browser.get(f"/models/inferencemodels/{row.pk}/").content.decode()
     assert page.count('id="sync"') == 1 and 'id="gitops"' not in page
+
+
+def test_an_api_page_in_git_mode_costs_the_same_queries_at_any_size(editor, cluster, git_mode) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    git_mode(cluster)
+
+    def queries_for(count: int) -> int:
+        for index in range(count):
+            row = InferenceModel.objects.create(cluster=cluster, namespace="nlp", name=f"m{count}-{index}",
+                                                spec=SAMPLE["spec"])  # fmt: skip
+            ProposedChange.objects.create(cluster=cluster, kind="InferenceModel", object_id=row.pk, namespace="nlp",
+                                          name=row.name, author_label="ann", path="p", branch="b", base_branch="main",
+                                          number=index + 1)  # fmt: skip
+        editor.get(ENDPOINTS["InferenceModel"])  # the person's grants, read once per session
+        with CaptureQueriesContext(connection) as queries:
+            page = editor.get(ENDPOINTS["InferenceModel"]).json()
+        assert all(item["sync"]["gitops"]["pending"] for item in page["results"]), page
+        InferenceModel.objects.all().delete()
+        return len(queries)
+
+    assert queries_for(1) == queries_for(3)

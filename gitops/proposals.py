@@ -63,6 +63,9 @@ def _carry(forge: Forge, mode: ChangeMode, row: KubeObject, author: object, mani
     known = GitFile.objects.filter(kind=row.kube.kind, object_id=row.pk, path=path).first()
     if known is not None and known.checked_at is not None and known.blob_sha != base_sha:
         raise PermanentError(_moved(path, mode.branch, known.blob_sha, base_sha, None), CONFLICT)
+    merged = ProposedChange.objects.filter(kind=row.kube.kind, object_id=row.pk, state=ProposedChange.State.MERGED)
+    if any(earlier.manifest == manifest for earlier in merged):
+        return "merged already: waiting for the cluster"  # the sweep's apply again of a row on its way
     if (in_base.text if in_base else "") == text:
         # Nothing to review (an edit back to what Git holds, say, after a drift): the change is
         # followed as merged, so the row settles once the engine has the cluster match Git again.

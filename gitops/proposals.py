@@ -5,7 +5,8 @@ one place every write path ends. The change is made for the person behind the ro
 their edits of one object before it merges go to one branch and one pull request, a commit each.
 
 Nothing is ever silently overwritten in Git: a change starts from the blob of the object's file
-that the portal last knew (``GitFile``), and each later commit from the blob the change began with
+that the portal last knew (``GitFile``; a newer file the cluster already holds is what the edit was
+made from, so it passes), and each later commit from the blob the change began with
 (``ProposedChange.base_blob_sha``); a file that moved on in the base branch meanwhile refuses the
 edit with a message naming the file and both blobs (the row shows it as its error).
 """
@@ -20,8 +21,8 @@ from accounts.public import CHANGE, DELETE, can_act_in
 from clusters.kube.client import PermanentError
 from clusters.kube.impersonation import latest_editor
 from clusters.models import KubeObject, SyncState
-from gitops.forge import Forge, forge_for
-from gitops.manifests import git_manifest, render, unified_diff
+from gitops.forge import FileInGit, Forge, forge_for
+from gitops.manifests import cleaned, git_manifest, parse, render, unified_diff
 from gitops.models import ChangeMode, GitFile, ProposedChange
 from gitops.scopes import path_for
 
@@ -61,7 +62,7 @@ def _carry(forge: Forge, mode: ChangeMode, row: KubeObject, author: object, mani
             raise PermanentError(_moved(path, mode.branch, change.base_blob_sha, base_sha, change), CONFLICT)
         return _commit_more(forge, change, row, manifest, text, in_base.text if in_base else "")
     known = GitFile.objects.filter(kind=row.kube.kind, object_id=row.pk, path=path).first()
-    if known is not None and known.checked_at is not None and known.blob_sha != base_sha:
+    if known is not None and known.blob_sha != base_sha and not _made_from(row, in_base):
         raise PermanentError(_moved(path, mode.branch, known.blob_sha, base_sha, None), CONFLICT)
     merged = ProposedChange.objects.filter(kind=row.kube.kind, object_id=row.pk, state=ProposedChange.State.MERGED)
     if any(earlier.manifest == manifest for earlier in merged):
@@ -88,6 +89,18 @@ def _carry(forge: Forge, mode: ChangeMode, row: KubeObject, author: object, mani
     change.number, change.url = opened.number, opened.url
     _keep(change, manifest, text, in_base.text if in_base else "")
     return f"opened pull request #{opened.number}"
+
+
+def _made_from(row: KubeObject, in_base: FileInGit | None) -> bool:
+    """Whether Git's file is what the edit was made from (the state the row and the cluster last
+    agreed on): a file that moved on since the portal last read it, and that the cluster already
+    holds (the engine applied it, the watcher brought it to the row), is no conflict."""
+    base = row.base_document()
+    found = parse(in_base.text) if in_base else None
+    if base is None or found is None:
+        return False
+    model = type(row)
+    return cleaned(model, found, row.namespace, row.name) == git_manifest(model, base, row.namespace, row.name)
 
 
 def _label(author: object) -> str:

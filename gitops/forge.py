@@ -1,5 +1,6 @@
 """Clients of the forges' REST APIs: Gitea (and Forgejo) and GitHub share the shape of everything
-the portal needs (contents, pull requests); only making a branch and creating a file differ.
+the portal needs (contents, pull requests); only making a branch and creating a file differ (Gitea
+makes a branch with the commit that starts it; GitHub needs the branch made first).
 
 Errors come out as the Kubernetes client's (``clusters.kube.client``): ``TransientError`` for what
 is worth retrying (429, 5xx, timeouts, connection errors), ``PermanentError`` for the rest, with the
@@ -44,12 +45,13 @@ class PullRequest:
 
 
 class Forge:
-    """One repository on a forge, spoken to with the change mode's token."""
+    """One repository on a forge, spoken to with the change mode's token: Gitea's API (GitHub's
+    differences in the subclass below)."""
 
-    def __init__(self, mode: ChangeMode, session: requests.Session | None = None) -> None:
+    def __init__(self, mode: ChangeMode) -> None:
         base, self.owner, self.name = mode.repository()
         self.api = self._api_base(base)
-        self.session = session or requests.Session()
+        self.session = requests.Session()
         self.session.headers["Authorization"] = f"token {mode.token}"
         self.session.headers["Accept"] = "application/json"
 
@@ -86,26 +88,24 @@ class Forge:
             raise PermanentError(f"{path} in {branch} is not a file", 409)
         return FileInGit(found["sha"], base64.b64decode(found.get("content") or "").decode())
 
-    def branch_head(self, branch: str) -> str | None:
-        """The commit ``branch`` points at, or None when there is no such branch."""
-        try:
-            return self._call("GET", f"branches/{quote(branch, safe='')}")["commit"]["id"]
-        except NotFoundError:
-            return None
-
-    def create_branch(self, branch: str, base: str) -> None:
-        self._call("POST", "branches", json={"new_branch_name": branch, "old_branch_name": base})
-
-    def write_file(self, path: str, branch: str, text: str, sha: str | None, message: str) -> None:
-        """Create (``sha`` None) or update the file in ``branch``, one commit."""
-        body = {"branch": branch, "message": message, "content": base64.b64encode(text.encode()).decode()}
+    def write_file(self, path: str, branch: str, text: str, sha: str | None, message: str,
+                   start_from: str | None = None) -> None:
+        """Create (``sha`` None) or update the file in ``branch``, one commit; with ``start_from``,
+        ``branch`` is made from that branch by the same request (one round trip less)."""
+        body = {**self._on(branch, start_from), "message": message,
+                "content": base64.b64encode(text.encode()).decode()}  # fmt: skip
         if sha is None:
             self._call("POST", f"contents/{quote(path)}", json=body)
         else:
             self._call("PUT", f"contents/{quote(path)}", json={**body, "sha": sha})
 
-    def delete_file(self, path: str, branch: str, sha: str, message: str) -> None:
-        self._call("DELETE", f"contents/{quote(path)}", json={"branch": branch, "message": message, "sha": sha})
+    def delete_file(self, path: str, branch: str, sha: str, message: str, start_from: str | None = None) -> None:
+        self._call("DELETE", f"contents/{quote(path)}", json={**self._on(branch, start_from), "message": message,
+                                                              "sha": sha})  # fmt: skip
+
+    def _on(self, branch: str, start_from: str | None) -> dict[str, str]:
+        """Where a commit goes: Gitea makes a new branch from ``start_from`` in the commit's request."""
+        return {"branch": branch} if start_from is None else {"branch": start_from, "new_branch": branch}
 
     def open_pull_request(self, branch: str, base: str, title: str, body: str) -> PullRequest:
         asked = {"head": branch, "base": base, "title": title, "body": body}
@@ -123,21 +123,25 @@ class GitHub(Forge):
     def _api_base(base: str) -> str:
         return "https://api.github.com" if urlsplit(base).hostname == "github.com" else f"{base}/api/v3"
 
-    def branch_head(self, branch: str) -> str | None:
+    def _create_branch(self, branch: str, base: str) -> None:
+        """A branch is a ref made from the base branch's head commit."""
         try:
-            return self._call("GET", f"branches/{quote(branch, safe='')}")["commit"]["sha"]
+            head = self._call("GET", f"branches/{quote(base, safe='')}")["commit"]["sha"]
         except NotFoundError:
-            return None
-
-    def create_branch(self, branch: str, base: str) -> None:
-        head = self.branch_head(base)
-        if head is None:
-            raise PermanentError(f"the base branch {base!r} does not exist", 404)
+            raise PermanentError(f"the base branch {base!r} does not exist", 404) from None
         self._call("POST", "git/refs", json={"ref": f"refs/heads/{branch}", "sha": head})
 
-    def write_file(self, path: str, branch: str, text: str, sha: str | None, message: str) -> None:
-        body = {"branch": branch, "message": message, "content": base64.b64encode(text.encode()).decode()}
+    def write_file(self, path: str, branch: str, text: str, sha: str | None, message: str,
+                   start_from: str | None = None) -> None:
+        body = {**self._on(branch, start_from), "message": message,
+                "content": base64.b64encode(text.encode()).decode()}  # fmt: skip
         self._call("PUT", f"contents/{quote(path)}", json={**body, **({"sha": sha} if sha else {})})
+
+    def _on(self, branch: str, start_from: str | None) -> dict[str, str]:
+        """GitHub's contents API commits to an existing branch only: it is made first, from ``start_from``."""
+        if start_from is not None:
+            self._create_branch(branch, start_from)
+        return {"branch": branch}
 
 
 def forge_for(mode: ChangeMode) -> Forge:

@@ -83,8 +83,7 @@ def _carry(forge: Forge, mode: ChangeMode, row: KubeObject, author: object, mani
     )  # fmt: skip
     who = slugify(change.author_label) or "portal"
     change.branch = f"portal/{who}/{row.namespace}-{row.kube.kind.lower()}-{row.name}-{change.pk}"
-    forge.create_branch(change.branch, mode.branch)
-    _write(forge, change, path, text, in_base.sha if in_base else None, _message(row, manifest))
+    _write(forge, change, path, text, in_base.sha if in_base else None, _message(row, manifest), mode.branch)
     opened = forge.open_pull_request(change.branch, mode.branch, _title(row, manifest), _body(change))
     change.number, change.url = opened.number, opened.url
     _keep(change, manifest, text, in_base.text if in_base else "")
@@ -118,11 +117,13 @@ def _commit_more(forge: Forge, change: ProposedChange, row: KubeObject, manifest
     return f"updated pull request #{change.number}"
 
 
-def _write(forge: Forge, change: ProposedChange, path: str, text: str, sha: str | None, message: str) -> None:
+def _write(forge: Forge, change: ProposedChange, path: str, text: str, sha: str | None, message: str,
+           start_from: str | None = None) -> None:
+    """One commit on the change's branch (made from ``start_from`` first, for a new change)."""
     if text:
-        forge.write_file(path, change.branch, text, sha, message)
+        forge.write_file(path, change.branch, text, sha, message, start_from)
     elif sha is not None:
-        forge.delete_file(path, change.branch, sha, message)
+        forge.delete_file(path, change.branch, sha, message, start_from)
 
 
 def _keep(change: ProposedChange, manifest: dict | None, text: str, base_text: str) -> None:

@@ -22,13 +22,15 @@ migrate: install
 ## run: the demo on http://$(HOST):$(PORT) (embedded defaults: SQLite, in-process Celery). With Go
 ## installed it is live: a local Kubernetes control plane (kwok GPU nodes), the watcher, the gateway
 ## on $(GATEWAY_PORT) and a demo model server (docs/demo.md); without Go, snapshot data. Ctrl-C stops all.
+## GITOPS=1: also a local Gitea and Flux applying its repository to the cluster (docs/demo.md, GitOps).
 run: migrate
-	$(BIN)/python manage.py run_demo --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT)
+	$(BIN)/python manage.py run_demo --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT) $(if $(GITOPS),--gitops)
 
 ## test-deps: the real parts the tests start, installed and started when missing: PostgreSQL and
 ## Redis (started on loopback), Prometheus, Chromium (Debian packages), and the Kubernetes control
-## plane, Helm and the tests' OpenID Provider built from the pinned Go modules in
-## tools/kube-control-plane, tools/helm and tools/oidc-provider (cached by hash)
+## plane, Helm, the tests' OpenID Provider, Gitea and Flux's controllers built from the pinned Go
+## modules in tools/kube-control-plane, tools/helm, tools/oidc-provider, tools/gitea and tools/flux
+## (cached by hash)
 test-deps:
 	for script in .ci/setup.d/*.sh; do bash "$$script"; done  # apt-get install postgresql redis-server prometheus chromium, when missing
 	bash .ci/start-services.sh
@@ -36,6 +38,8 @@ test-deps:
 	bash tools/kube-control-plane/build.sh >/dev/null || test $$? -eq 2
 	bash tools/helm/build.sh >/dev/null || test $$? -eq 2
 	bash tools/oidc-provider/build.sh >/dev/null || test $$? -eq 2  # the tests' OpenID Provider (zitadel/oidc), cached by hash
+	bash tools/gitea/build.sh >/dev/null || test $$? -eq 2  # the GitOps tests' forge (issue 45), cached by hash
+	bash tools/flux/build.sh >/dev/null || test $$? -eq 2  # Flux's source and kustomize controllers, cached by hash
 
 ## test: the whole suite on PostgreSQL (DATABASE_URL overrides; sqlite:///... works without the server), in
 ## PYTEST_WORKERS processes (pytest-xdist; most tests wait on real processes, so 3 fit 2 cores: docs/operations.md)

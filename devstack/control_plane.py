@@ -139,6 +139,53 @@ class Process:
                 self.popen.wait()
 
 
+def start_process(name: str, command: list[str], workdir: Path, env: dict[str, str] | None = None) -> Process:
+    """``command`` in ``workdir``, its output in ``workdir/<name>.log``; in a session of its own (a
+    Ctrl-C of ``make run`` reaches the supervisor, which stops it in order) and ended with the
+    process that started it (:func:`die_with_parent`)."""
+    log = workdir / f"{name}.log"
+    popen = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=workdir, env=env,
+                             start_new_session=True, preexec_fn=die_with_parent)
+    return Process(name, popen, log)
+
+
+def stop_all(processes: list[Process]) -> None:
+    """Stop ``processes`` last started first (a controller before the API server it talks to); empties the list."""
+    for process in reversed(processes):
+        process.stop()
+    processes.clear()
+
+
+def check_all_alive(processes: list[Process]) -> None:
+    """Raise, with its last output, for the first of ``processes`` that exited."""
+    dead = [p for p in processes if not p.alive()]
+    if dead:
+        raise RuntimeError(f"{dead[0].name} exited:\n{dead[0].tail()}")
+
+
+def wait_until(condition: Callable[[], Any], what: str, check_alive: Callable[[], None], bound: float,
+               explain: Callable[[], str] | None = None) -> Any:
+    """Until ``condition()`` is truthy (returns its value), calling ``check_alive()`` (which raises
+    for a process that died: the failure comes at once, with its log) before each look. ``bound``
+    only limits a wait that never ends; ``explain()`` adds what the wait saw to that failure."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        check_alive()
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise RuntimeError(f"no {what} within {bound:.0f} s" + (f": {explain()}" if explain else ""))
+
+
+def keep_logs(workdir: Path, under: str, *ignore: str) -> None:
+    """Copy ``workdir`` (less the ``ignore`` patterns: data, not logs) to test-artifacts/<under>/,
+    one folder per run, for a start or a test that failed."""
+    artifacts = REPO_ROOT / "test-artifacts" / under / workdir.name
+    shutil.rmtree(artifacts, ignore_errors=True)
+    shutil.copytree(workdir, artifacts, ignore=shutil.ignore_patterns(*ignore))
+
+
 @dataclass
 class ControlPlane:
     """The running control plane. ``url`` is kube-apiserver's; ``kubeconfig`` an admin kubeconfig."""
@@ -193,14 +240,10 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.stop()
-        self.processes.clear()
+        stop_all(self.processes)
 
     def check_alive(self) -> None:
-        dead = [p for p in self.processes if not p.alive()]
-        if dead:
-            raise RuntimeError(f"{dead[0].name} exited:\n{dead[0].tail()}")
+        check_all_alive(self.processes)
 
     # -- clients ---------------------------------------------------------------------------------
     def api_client(self, token: str = ADMIN_TOKEN, server: str | None = None) -> kubernetes.client.ApiClient:
@@ -250,11 +293,7 @@ class ControlPlane:
         return config
 
     def _start(self, name: str, args: list[str]) -> Process:
-        log = self.workdir / f"{name}.log"
-        popen = subprocess.Popen([str(self.binaries / name), *args], stdout=log.open("w"),
-                                 stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True,
-                                 preexec_fn=die_with_parent)
-        process = Process(name, popen, log)
+        process = start_process(name, [str(self.binaries / name), *args], self.workdir)
         self.processes.append(process)
         return process
 
@@ -365,10 +404,11 @@ def apply_crds_to(plane: ControlPlane) -> None:
         apply_crds(api_client)
 
 
-def apply_crds(api_client: kubernetes.client.ApiClient) -> None:
-    """Create (or replace) the CRDs of ``platform/crds`` and wait until they are served."""
+def apply_crds(api_client: kubernetes.client.ApiClient, crd_dir: Path = CRD_DIR) -> None:
+    """Create (or replace) the CRDs of ``crd_dir`` (default ``platform/crds``; Flux's for
+    devstack/flux.py) and wait until they are served."""
     extensions = kubernetes.client.ApiextensionsV1Api(api_client)
-    for path in sorted(CRD_DIR.glob("*.yaml")):
+    for path in sorted(crd_dir.glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
         try:
             extensions.create_custom_resource_definition(crd)
@@ -378,7 +418,7 @@ def apply_crds(api_client: kubernetes.client.ApiClient) -> None:
             current = extensions.read_custom_resource_definition(crd["metadata"]["name"])
             crd["metadata"]["resourceVersion"] = current.metadata.resource_version
             extensions.replace_custom_resource_definition(crd["metadata"]["name"], crd)
-    for path in sorted(CRD_DIR.glob("*.yaml")):
+    for path in sorted(crd_dir.glob("*.yaml")):
         name = yaml.safe_load(path.read_text())["metadata"]["name"]
         for _ in range(200):
             conditions = extensions.read_custom_resource_definition(name).status.conditions or []
@@ -397,9 +437,7 @@ def running_control_plane(prepare: Callable[[ControlPlane], None] | None = None)
         plane.start(prepare)
         yield plane
     except Exception:
-        artifacts = REPO_ROOT / "test-artifacts" / "control-plane" / workdir.name  # one per plane, several may run
-        shutil.rmtree(artifacts, ignore_errors=True)
-        shutil.copytree(workdir, artifacts, ignore=shutil.ignore_patterns("etcd"))
+        keep_logs(workdir, "control-plane", "etcd")
         raise
     finally:
         plane.stop()

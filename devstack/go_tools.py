@@ -6,6 +6,7 @@ hour (issue 43). The scripts say their steps, their progress and whose lock they
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,3 +41,17 @@ def run_build(script: Path, say: Callable[[str], None] | None = None, env: dict[
             say(line.rstrip("\n"))
     stdout = process.stdout.read()
     return Build(process.wait(), stdout, "".join(said))
+
+
+def build_tool(script: Path, what: str, unavailable: type[Exception],
+               say: Callable[[str], None] | None = None) -> Build:
+    """Run ``script`` for the tests and the demo: :class:`Build` when built (or cached);
+    ``unavailable`` (a skip for the tests, a sentence for the demo) when there is no Go toolchain;
+    RuntimeError with the build's output when the build failed, which is never a skip."""
+    result = run_build(script, say)
+    if result.returncode == NO_GO or (result.returncode and shutil.which("go") is None):
+        raise unavailable(f"{what} is built from Go modules and needs the Go toolchain: install Go "
+                          "(https://go.dev/doc/install or Debian's golang-go), then `make test-deps`")
+    if result.returncode:
+        raise RuntimeError(f"building {what} failed:\n{result.stderr[-4000:]}")
+    return result

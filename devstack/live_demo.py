@@ -62,6 +62,7 @@ from clusters.management.commands.ensure_demo_admin import demo_password
 from clusters.models import Cluster
 from common.child_processes import die_with_parent
 from devstack.control_plane import ADMIN_TOKEN, SAY_EVERY_SECONDS, ControlPlane, Process, apply_crds_to
+from devstack.gitops_demo import GitOpsDemo, start_gitops_demo
 from devstack.oidc_provider import OidcProvider, ProviderUnavailable, build_binary
 from devstack.ports import free_port
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
@@ -92,6 +93,7 @@ SSO_PEOPLE = (  # (subject, user name, password, groups)
     ("demo-grace", "grace", "grace-demo-password", ["demo-batch-inference"]),
 )
 SSO_ROLE = "ML team member"  # accounts' ready-made role: the kinds a member may edit
+GITOPS_NAMESPACE = SSO_TEAMS["batch-inference"][1]  # `make run GITOPS=1`: the namespace run from Git
 
 
 class Stopped(Exception):
@@ -297,11 +299,13 @@ def banner(endpoints: Endpoints, password: str, token: str, plane: ControlPlane,
 class LiveDemo:
     """Start everything, wait for Ctrl-C (or a part that dies), stop everything."""
 
-    def __init__(self, endpoints: Endpoints, binaries: Path, out: TextIO) -> None:
+    def __init__(self, endpoints: Endpoints, binaries: Path, out: TextIO, gitops: bool = False) -> None:
         self.endpoints, self.out = endpoints, out
         self.stop = threading.Event()
         self.children: list[Process] = []
         self.sso: OidcProvider | None = None
+        self.with_gitops = gitops  # `make run GITOPS=1`: Gitea and Flux beside the cluster (devstack/gitops_demo.py)
+        self.gitops: GitOpsDemo | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="inference-portal-live-"))
         self.plane = ControlPlane(workdir=self.workdir, binaries=binaries, say=self.say)
         # GATEWAY_PUBLIC_URL: the model pages' snippets name the gateway this demo started.
@@ -354,6 +358,8 @@ class LiveDemo:
         self.sso = start_sso(cluster, self.endpoints.portal, self.workdir, self.say)
         if self.sso is not None:  # the portal and the gateway (its access tokens) use it
             self.env.update(self.sso.environment())
+        if self.with_gitops:
+            self.gitops = start_gitops_demo(self.plane, CLUSTER, GITOPS_NAMESPACE, self.workdir, self.say)
         self._start("watcher", ["sync_watch", "--cluster", CLUSTER])
         self._start("gateway", ["gateway", "--host", self.endpoints.host, "--port", str(self.endpoints.gateway_port)])
         self._start("portal", ["runserver", "--noreload", f"{self.endpoints.host}:{self.endpoints.port}"])
@@ -361,8 +367,11 @@ class LiveDemo:
         self._wait_serving(f"{self.endpoints.portal}healthz", "the portal")
         threading.Thread(target=self._periodic_passes, name="reconcile passes", daemon=True).start()
         self.say(banner(self.endpoints, password, token, self.plane, self.sso))
+        if self.gitops is not None:
+            self.say("\n".join(self.gitops.lines()))
         while not self.stop.wait(1.0):
-            dead = [child for child in [*self.children, *self.plane.processes] if not child.alive()]
+            parts = [*self.children, *self.plane.processes, *(self.gitops.processes if self.gitops else [])]
+            dead = [child for child in parts if not child.alive()]
             if dead:
                 self.say(f"{dead[0].name} exited; stopping. Its last output:\n{dead[0].tail()}")
                 return 1
@@ -434,5 +443,7 @@ class LiveDemo:
             child.stop()
         if self.sso is not None:
             self.sso.stop()
+        if self.gitops is not None:
+            self.gitops.stop()
         self.plane.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -28,6 +28,7 @@ from devstack.control_plane import (
 )
 from tests.support.clusters import KubeCluster, external_kubeconfig
 from tests.support.fault_proxy import FaultProxy
+from tests.support.gitops import flux, gitea, gitops_repo  # noqa: F401 - the GitOps stack's fixtures, suite-wide
 
 # Hypothesis's per-example deadline (200 ms) is a wall-clock tolerance: on a busy 2-core machine a
 # correct example overruns it (a merge example took 255 ms beside other work). Examples are bounded

@@ -27,8 +27,11 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--gateway-port", type=int, default=settings.GATEWAY_PORT)
         parser.add_argument("--embedded", action="store_true", help="The embedded demo even where Go is installed.")
+        parser.add_argument("--gitops", action="store_true",
+                            help="Also a local Gitea and Flux applying its repository to the cluster (docs/demo.md).")
 
-    def handle(self, *args: Any, host: str, port: int, gateway_port: int, embedded: bool, **options: Any) -> None:
+    def handle(self, *args: Any, host: str, port: int, gateway_port: int, embedded: bool, gitops: bool,
+               **options: Any) -> None:
         binaries = None
         if not embedded:  # the build says what it does: nothing when cached, its steps and progress when not
             try:
@@ -43,7 +46,7 @@ class Command(BaseCommand):
             call_command("ensure_demo_admin", stdout=self.stdout)
             call_command("runserver", f"{host}:{port}", use_reloader=False)
             return
-        raise SystemExit(LiveDemo(Endpoints(host, port, gateway_port), binaries, self.stdout).run())
+        raise SystemExit(LiveDemo(Endpoints(host, port, gateway_port), binaries, self.stdout, gitops=gitops).run())
 
     def _say(self, line: str) -> None:
         self.stdout.write(line)

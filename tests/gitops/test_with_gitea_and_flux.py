@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import NamespaceGrant, Team
 from clusters.models import AuditEntry, Cluster, SyncState
+from devstack.gitea import Gitea
 from gitops.drift import check_drift
 from gitops.follow import follow_pull_requests
 from gitops.manifests import git_manifest
@@ -27,11 +28,7 @@ from gitops.models import ChangeMode, GitFile, ProposedChange
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.conftest import ALL_KIND_PERMS, ENDPOINTS
-
-# The Gitea and Flux fixtures come with the gitops-infra branch (tests/support/gitops.py); until it
-# is merged this module is skipped with the reason.
-gitops_stack = pytest.importorskip("tests.support.gitops", reason="the Gitea and Flux fixtures (gitops-infra)")
-ORGANISATION, GitOpsRepo = gitops_stack.ORGANISATION, gitops_stack.GitOpsRepo
+from tests.support.gitops import ORGANISATION, GitOpsRepo
 
 URL = ENDPOINTS["InferenceModel"]
 SAMPLE = "inferencemodel-mistral-7b.yaml"
@@ -40,7 +37,7 @@ FLUX_BOUND_SECONDS = 240.0
 
 
 @pytest.fixture
-def gitea_repo(gitea, kube) -> Iterator[GitOpsRepo]:
+def gitea_repo(gitea: Gitea, kube) -> Iterator[GitOpsRepo]:
     """A repository of the test's own that no GitOps engine applies: the cluster is written as an
     engine would (``kube.write``), where a test is about the portal and Gitea alone."""
     gitea.create_repository(ORGANISATION, kube.namespace)

@@ -29,8 +29,8 @@ run: migrate
 ## test-deps: the real parts the tests start, installed and started when missing: PostgreSQL and
 ## Redis (started on loopback), Prometheus, Chromium (Debian packages), and the Kubernetes control
 ## plane, Helm, the tests' OpenID Provider, Gitea and Flux's controllers built from the pinned Go
-## modules in tools/kube-control-plane, tools/helm, tools/oidc-provider, tools/gitea and tools/flux
-## (cached by hash)
+## modules in tools/kube-control-plane, tools/helm, tools/oidc-provider, tools/gitea and tools/flux,
+## and KEDA's CRDs taken from its pinned Go module by tools/keda (all cached by hash)
 test-deps:
 	for script in .ci/setup.d/*.sh; do bash "$$script"; done  # apt-get install postgresql redis-server prometheus chromium, when missing
 	bash .ci/start-services.sh
@@ -38,6 +38,7 @@ test-deps:
 	bash tools/kube-control-plane/build.sh >/dev/null || test $$? -eq 2
 	bash tools/helm/build.sh >/dev/null || test $$? -eq 2
 	bash tools/oidc-provider/build.sh >/dev/null || test $$? -eq 2  # the tests' OpenID Provider (zitadel/oidc), cached by hash
+	bash tools/keda/build.sh >/dev/null || test $$? -eq 2  # KEDA's CRDs (github.com/kedacore/keda/v2), cached by hash
 	bash tools/gitea/build.sh >/dev/null || test $$? -eq 2  # the GitOps tests' forge (issue 45), cached by hash
 	bash tools/flux/build.sh >/dev/null || test $$? -eq 2  # Flux's source and kustomize controllers, cached by hash
 

@@ -405,8 +405,8 @@ def apply_crds_to(plane: ControlPlane) -> None:
 
 
 def apply_crds(api_client: kubernetes.client.ApiClient, crd_dir: Path = CRD_DIR) -> None:
-    """Create (or replace) the CRDs of ``crd_dir`` (default ``platform/crds``; Flux's for
-    devstack/flux.py) and wait until they are served."""
+    """Create (or replace) the CRDs of ``crd_dir`` (default ``platform/crds``; the tests add KEDA's,
+    devstack/flux.py Flux's) and wait until they are served."""
     extensions = kubernetes.client.ApiextensionsV1Api(api_client)
     for path in sorted(crd_dir.glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())

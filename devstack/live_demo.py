@@ -366,9 +366,9 @@ class LiveDemo:
         self._wait_serving(f"{self.endpoints.gateway}/healthz", "the gateway")
         self._wait_serving(f"{self.endpoints.portal}healthz", "the portal")
         threading.Thread(target=self._periodic_passes, name="reconcile passes", daemon=True).start()
-        self.say(banner(self.endpoints, password, token, self.plane, self.sso))
         if self.gitops is not None:
             self.say("\n".join(self.gitops.lines()))
+        self.say(banner(self.endpoints, password, token, self.plane, self.sso))
         while not self.stop.wait(1.0):
             parts = [*self.children, *self.plane.processes, *(self.gitops.processes if self.gitops else [])]
             dead = [child for child in parts if not child.alive()]

@@ -8,6 +8,8 @@ tokens it took: never the prompt or the answer. On PostgreSQL its table is parti
 
 from __future__ import annotations
 
+import uuid
+
 from django.core.validators import MinValueValidator
 from django.db import models
 
@@ -183,17 +185,28 @@ class GpuSample(models.Model):
         return f"{self.sampled_at:%Y-%m-%d %H:%M} {self.team} {self.model or '-'}: {self.gpus} GPUs"
 
 
-class UsageHour(models.Model):
-    """The ledger rolled up per UTC hour, team and model: requests and tokens, kept by the ledger's
-    writer in the transaction that writes the raw rows (:mod:`governance.rollups`), so every row
-    is counted exactly once. What showback, the usage pages and budgets read instead of the ledger."""
+class UsageSums(models.Model):
+    """What every ledger rollup sums per team and model over its period: requests and tokens.
+    Abstract, so the hour's and the day's tables share one definition of their figures (and the
+    upserts that add to them, :mod:`governance.rollups`)."""
 
-    hour = models.DateTimeField()
     team = models.CharField(max_length=63, blank=True)
     model = models.CharField(max_length=253)
     requests = models.BigIntegerField(default=0)
     prompt_tokens = models.BigIntegerField(default=0)
     completion_tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class UsageHour(UsageSums):
+    """The ledger rolled up per UTC hour, team and model: requests and tokens, kept by the ledger's
+    writer in the transaction that writes the raw rows (:mod:`governance.rollups`), so every row
+    is counted exactly once. Read for the hours of a range that starts or ends within a day
+    (``/api/usage/?from=2026-11-03T06:00``); whole days read :class:`UsageDay`."""
+
+    hour = models.DateTimeField()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["hour", "team", "model"], name="governance_usagehour_key")]
@@ -203,15 +216,11 @@ class UsageHour(models.Model):
         return f"{self.hour:%Y-%m-%d %H}h {self.team or '-'} {self.model}: {self.requests} requests"
 
 
-class UsageDay(models.Model):
-    """The ledger rolled up per UTC day, team and model (as :class:`UsageHour`, a day at a time)."""
+class UsageDay(UsageSums):
+    """The ledger rolled up per UTC day, team and model (as :class:`UsageHour`, a day at a time):
+    what showback, the usage pages, the CSV and budgets read."""
 
     day = models.DateField()
-    team = models.CharField(max_length=63, blank=True)
-    model = models.CharField(max_length=253)
-    requests = models.BigIntegerField(default=0)
-    prompt_tokens = models.BigIntegerField(default=0)
-    completion_tokens = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["day", "team", "model"], name="governance_usageday_key")]
@@ -219,6 +228,18 @@ class UsageDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.team or '-'} {self.model}: {self.requests} requests"
+
+
+class UsageVersion(models.Model):
+    """One row: a fresh value whenever a rollup of a day before today changes (a late batch, a
+    replayed spool, a sample written around midnight, the backfill). Showback keeps what it worked
+    out of past days under this value (:mod:`governance.showback`), so a past month is summed and
+    priced once per change, not once per request; a day from today on is always read afresh."""
+
+    version = models.UUIDField(default=uuid.uuid4)
+
+    def __str__(self) -> str:
+        return str(self.version)
 
 
 class LatencyDay(models.Model):

@@ -36,7 +36,16 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Max, Min
 
-from governance.models import LEDGER_COLUMNS, GpuDay, GpuSample, LatencyDay, RequestRecord, UsageDay, UsageHour
+from governance.models import (
+    LEDGER_COLUMNS,
+    GpuDay,
+    GpuSample,
+    LatencyDay,
+    RequestRecord,
+    UsageDay,
+    UsageHour,
+    UsageVersion,
+)
 
 LATENCY_STEP = 1.05  # each latency bucket is 5% wider than the one before
 _LOG_STEP = math.log(LATENCY_STEP)
@@ -71,6 +80,15 @@ HOUR_SQL = _upsert_sql(UsageHour._meta.db_table, ("hour", "team", "model"), TOKE
 DAY_SQL = _upsert_sql(UsageDay._meta.db_table, ("day", "team", "model"), TOKENS)
 LATENCY_SQL = _upsert_sql(LatencyDay._meta.db_table, ("day", "team", "bucket"), ("requests",))
 GPU_SQL = _upsert_sql(GpuDay._meta.db_table, ("day", "team", "model", "gpu_product", "idle"), ("gpu_seconds",))
+# How long a writer's transaction may take from its rollup to its commit and still never leave a
+# past day changed under a version showback keeps: rows of today count as past this long before
+# midnight (the writers of the day's last minutes move the version, once per batch).
+PAST_MARGIN = "5 minutes"
+# A fresh version when the oldest day written is before today (PostgreSQL's clock, as showback's
+# reads ask it, so no two hosts' clocks are compared), the row made if a flush emptied the table.
+PAST_SQL = (f"INSERT INTO {UsageVersion._meta.db_table} (id, version) SELECT 1, gen_random_uuid() "
+            f"WHERE %s::date < ((clock_timestamp() AT TIME ZONE 'UTC') + interval '{PAST_MARGIN}')::date "
+            f"ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version")
 
 
 def _utc(moment: datetime) -> datetime:
@@ -115,10 +133,12 @@ class LedgerRollup:
             sums[2] += completion
         return days
 
-    def write(self, cursor: Any, adapt_time: Adapt = _same, adapt_day: Adapt = _same) -> None:
+    def write(self, cursor: Any, adapt_time: Adapt = _same, adapt_day: Adapt = _same, postgres: bool = True) -> None:
         """Add the sums to the tables through ``cursor`` (psycopg's or Django's), in the caller's
-        transaction. Keys go in sorted order, so that writers adding to the same rows at once take
-        their locks in one order (no deadlock between gateways)."""
+        transaction, and move the past days' version when a row is of one (``postgres``: the
+        version is PostgreSQL's alone, :func:`changed_days_before_today`). Keys go in sorted
+        order, so that writers adding to the same rows at once take their locks in one order (no
+        deadlock between gateways)."""
         statements = (
             (HOUR_SQL, [(adapt_time(hour), team, model, *sums)
                         for (hour, team, model), sums in sorted(self.hours.items())]),
@@ -130,6 +150,15 @@ class LedgerRollup:
         for sql, params in statements:
             if params:
                 cursor.executemany(sql, params)
+        if postgres and self.hours:
+            changed_days_before_today(cursor, adapt_day(min(self.hours)[0].date()))
+
+
+def changed_days_before_today(cursor: Any, oldest: Any) -> None:
+    """Move the version of the past days' rollups if ``oldest`` (the oldest day just written to
+    them, adapted for ``cursor``) is before today, in the writer's transaction, last before its
+    commit: showback keeps sums of past days under the version it read (PostgreSQL only)."""
+    cursor.execute(PAST_SQL, [oldest])
 
 
 def write_gpu_rollup(samples: Iterable[GpuSample]) -> None:
@@ -142,13 +171,16 @@ def write_gpu_rollup(samples: Iterable[GpuSample]) -> None:
         with connection.cursor() as cursor:
             cursor.executemany(GPU_SQL, [(connection.ops.adapt_datefield_value(key[0]), *key[1:], value)
                                          for key, value in sorted(seconds.items())])
+            if connection.vendor == "postgresql":
+                changed_days_before_today(cursor, min(seconds)[0])
 
 
 def write_ledger_rollup_here(rows: Iterable[tuple[Any, ...]]) -> None:
     """Roll up ledger rows through Django's connection (the ORM sink, SQLite), in the caller's transaction."""
     with connection.cursor() as cursor:
         LedgerRollup().add_ledger_rows(rows).write(cursor, connection.ops.adapt_datetimefield_value,
-                                                   connection.ops.adapt_datefield_value)
+                                                   connection.ops.adapt_datefield_value,
+                                                   postgres=connection.vendor == "postgresql")
 
 
 @dataclass(frozen=True)
@@ -193,7 +225,8 @@ def rebuild() -> Rebuilt:
                 rollup = LedgerRollup().add(of_day.values_list(*ROLLED_COLUMNS).iterator(chunk_size=20_000))
                 rows += sum(sums[0] for sums in rollup.hours.values())
                 with connection.cursor() as cursor:
-                    rollup.write(cursor, connection.ops.adapt_datetimefield_value, connection.ops.adapt_datefield_value)
+                    rollup.write(cursor, connection.ops.adapt_datetimefield_value, connection.ops.adapt_datefield_value,
+                                 postgres=False)
                 day += timedelta(days=1)
         GpuDay.objects.all().delete()
         samples = 0
@@ -206,4 +239,7 @@ def rebuild() -> Rebuilt:
                 samples, chunk = samples + len(chunk), []
         write_gpu_rollup(chunk)
         samples += len(chunk)
+        if connection.vendor == "postgresql":  # every past day may have changed
+            with connection.cursor() as cursor:
+                changed_days_before_today(cursor, date.min)
     return Rebuilt(first, last, rows, samples)

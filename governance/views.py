@@ -19,7 +19,7 @@ from accounts.public import is_unrestricted
 from governance.budgets import budget_uses
 from governance.charts import usage_charts
 from governance.models import Limit
-from governance.showback import UsageQuery, UsageRow, daily_latency, usage_rows
+from governance.showback import Showback, UsageQuery, showback, team_month
 
 CSV_COLUMNS = ["day", "team", "model", "requests", "prompt_tokens", "completion_tokens", "gpu_hours",
                "idle_gpu_hours", "unpriced_gpu_hours", "cost", "idle_cost", "cost_per_million_tokens"]
@@ -61,17 +61,11 @@ def team_usage(request: HttpRequest, name: str) -> HttpResponse:
     team = _team(request, name)
     first, last, error = _month(request)
     limits = list(Limit.objects.filter(team=team).select_related("team"))
-    by_model = usage_rows(_query(team, first, last, by_day=False))
-    daily = usage_rows(_query(team, first, last, by_day=True))
-    totals = UsageRow(team.name, "")
-    for row in by_model:
-        for field in ("requests", "prompt_tokens", "completion_tokens", "gpu_seconds", "idle_gpu_seconds",
-                      "gpu_cost", "idle_cost", "token_cost"):
-            setattr(totals, field, getattr(totals, field) + getattr(row, field))
+    month = team_month(_query(team, first, last, by_day=True))
     context = {
         "team": team, "month": first.strftime("%Y-%m"), "month_error": error, "limits": limits,
-        "budgets": budget_uses(limits), "rows": [row.as_dict() for row in by_model], "totals": totals.as_dict(),
-        "charts": usage_charts(daily, daily_latency(_query(team, first, last, by_day=True)), first, last),
+        "budgets": budget_uses(limits), "rows": month.by_model.cells[:-1],
+        "totals": month.by_model.cells[-1], "charts": usage_charts(month.daily.rows, month.latency, first, last),
         "previous": (first - timedelta(days=1)).strftime("%Y-%m"),
     }
     return render(request, "governance/team_usage.html", context, status=400 if error else 200)
@@ -84,11 +78,11 @@ class _Line:
         return line
 
 
-def _csv_lines(rows: list[UsageRow]) -> Iterator[str]:
+def _csv_lines(found: Showback) -> Iterator[str]:
     writer = csv.DictWriter(_Line(), CSV_COLUMNS)
     yield writer.writeheader()
-    for row in rows:
-        yield writer.writerow({key: ("" if value is None else value) for key, value in row.as_dict().items()})
+    for row in found.dicts:
+        yield writer.writerow({key: ("" if value is None else value) for key, value in row.items()})
 
 
 @login_required
@@ -98,7 +92,7 @@ def team_usage_csv(request: HttpRequest, name: str) -> HttpResponse:
     first, last, error = _month(request)
     if error:
         return HttpResponse(error + "\n", status=400, content_type="text/plain")
-    response = StreamingHttpResponse(_csv_lines(usage_rows(_query(team, first, last, by_day=True))),
+    response = StreamingHttpResponse(_csv_lines(showback(_query(team, first, last, by_day=True))),
                                      content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="usage-{team.name}-{first:%Y-%m}.csv"'
     return response

@@ -7,7 +7,9 @@
 - **KubeAI Model** (reference 002): KubeAI serves every Model through its own OpenAI proxy, the
   Service ``kubeai`` (port 80) of the model's namespace, under ``/openai`` (as KubeAI's docs call
   it: ``http://kubeai/openai/v1``). KubeAI balances its replicas and scales them from zero itself,
-  so the gateway hands it the request and never wakes it.
+  so the gateway hands it the request and never wakes it. Where the portal is the cluster's Model
+  controller, there is no KubeAI proxy: the route is the Service ``model-<name>`` (port 8000) the
+  portal renders, and the Model is woken from zero like an InferenceModel.
 - **ModelService** (reference 004): the operator exposes decode pods only through its
   InferencePool and the Gateway API; the gateway talks to a Service named after the ModelService
   in its namespace, on ``spec.engine.port`` (default 8000), selecting the pods the operator labels
@@ -29,6 +31,7 @@ from clusters.models import Cluster
 from inference_gateway.addresses import BackendURL, NotAnAddress, parse_backend_url
 from inference_gateway.placement import gateway_id, service_of
 from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
+from models_app.public import KUBEAI_ENGINE_PORT, kubeai_child_name
 
 KUBEAI_SERVICE, KUBEAI_PORT, KUBEAI_PREFIX = "kubeai", 80, "/openai"
 MODEL_SERVICE_PORT = 8000
@@ -155,10 +158,14 @@ def inference_model_route(row: RouteRow, kind: str, wakeable: bool, refusal: str
 
 
 def kubeai_route(row: RouteRow, kind: str, wakeable: bool, refusal: str | None = None) -> Route:
+    """KubeAI's proxy, or where the portal is the Models' controller (``wakeable``) the Service it
+    renders in front of the Model's engines (``models_app.kubeai_controller``), woken from zero."""
+    service, port, prefix = (kubeai_child_name(row.name), KUBEAI_ENGINE_PORT, "") if wakeable else (
+        KUBEAI_SERVICE, KUBEAI_PORT, KUBEAI_PREFIX)  # fmt: skip
     return Route(
         model=row.name, kind=kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,
-        name=row.name, scheme="http", host=f"{KUBEAI_SERVICE}.{row.namespace}.svc.cluster.local", port=KUBEAI_PORT,
-        prefix=KUBEAI_PREFIX, service=KUBEAI_SERVICE, service_namespace=row.namespace, wakeable=False,
+        name=row.name, scheme="http", host=f"{service}.{row.namespace}.svc.cluster.local", port=port,
+        prefix=prefix, service=service, service_namespace=row.namespace, wakeable=wakeable,
         ready=row.ready, created=row.created,
         features=tuple(feature for feature in (row.detail or "").split(",") if feature), refusal=refusal,
     )
@@ -181,6 +188,7 @@ SERVING_KINDS = (
     ServingKind(ModelService, "spec__engine__port", model_service_route),
 )
 KIND_OF = {kind.model: kind for kind in SERVING_KINDS}
+MODEL_OF = {kind.kind: kind.model for kind in SERVING_KINDS}
 
 
 def route_for(row: ServingModel) -> Route:

@@ -25,8 +25,7 @@ from clusters.sync.audit import Actor
 from clusters.sync.controllers import reconcile_row
 from common.db_thread import WAKES, in_thread
 from inference_gateway.callers import Caller
-from inference_gateway.routes import Route
-from models_app.models import InferenceModel
+from inference_gateway.routes import MODEL_OF, Route
 from models_app.public import Reason, WakeRefused, wake
 
 FRESH_SECONDS = 30.0
@@ -52,7 +51,7 @@ def _actor(caller: Caller) -> Actor:
 
 def wake_until_ready(route: Route, caller: Caller, state: WakeState, poll: float) -> bool:
     """Blocking (a worker thread): wake, then reconcile until ``Deployed`` or the deadline."""
-    row = InferenceModel.objects.select_related("cluster").get(pk=route.pk)
+    row = MODEL_OF[route.kind].objects.select_related("cluster").get(pk=route.pk)
     try:
         outcome = wake(row, _actor(caller))[row.name]
     except WakeRefused as error:

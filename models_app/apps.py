@@ -2,7 +2,8 @@ from django.apps import AppConfig
 
 
 class ModelsAppConfig(AppConfig):
-    """Serving models: InferenceModel, KubeAI Model and llm-d ModelService mirrors."""
+    """Serving models: InferenceModel, KubeAI Model and llm-d ModelService mirrors; the portal can control
+    the first two (``models_app.controller``, ``models_app.kubeai_controller``)."""
 
     name = "models_app"
     verbose_name = "Serving models"
@@ -12,6 +13,7 @@ class ModelsAppConfig(AppConfig):
         from clusters.kube.failures import register_warning_reasons
         from models_app import metrics
         from models_app.controller import FAILURES, FINALIZER, reconcile_inference_model, release_departed
+        from models_app.kubeai_controller import CHILD_SELECTOR, reconcile_kubeai_model, release_departed_models
 
         metrics.register_collector()
 
@@ -23,3 +25,10 @@ class ModelsAppConfig(AppConfig):
             finalizer=FINALIZER,
         )
         register_warning_reasons("InferenceModel", FAILURES)
+        register_controller(
+            "Model",
+            reconcile_kubeai_model,
+            children=(ChildKind("apps/v1", "Deployment", CHILD_SELECTOR), ChildKind("v1", "Service", CHILD_SELECTOR)),
+            sweep=release_departed_models,
+        )
+        register_warning_reasons("Model", FAILURES)

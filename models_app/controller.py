@@ -48,7 +48,7 @@ from clusters.sync.work_queue import LEASE_SECONDS, object_key, run_when_free
 from clusters.validation.quantities import quantity_to_int
 from common.durations import parse_duration
 from models_app.gateway_rules import gateway_rules
-from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
+from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel, ServingModel
 from scheduler.models import MemoryReservation
 from scheduler.public import (
     AdmissionDecision,
@@ -160,18 +160,10 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
     deployment = deployments.get(row.namespace, row.name)
     plan = Plan(0, Reason.PREEMPTED, preempted) if preempted else _plan(gateway, row, cr, deployment, now)
     if plan.reason != Reason.FAILED or deployment is not None:
-        desired = _deployment(cr, deployment, plan.replicas, now)
-        held = held_refusal(cr, desired, now)
-        try:
-            if held is not None:  # refused unchanged a moment ago: not sent again until it or the model changes
-                plan = Plan(0, *held)
-            else:
-                deployment = ensure(deployments, desired)
-        except NotOwnedError as error:
-            plan, deployment = Plan(0, Reason.FAILED, str(error)), None
-        except PermanentError as error:  # the cluster refused the Deployment (422 invalid, 403 admission...)
-            plan = Plan(0, *refusal(error))
-            note_refusal(cr, desired, plan.reason, plan.message, now)
+        deployment, refused = apply_child(deployments, cr, _deployment(cr, deployment, plan.replicas, now), deployment,
+                                          now)  # fmt: skip
+        if refused is not None:
+            plan = refused
     if plan.replicas == 0:
         release(row.cluster_id, KIND.kind, row.namespace, row.name)
     stuck = None
@@ -186,12 +178,33 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
     return f"{status['conditions'][0]['reason']}: {status['conditions'][0]['message']}"
 
 
-def release_departed(cluster: Cluster) -> int:
-    """Release the budget held for models that left without their finalizer (deleted while the
-    portal did not manage them, finalizer removed by hand): their rows are gone or
-    ``DeletedInCluster``, so no reconcile reaches them. One query per pass; returns how many."""
-    live = InferenceModel.objects.filter(cluster=cluster, namespace=OuterRef("namespace"), name=OuterRef("name"))
-    departed = MemoryReservation.objects.filter(pool__cluster=cluster, kind=KIND.kind).exclude(
+def apply_child(
+    resource: Any, cr: dict[str, Any], desired: dict[str, Any], current: dict[str, Any] | None, now: datetime
+) -> tuple[dict[str, Any] | None, Plan | None]:
+    """Apply an owned object (``clusters.kube.owned.ensure``): the object as the cluster has it
+    after, and None; or, when it could not be written, what is there and the plan at zero that says
+    why. A write the cluster refused a moment ago is not sent again until it or the owner changes
+    (``held_refusal``); another controller's object of that name is never taken over (``Failed``)."""
+    held = held_refusal(cr, desired, now)
+    if held is not None:
+        return current, Plan(0, *held)
+    try:
+        return ensure(resource, desired), None
+    except NotOwnedError as error:
+        return None, Plan(0, Reason.FAILED, str(error))
+    except PermanentError as error:  # the cluster refused it (422 invalid, 403 admission...)
+        plan = Plan(0, *refusal(error))
+        note_refusal(cr, desired, plan.reason, plan.message, now)
+        return current, plan
+
+
+def release_departed(cluster: Cluster, model: type[ServingModel] = InferenceModel) -> int:
+    """Release the budget held for models of ``model``'s kind that left without their finalizer
+    (deleted while the portal did not manage them, finalizer removed by hand) or, for a kind the
+    portal holds no finalizer on, that left at all: their rows are gone or ``DeletedInCluster``, so
+    no reconcile reaches them. One query per pass; returns how many."""
+    live = model.objects.filter(cluster=cluster, namespace=OuterRef("namespace"), name=OuterRef("name"))
+    departed = MemoryReservation.objects.filter(pool__cluster=cluster, kind=model.kube.kind).exclude(
         Exists(live.exclude(sync_state=SyncState.DELETED_IN_CLUSTER))
     )
     released, _ = departed.delete()
@@ -434,7 +447,7 @@ def _deployment(cr: dict[str, Any], current: dict[str, Any] | None, replicas: in
     }
 
 
-def _deployment_failure(deployment: dict[str, Any]) -> str | None:
+def deployment_failure(deployment: dict[str, Any]) -> str | None:
     for condition in (deployment.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Progressing" and condition.get("status") == "False":
             return condition.get("message") or condition.get("reason") or "the rollout is not progressing"
@@ -454,7 +467,7 @@ def _status(
     ready = ready_replicas(deployment)
     if plan.replicas == 0:
         reason, message = plan.reason, plan.message
-    elif failure := _deployment_failure(deployment or {}):
+    elif failure := deployment_failure(deployment or {}):
         reason, message = Reason.FAILED, failure
     elif ready >= 1:
         reason, message = Reason.DEPLOYED, "Deployment is ready and serving traffic"

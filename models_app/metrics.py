@@ -1,4 +1,7 @@
-"""Per-model gauges of the InferenceModels the portal manages, read from the database at scrape time.
+"""Per-model gauges of the models the portal manages, read from the database at scrape time:
+InferenceModels' replicas and memory; KubeAI Models' desired replicas
+(``inference_portal_model_desired_replicas{cluster,namespace,kind,name}``: what the autoscaler wants
+and admission allows, ``status.desiredReplicas``), for KEDA or an HPA to scale on.
 
 They used to be set by the controller inside Celery workers, which never reached the web process's
 ``/metrics``; read from the rows, every process answers the same. A model's series go away when
@@ -15,18 +18,22 @@ from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from clusters.models import Cluster, SyncState
-from models_app.models import InferenceModel
+from models_app.models import InferenceModel, KubeAIModel
 
 LABELS = ["cluster", "namespace", "name"]
+DESIRED_LABELS = ["cluster", "namespace", "kind", "name"]
 GONE = (SyncState.DELETING, SyncState.DELETED_IN_CLUSTER)
 
 
-def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
     return (
         GaugeMetricFamily("inference_portal_model_replicas", "Running replicas of a managed InferenceModel.",
                           labels=LABELS),
         GaugeMetricFamily("inference_portal_model_memory_bytes", "Declared memory of a managed InferenceModel.",
                           labels=LABELS),
+        GaugeMetricFamily("inference_portal_model_desired_replicas",
+                          "Replicas a managed KubeAI Model's autoscaler wants and admission allows.",
+                          labels=DESIRED_LABELS),
     )  # fmt: skip
 
 
@@ -35,10 +42,11 @@ class ManagedModelsCollector(Collector):
         yield from _families()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        replicas, memory = _families()
+        replicas, memory, desired = _families()
         try:
             # managed_kinds is a JSON list (no portable "contains" lookup): clusters are few
-            managing = [c.pk for c in Cluster.objects.only("managed_kinds") if c.manages(InferenceModel.kube.kind)]
+            clusters = list(Cluster.objects.only("managed_kinds"))
+            managing = [c.pk for c in clusters if c.manages(InferenceModel.kube.kind)]
             rows = (
                 InferenceModel.objects.filter(cluster_id__in=managing)
                 .exclude(sync_state__in=GONE)
@@ -47,10 +55,19 @@ class ManagedModelsCollector(Collector):
             for cluster, namespace, name, status, memory_bytes in rows:
                 replicas.add_metric([cluster, namespace, name], (status or {}).get("replicas") or 0)
                 memory.add_metric([cluster, namespace, name], memory_bytes or 0)
+            kind = KubeAIModel.kube.kind
+            kubeai = (
+                KubeAIModel.objects.filter(cluster_id__in=[c.pk for c in clusters if c.manages(kind)])
+                .exclude(sync_state__in=GONE)
+                .values_list("cluster__name", "namespace", "name", "status")
+            )
+            for cluster, namespace, name, status in kubeai:
+                desired.add_metric([cluster, namespace, kind, name], (status or {}).get("desiredReplicas") or 0)
         except DatabaseError:
             return
         yield replicas
         yield memory
+        yield desired
 
 
 _collector = ManagedModelsCollector()

@@ -292,6 +292,12 @@ class KubeAIModel(ServingModel):
         return [*super().projected_fields(), "url", "features", "resource_profile"]
 
     @classmethod
+    def cluster_rules(cls, cluster: Any, manifest: dict[str, Any]) -> list[FieldError]:
+        """Where the portal is the cluster's Model controller, the profile must be one it can render."""
+        errors = unknown_profile_errors(manifest["spec"]) if cluster.manages(cls.kube.kind) else []
+        return errors or super().cluster_rules(cluster, manifest)
+
+    @classmethod
     def extra_rules(cls, manifest: dict[str, Any]) -> list[FieldError]:
         spec = manifest["spec"]
         errors: list[FieldError] = []
@@ -443,9 +449,8 @@ def kubeai_pod_shape(resource_profile: str, count: int, running: int) -> tuple[P
     KubeAI multiplies the profile's requests and limits by the count; the profile's nodeSelector
     picks the pool. An unknown profile needs nothing known and stays in the default pool.
     """
-    name, _, multiple = resource_profile.partition(":")
-    times = int(multiple) if multiple.isdigit() else 1
-    profile = settings.KUBEAI_RESOURCE_PROFILES.get(name) or {}
+    profile, times = kubeai_profile(resource_profile)
+    profile = profile or {}
     requests, limits = profile.get("requests") or {}, profile.get("limits") or {}
     resource = next((r for r in GPU_RESOURCE_BY_ACCELERATOR.values() if r in limits or r in requests), "")
     gpus = (quantity_to_int(limits.get(resource) or requests.get(resource)) or 0) * times if resource else 0
@@ -456,3 +461,23 @@ def kubeai_pod_shape(resource_profile: str, count: int, running: int) -> tuple[P
         selected_product(profile.get("nodeSelector")),
     )  # fmt: skip
     return shape, node_pool_of(profile.get("nodeSelector"))
+
+
+def kubeai_profile(resource_profile: str) -> tuple[dict[str, Any] | None, int]:
+    """``resourceProfile: <name>:<count>`` read against the profile table (KUBEAI_RESOURCE_PROFILES):
+    the profile (None when the table has no such name) and the count (1 when it names none)."""
+    name, _, multiple = resource_profile.partition(":")
+    return settings.KUBEAI_RESOURCE_PROFILES.get(name), int(multiple) if multiple.isdigit() else 1
+
+
+def unknown_profile_errors(spec: dict[str, Any]) -> list[FieldError]:
+    """``spec.resourceProfile`` naming no profile of the table, where the portal must render the
+    pods from it (it is the Model's controller): the mirror of another controller's Model keeps
+    whatever profile that controller's own table knows."""
+    value = spec.get("resourceProfile")
+    if not value or kubeai_profile(value)[0] is not None:
+        return []
+    known = ", ".join(sorted(settings.KUBEAI_RESOURCE_PROFILES)) or "none"
+    return [FieldError("spec.resourceProfile", value,
+                       f"names no resource profile of KUBEAI_RESOURCE_PROFILES (known: {known})")]
+

@@ -121,6 +121,7 @@ def model_page(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
         run_config=configs_using(obj, request.user).order_by("namespace", "name").first(),
         can_run=request.user.has_perm("runs_app.add_inferencerun"),
         wake_url=wake_url(obj),
+        keda_url=reverse(f"{model._meta.model_name}-keda-scaledobject", args=[obj.pk]) + "?output=yaml",
         chart=memory_chart(obj) if isinstance(obj, InferenceModel) else "",
         traffic=traffic(obj) if isinstance(obj, ServingModel) else None,
         recommendation=(obj.status or {}).get("recommendation", ""),

@@ -1,4 +1,5 @@
-"""Waking a scaled-to-zero InferenceModel on request: dependencies first, then the model."""
+"""Waking a scaled-to-zero model on request: an InferenceModel's dependencies first, then the
+model; a KubeAI Model to one replica (``models_app.kubeai_controller.wake_in_cluster``)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from clusters.kube.failures import failing_condition, is_refusal, refusal_messag
 from clusters.models import AuditEntry
 from clusters.sync.audit import Actor, record
 from clusters.sync.controllers import reconcile_row
-from models_app.controller import KIND, Reason, dependency_closure, wake_in_cluster
-from models_app.models import InferenceModel
+from models_app import kubeai_controller
+from models_app.controller import Reason, dependency_closure, wake_in_cluster
+from models_app.models import InferenceModel, KubeAIModel
 
 
 class WakeRefused(Exception):
@@ -33,12 +35,12 @@ CAPACITY_REASONS = frozenset({Reason.INSUFFICIENT_MEMORY, Reason.INSUFFICIENT_GP
 """Refusals that may clear without a change to the model: capacity frees, a reclaim ends."""
 
 
-def _refused(member: InferenceModel) -> WakeRefused | None:
+def _refused(member: InferenceModel | KubeAIModel) -> WakeRefused | None:
     """The reconcile did not start ``member``: the cluster refused what it wrote (its Deployment),
     or the controller refused the start (admission, a failed plan). The row's ``Ready`` condition,
     as the reconcile just stored it, says so; a wake that did not start the model is no success."""
     member.refresh_from_db(fields=["status"])
-    condition = failing_condition(KIND.kind, member.status)
+    condition = failing_condition(member.kube.kind, member.status)
     if condition is None:
         return None
     reason = condition["reason"]
@@ -51,7 +53,7 @@ def _refused(member: InferenceModel) -> WakeRefused | None:
                        capacity=reason in CAPACITY_REASONS)  # fmt: skip
 
 
-def _cluster_refusal(model: InferenceModel, error: GatewayError) -> WakeRefused:
+def _cluster_refusal(model: InferenceModel | KubeAIModel, error: GatewayError) -> WakeRefused:
     if isinstance(error, TransientError):
         return WakeRefused(f"cluster {model.cluster.name} could not be reached: {error}", 503)
     return WakeRefused(
@@ -59,26 +61,36 @@ def _cluster_refusal(model: InferenceModel, error: GatewayError) -> WakeRefused:
     )
 
 
-def wake(model: InferenceModel, actor: Actor, now: datetime | None = None) -> dict[str, str]:
-    """Record a request on the model and its dependencies, then reconcile them, dependencies first.
+def wake(model: InferenceModel | KubeAIModel, actor: Actor, now: datetime | None = None) -> dict[str, str]:
+    """Record a request on the model (and an InferenceModel's dependencies), then reconcile them,
+    dependencies first.
 
-    Returns each woken model's outcome. Refused when the portal does not manage InferenceModels in
-    the model's cluster, or when a dependency is missing or cyclic.
+    Returns each woken model's outcome. Refused when the portal does not manage the model's kind in
+    its cluster, when a dependency is missing or cyclic, or when a KubeAI Model's replicas are its
+    user's (``autoscalingDisabled``).
     """
     now = now or timezone.now()
-    if not model.cluster.manages("InferenceModel"):
+    kind = model.kube.kind
+    if not model.cluster.manages(kind):
         raise WakeRefused(
-            f"cluster {model.cluster.name} does not let the portal manage InferenceModels "
+            f"cluster {model.cluster.name} does not let the portal manage {kind}s "
             f"(another controller acts there); wake it through that controller"
         )
+    if isinstance(model, KubeAIModel) and (model.spec or {}).get("autoscalingDisabled"):
+        raise WakeRefused(f"{model.name} has spec.autoscalingDisabled: its replicas are set by hand "
+                          f"(spec.replicas {(model.spec or {}).get('replicas', 0)}), not by requests")
     try:
-        closure = dependency_closure(model)
+        closure = dependency_closure(model) if isinstance(model, InferenceModel) else [model]
     except ValueError as error:
         raise WakeRefused(str(error)) from None
     outcomes: dict[str, str] = {}
     gateway = ClusterGateway(model.cluster)
     try:
         for member in closure:
+            if isinstance(member, KubeAIModel):
+                kubeai_controller.wake_in_cluster(gateway, member)
+                record(member, AuditEntry.Action.UPDATED, actor, message="woken: a request scaled it from zero")
+                continue
             wake_in_cluster(gateway, member, now)
             record(member, AuditEntry.Action.UPDATED, actor, message="woken: last-request-time set to now")
         for member in closure:

@@ -49,6 +49,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import islice
 from typing import Any, NamedTuple, TypeVar
 
 from django.db import connection, transaction
@@ -103,6 +104,15 @@ class ClusterHoldings:
         return tuple(holding for holding in self.holdings if holding.running)
 
     @cached_property
+    def by_namespace(self) -> dict[tuple[int, str], tuple[Holding, ...]]:
+        """Every holding by (cluster id, namespace): a team member's figures ask who may see each
+        namespace once, not each of the 12,000 holdings."""
+        found: dict[tuple[int, str], list[Holding]] = {}
+        for holding in self.holdings:
+            found.setdefault((holding.cluster_id, holding.namespace), []).append(holding)
+        return {key: tuple(holdings) for key, holdings in found.items()}
+
+    @cached_property
     def running_names(self) -> frozenset[str]:
         return frozenset(holding.name for holding in self.running)
 
@@ -121,10 +131,15 @@ class ClusterHoldings:
             ranked.setdefault((holding.pool, holding.kind), []).append(holding)
         return {key: tuple(holdings) for key, holdings in ranked.items()}
 
-    def biggest_running(self, per_pool: int | None) -> Iterator[Holding]:
+    def biggest_running(self, per_pool: int | None,
+                        visible: Callable[[int, str], bool] | None = None) -> Iterator[Holding]:
         """The ``per_pool`` biggest running models of each pool and kind (None: all), the same
-        holders as ``load_holdings(cluster, running_only=True, per_pool=per_pool)`` reads in SQL."""
+        holders as ``load_holdings(cluster, running_only=True, per_pool=per_pool)`` reads in SQL;
+        with ``visible`` (a team member's ``(cluster_id, namespace)`` predicate), the biggest of
+        those it leaves, as ``load_holdings`` reads them under the member's restriction."""
         for holdings in self.running_ranked.values():
+            if visible is not None:
+                holdings = tuple(islice((h for h in holdings if visible(h.cluster_id, h.namespace)), per_pool))
             yield from holdings[:per_pool]
 
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

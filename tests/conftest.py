@@ -19,16 +19,11 @@ from rest_framework.test import APIClient
 
 from accounts.models import ALL_NAMESPACES, NamespaceGrant, Team
 from clusters.models import Cluster
-from devstack.control_plane import (
-    ControlPlane,
-    ControlPlaneUnavailable,
-    apply_crds,
-    apply_crds_to,
-    running_control_plane,
-)
+from devstack.control_plane import ControlPlane, ControlPlaneUnavailable, running_control_plane
 from tests.support.clusters import KubeCluster, external_kubeconfig
 from tests.support.fault_proxy import FaultProxy
 from tests.support.gitops import flux, gitea, gitops_repo  # noqa: F401 - the GitOps stack's fixtures, suite-wide
+from tests.support.keda import apply_test_crds, apply_test_crds_to
 
 # Hypothesis's per-example deadline (200 ms) is a wall-clock tolerance: on a busy 2-core machine a
 # correct example overruns it (a merge example took 255 ms beside other work). Examples are bounded
@@ -150,12 +145,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane | None]:
     """etcd, kube-apiserver, controller manager, scheduler and kwok for the whole session, with the
-    CRDs of platform/crds applied; None when ``KUBECONFIG`` names a cluster to use instead."""
+    CRDs of platform/crds and KEDA's (tests.support.keda) applied; None when ``KUBECONFIG`` names a
+    cluster to use instead."""
     if external_kubeconfig():
         yield None
         return
     try:
-        with running_control_plane(prepare=apply_crds_to) as plane:
+        with running_control_plane(prepare=apply_test_crds_to) as plane:
             yield plane
     except ControlPlaneUnavailable as reason:
         if os.environ.get("CI"):
@@ -183,7 +179,7 @@ def kube(control_plane: ControlPlane | None, fault_proxy: FaultProxy | None) -> 
         config = external_kubeconfig()
         api_client = kubernetes.config.new_client_from_config(config_file=config)
         with api_client:
-            apply_crds(api_client)
+            apply_test_crds(api_client)
             cluster = KubeCluster(api_client, kubeconfig=config)
             yield cluster
             cluster.close()

@@ -21,7 +21,8 @@ name="$(basename "$here")"
 binary="$(basename "$package")"
 [[ "$package" == "." ]] && binary="$name"
 build_env="${GO_BUILD_TAGS:-}${GO_BUILD_CGO:+ cgo}${GO_BUILD_FINISH:+ $(cat "$GO_BUILD_FINISH")}"
-key="$( (cat "$here/go.sum" $(find "$here/$package" -maxdepth 1 -name '*.go' | sort)
+# (a package named by module path, not a folder here, has no *.go files of the clone's: find says nothing)
+key="$( (cat "$here/go.sum" $(find "$here/$package" -maxdepth 1 -name '*.go' 2>/dev/null | sort)
          [[ -z "$build_env" ]] || echo "$build_env") | sha256sum | cut -c1-16)"
 cache="${GO_TOOL_CACHE:-${GO_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/inference-portal/go-tools}/$name}"
 out="$cache/$key"

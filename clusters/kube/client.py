@@ -423,6 +423,7 @@ _BUILTIN_APIS = {
     ("batch/v1", "Job"): (client.BatchV1Api, "job"),
     ("batch/v1", "CronJob"): (client.BatchV1Api, "cron_job"),
     ("v1", "ConfigMap"): (client.CoreV1Api, "config_map"),
+    ("v1", "Service"): (client.CoreV1Api, "service"),
     ("apps/v1", "ReplicaSet"): (client.AppsV1Api, "replica_set"),
     ("v1", "Pod"): (client.CoreV1Api, "pod"),
     ("v1", "Event"): (client.CoreV1Api, "event"),

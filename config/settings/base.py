@@ -336,6 +336,25 @@ KUBEAI_RESOURCE_PROFILES = json.loads(os.environ.get("KUBEAI_RESOURCE_PROFILES")
         "nodeSelector": {"inference-pool": "gpu-mi300x"},
     },
 }
+# The image each KubeAI engine runs in where the portal is the Model's controller and the Model
+# names no spec.image (KubeAI's chart pairs them per profile; pinned, one per engine here). JSON in
+# KUBEAI_ENGINE_IMAGES replaces the table.
+KUBEAI_ENGINE_IMAGES = json.loads(os.environ.get("KUBEAI_ENGINE_IMAGES") or "null") or {
+    "VLLM": "vllm/vllm-openai:v0.6.3.post1",
+    "OLlama": "ollama/ollama:0.3.12",
+    "FasterWhisper": "fedirz/faster-whisper-server:0.4.1-cpu",
+    "Infinity": "michaelf34/infinity:0.0.70",
+}
+# KubeAI's autoscaler settings (its system config's ``modelAutoscaling``): active requests are read
+# every INTERVAL seconds and averaged over the last WINDOW seconds (KubeAI: 10s and 10m).
+KUBEAI_AUTOSCALING_INTERVAL = env_float("KUBEAI_AUTOSCALING_INTERVAL", 10.0, above=0)
+KUBEAI_AUTOSCALING_WINDOW = env_float("KUBEAI_AUTOSCALING_WINDOW", 600.0, above=0)
+
+# The Prometheus server KEDA's operator queries for the portal's desired-replicas gauge (the one that
+# scrapes the portal's /metrics), as KEDA reaches it from inside the cluster: written into the
+# ScaledObjects the portal renders (models_app/keda.py, docs/autoscaling.md). Default: the service
+# the Prometheus Operator makes for a Prometheus named "prometheus" in namespace "monitoring".
+KEDA_PROMETHEUS_SERVER_ADDRESS = env_str("KEDA_PROMETHEUS_SERVER_ADDRESS", "http://prometheus-operated.monitoring.svc:9090")
 
 # The portal as controller (see clusters/sync/controllers.py): the reference controller's settings.
 # POLLING_INTERVAL is a duration such as "1m" or "300s" between reconcile passes;

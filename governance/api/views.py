@@ -17,7 +17,7 @@ from clusters.web.api.permissions import ReadLoggedInWriteWithModelPermission
 from clusters.web.api.views import KubeObjectViewSet
 from governance.api.serializers import LimitSerializer, UsagePageSerializer
 from governance.models import Limit
-from governance.showback import UsageQuery, usage_rows, usage_totals
+from governance.showback import UsageQuery, showback
 
 
 class StaffWrites(ReadLoggedInWriteWithModelPermission):
@@ -64,10 +64,10 @@ class UsageView(APIView):
 
     Paged like every other list (``limit``/``offset``, ``next``/``previous`` links,
     :class:`~clusters.web.api.pagination.LimitOffsetPagination`): staff's month by day is 28,000
-    rows, and writing them all as one answer cost about 300 ms of CPU a request. The rows are
-    summed once per request (the rollups' aggregate is a few thousand rows at most), but only a
-    page of them is turned into JSON; ``totals`` carries the whole selection's sums so that a
-    client wanting only the sum reads one page. The CSV export (governance.views) stays whole.
+    rows, and writing them all as one answer cost about 300 ms of CPU a request. The rows of past
+    days are summed once per change of their rollups and kept (:func:`~governance.showback.showback`),
+    and only a page of them is written as JSON; ``totals`` carries the whole selection's sums so
+    that a client wanting only the sum reads one page. The CSV export (governance.views) stays whole.
     """
 
     permission_classes = [IsAuthenticated]
@@ -93,11 +93,11 @@ class UsageView(APIView):
     def get(self, request: Request) -> Response:
         query = UsageQuery.from_params(request.query_params, request.user)
         _check_paging(request)
-        rows = usage_rows(query)
+        found = showback(query)
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(rows, request, view=self)
+        page = paginator.paginate_queryset(found.rows, request, view=self)
         response = paginator.get_paginated_response([row.as_dict() for row in page])
-        response.data["totals"] = usage_totals(rows)
+        response.data["totals"] = found.totals_dict
         return response
 
 

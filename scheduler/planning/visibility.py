@@ -88,5 +88,6 @@ def visible_pool_accounts(user: Any, cluster_id: int | None = None) -> list[Pool
     its API): for staff who see everything, from the kept totals with no restriction to apply; for
     others, their rows, with holders outside their namespaces redacted."""
     restricted = None if is_unrestricted(user) else partial(restrict, user=user, action=VIEW)
-    accounts = pool_accounts(cluster_id, restrict=restricted, per_pool=HOLDERS_SHOWN)
-    return team_accounts(accounts, namespace_predicate(user), visible_cluster_ids(user))
+    visible = namespace_predicate(user)
+    accounts = pool_accounts(cluster_id, restrict=restricted, per_pool=HOLDERS_SHOWN, visible=visible)
+    return team_accounts(accounts, visible, visible_cluster_ids(user))

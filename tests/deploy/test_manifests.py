@@ -13,7 +13,7 @@ import pytest
 
 from tests.deploy.conftest import DEPLOY_DIR, apply, find, kustomization, managed_namespace, rendered
 
-WORKLOADS = ("web", "worker", "beat", "watcher")
+WORKLOADS = ("web", "worker", "beat", "watcher", "autoscaler")
 
 
 def pod_spec(document: dict) -> dict:
@@ -80,10 +80,13 @@ def test_processes_and_identities() -> None:
     commands = {name: pod_spec(find("Deployment", f"inference-portal-{name}"))["containers"][0]["command"]
                 for name in WORKLOADS}  # fmt: skip
     assert commands["watcher"] == ["python", "manage.py", "sync_watch"]
+    assert commands["autoscaler"] == ["python", "manage.py", "autoscale"]
+    autoscaler = find("Deployment", "inference-portal-autoscaler")  # its averages are in memory: one
+    assert autoscaler["spec"]["replicas"] == 1 and autoscaler["spec"]["strategy"]["type"] == "Recreate"
     assert shlex.join(commands["worker"]).startswith("celery -A config worker -Q default,sync")
     migrate = find("Job", "inference-portal-migrate")
     assert pod_spec(migrate)["containers"][0]["command"] == ["python", "manage.py", "migrate", "--noinput"]
-    for name in ("web", "worker", "watcher"):  # they talk to the cluster
+    for name in ("web", "worker", "watcher", "autoscaler"):  # they talk to the cluster
         assert pod_spec(find("Deployment", f"inference-portal-{name}"))["serviceAccountName"] == "inference-portal"
     assert pod_spec(find("Deployment", "inference-portal-beat"))["automountServiceAccountToken"] is False
     assert pod_spec(migrate)["automountServiceAccountToken"] is False

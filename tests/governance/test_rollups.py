@@ -30,7 +30,7 @@ from governance.models import (
 )
 from governance.partitions import ensure_partitions, maintain
 from governance.rollups import latency_bucket, rebuild
-from governance.showback import UsageQuery, daily_latency, usage_rows
+from governance.showback import UsageQuery, daily_latency, showback
 from governance.spool import Spool
 from governance.tasks import sample_gpu_holdings
 from tests.scheduler.conftest import make_model, make_pool
@@ -151,11 +151,11 @@ def test_rollups_outlive_a_dropped_partition_and_the_backfill_keeps_them(sink) -
     assert "governance_requestrecord_y2025m03" in dropped
     assert RequestRecord.objects.filter(started_at__lt=AT - timedelta(days=100)).count() == 0
     march = UsageQuery(None, None, date(2025, 3, 1), date(2025, 3, 31))
-    assert sum(row.requests for row in usage_rows(march)) == 5  # showback of the month still answers
+    assert sum(row.requests for row in showback(march).rows) == 5  # showback of the month still answers
     done = rebuild()
     assert done.first_day == AT.date() and done.ledger_rows == 10
-    assert sum(row.requests for row in usage_rows(march)) == 5  # the backfill left March alone
-    assert sum(row.requests for row in usage_rows(UsageQuery(None, None, AT.date(), AT.date() + timedelta(1)))) == 10
+    assert sum(row.requests for row in showback(march).rows) == 5  # the backfill left March alone
+    assert sum(row.requests for row in showback(UsageQuery(None, None, AT.date(), AT.date() + timedelta(1))).rows) == 10
 
 
 @postgres_only

@@ -107,13 +107,37 @@ def test_pool_accounts_from_kept_holdings_equal_those_read_in_sql(which, request
     assert accounts(planned) == moved
 
 
-def test_restricted_holders_are_read_in_sql(cluster):
-    """A team member's rows are narrowed in SQL (``restrict``): kept holdings are not used for them."""
-    crowded(cluster)
-    cluster_holdings(cluster.pk)
-    only_team_a = pool_accounts(cluster.pk, restrict=lambda rows: rows.filter(namespace="team-a"), per_pool=3)
-    shown = [holder for account in only_team_a for holder in account.holders]
+def team_a_rows(rows):
+    return rows.filter(namespace="team-a")
+
+
+def team_a_sees(cluster_id: int, namespace: str) -> bool:
+    return namespace == "team-a"
+
+
+@pytest.mark.parametrize("which", ["cluster", "managed"])
+def test_a_members_accounts_from_kept_holdings_equal_those_read_in_sql(which, request):
+    """A team member's rows (``restrict`` in SQL, ``visible`` its predicate) come from the planned
+    cluster's kept holdings as staff's do: the same holders, figures and pools as the scans give,
+    the other teams' models counted, not shown; without kept holdings they are read in SQL."""
+    planned: Cluster = request.getfixturevalue(which)
+    crowded(planned)
+    for namespace in ("team-a", "team.b"):  # observed peaks and right-sizing advice, visible and not
+        make_model(planned, f"peaked-{namespace}", "80Gi", pool="gpu", namespace=namespace, peak="40Gi")
+        make_model(planned, f"stopped-{namespace}", "8Gi", pool="stopped-pool", namespace=namespace, replicas=0)
+    in_sql = pool_accounts(planned.pk, restrict=team_a_rows, per_pool=3, visible=team_a_sees)  # nothing kept yet
+    assert managed_kinds_and_kept(planned.pk)[1] is None
+    cluster_holdings(planned.pk)
+    with CaptureQueriesContext(connection) as queries:
+        from_kept = pool_accounts(planned.pk, restrict=team_a_rows, per_pool=3, visible=team_a_sees)
+    assert from_kept == in_sql
+    shown = [holder for account in from_kept for holder in account.holders]
     assert shown and {holder.namespace for holder in shown} == {"team-a"}
+    gpu = next(account for account in from_kept if account.pool == "gpu")
+    assert gpu.other_team_holders and gpu.observed_bytes and gpu.rightsizing_savings_bytes
+    assert "stopped-pool" in {account.pool for account in from_kept}
+    model_table = InferenceModel._meta.db_table
+    assert not [query for query in queries.captured_queries if f'FROM "{model_table}"' in query["sql"]]
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the generation is PostgreSQL's")

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import kubernetes
 import pytest
 import requests
 from django.conf import settings
@@ -52,24 +53,46 @@ class Engine:
             self.process.wait(timeout=10)
 
 
+def launch(name: str = "engine", *options: str, host: str = "127.0.0.1", started: list[Engine] | None = None
+           ) -> Engine:
+    """A running Engine (the tests' fixture and the benchmarks'); ``options`` are the engine's
+    command-line options (``"--max-num-seqs", "2"``); ``started`` collects it before it serves, so
+    one that never comes up is stopped too."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "devstack.sim_engine", "--host", host, "--port", "0", "--name", name, *options],
+        cwd=settings.BASE_DIR, stdout=subprocess.PIPE, text=True,
+    )
+    engine = Engine(name, host, 0, process)
+    if started is not None:
+        started.append(engine)
+    engine.port = announced_port(process, f"engine {name}")
+    wait_serving(f"{engine.url}/health", f"engine {name}", process=process)
+    return engine
+
+
 @pytest.fixture(name="start_engine")
 def start_engine_fixture() -> Iterator:
-    """``start_engine(name, host="127.0.0.1", *options)`` -> a running Engine; ``options`` are the
-    engine's command-line options (``"--max-num-seqs", "2"``)."""
+    """``start_engine(name, host="127.0.0.1", *options)`` -> a running Engine (:func:`launch`)."""
     started: list[Engine] = []
 
     def start(name: str = "engine", *options: str, host: str = "127.0.0.1") -> Engine:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "devstack.sim_engine", "--host", host, "--port", "0", "--name", name, *options],
-            cwd=settings.BASE_DIR, stdout=subprocess.PIPE, text=True,
-        )
-        engine = Engine(name, host, 0, process)
-        started.append(engine)
-        engine.port = announced_port(process, f"engine {name}")
-        wait_serving(f"{engine.url}/health", f"engine {name}", process=process)
-        return engine
+        return launch(name, *options, host=host, started=started)
 
     yield start
     for engine in started:
         if engine.process.poll() is None:
             engine.stop()
+
+
+def list_behind(api_client: kubernetes.client.ApiClient, namespace: str, service: str, engines: list[Engine]) -> None:
+    """Put ``engines`` behind ``service``: one hand-written EndpointSlice per engine (its own port),
+    as a Service's replicas outside the pod network are listed (tests/gateway/test_load_balancing.py)."""
+    discovery = kubernetes.client.DiscoveryV1Api(api_client)
+    for engine in engines:
+        discovery.create_namespaced_endpoint_slice(namespace, {
+            "metadata": {"name": f"{service}-{engine.name}", "labels": {
+                "kubernetes.io/service-name": service, "endpointslice.kubernetes.io/managed-by": "tests"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": engine.port, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [engine.host], "conditions": {"ready": True}}],
+        })  # fmt: skip

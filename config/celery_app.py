@@ -85,6 +85,16 @@ app.conf.beat_schedule = {
         "schedule": float(_setting("USAGE_SAMPLE_SECONDS")),
         "options": {"expires": float(_setting("USAGE_SAMPLE_SECONDS")) * 0.9},
     },
+    "follow-pull-requests": {  # GitOps mode: merged, closed, applied (gitops/)
+        "task": "gitops.tasks.follow_pull_requests_task",
+        "schedule": float(_setting("GITOPS_FOLLOW_SECONDS")),
+        "options": {"expires": float(_setting("GITOPS_FOLLOW_SECONDS")) * 0.9},
+    },
+    "check-gitops-drift": {  # GitOps mode: the cluster against Git's files
+        "task": "gitops.tasks.check_drift_task",
+        "schedule": float(_setting("GITOPS_DRIFT_SECONDS")),
+        "options": {"expires": float(_setting("GITOPS_DRIFT_SECONDS")) * 0.9},
+    },
     "maintain-ledger-partitions": {  # next months' ledger partitions, retention of old ones
         "task": "governance.tasks.maintain_ledger_partitions",
         "schedule": 86400.0,

@@ -23,6 +23,7 @@ api_patterns = [
     path("", include("scheduler.rightsizing.api.urls")),
     path("", include("inference_gateway.api")),
     path("", include("governance.api.urls")),
+    path("", include("gitops.api.urls")),
     path("", include(sign_in_urls.api_urlpatterns)),
     # anonymous users see nothing but the login page: the schema and its docs need a login too;
     # the docs are pages for people, so they send a logged-out visitor to the login page

@@ -20,12 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The project's packages, top to bottom: a package may import the ones below it, never one above;
 # the packages of one layer do not import each other. config/ mounts the apps (URL maps, settings);
-# the leaf apps compose the others; the gateway routes to the serving models and runs governance's
-# hooks; every app builds on scheduler's, clusters' and accounts' parts; common/ knows none of them.
+# the leaf apps compose the others (gitops takes over the apply of rows run from Git through the
+# registry clusters.change_routes, as the apps register their kinds); the gateway routes to the
+# serving models and runs governance's hooks; every app builds on scheduler's, clusters' and
+# accounts' parts; common/ knows none of them.
 # Tests and benchmarks exercise every layer, so they stand outside it.
 APP_LAYERS = (
     "config",
-    grimp.Layer("devstack", "fleet"),
+    grimp.Layer("devstack", "fleet", "gitops"),
     "inference_gateway",
     grimp.Layer("governance", "models_app"),
     "runs_app",
@@ -76,7 +78,8 @@ CLUSTERS_LAYERS = (
     "kube",
     "models",
     "validation",
-    grimp.Layer("kinds", "controller_registry", "url_rules", "serving", "postgres_only", "json_columns"),
+    grimp.Layer("kinds", "controller_registry", "change_routes", "url_rules", "serving", "postgres_only",
+                "json_columns"),
 )
 
 
@@ -154,8 +157,8 @@ def test_scheduler_concerns_import_downwards_only(graph: grimp.ImportGraph) -> N
 # The domain apps, each reached by the others through its public face only: ``<app>.public`` for
 # functions and classes, its ``models`` modules for its tables (Django's own convention, for foreign
 # keys and queries). clusters/ is the platform they build on: its layers above are its faces.
-DOMAIN_APPS = ("accounts", "devstack", "fleet", "governance", "inference_gateway", "models_app", "runs_app",
-               "scheduler")
+DOMAIN_APPS = ("accounts", "devstack", "fleet", "gitops", "governance", "inference_gateway", "models_app",
+               "runs_app", "scheduler")
 
 
 def is_face(module: str) -> bool:

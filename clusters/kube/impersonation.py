@@ -39,10 +39,17 @@ def acting_for(obj: KubeObject) -> tuple[str, list[str]] | None:
     portal itself, also for clusters that do not impersonate)."""
     if not obj.cluster.impersonate_users:
         return None
+    editor = latest_editor(obj)
+    return identity_of(editor) if editor is not None else None
+
+
+def latest_editor(obj: KubeObject) -> Any | None:
+    """The person behind the row's newest change made in the portal (None: only the cluster and the
+    sync engine changed it). Also whom a change proposed through Git is made for (``gitops``)."""
     entry = (
         AuditEntry.objects.filter(kind=obj.kube.kind, object_id=obj.pk, actor__isnull=False)
         .exclude(source__in=[AuditEntry.Source.CLUSTER, AuditEntry.Source.SYNC])
         .select_related("actor")
         .first()
     )
-    return identity_of(entry.actor) if entry is not None else None
+    return entry.actor if entry is not None else None

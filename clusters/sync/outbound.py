@@ -5,6 +5,9 @@ carrying the stored ``metadata.resourceVersion``, so a stale write is refused (4
 the portal does not mirror (finalizers, owner references) is touched. On 409 the row is merged
 three ways with the cluster's object (``clusters.sync.merge``): disjoint changes are kept and retried;
 the same field changed differently becomes ``Conflict`` for a person to resolve.
+
+Every write path ends here, so this is where a row run from Git leaves the way to the cluster: the
+change route (``clusters.change_routes``, gitops' pull requests) takes it instead (docs/gitops.md).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.change_routes import ChangeRoute, change_route
 from clusters.kube.client import ClusterGateway, ConflictError, NotFoundError, PermanentError, TransientError
 from clusters.kube.impersonation import acting_for
 from clusters.models import AuditEntry, Cluster, KubeObject, SyncState, cluster_document
@@ -37,6 +41,7 @@ class Outcome(enum.StrEnum):
     DELETING = "deleting"
     DELETED = "deleted"
     NOTHING_TO_DO = "nothing to do"
+    PROPOSED = "proposed"
 
 
 class StillConflicting(TransientError):
@@ -73,6 +78,9 @@ def apply_object(model: type[KubeObject], pk: int, gateway: ClusterGateway | Non
         return Outcome.NOTHING_TO_DO
     if obj.sync_state not in (SyncState.PENDING_APPLY, SyncState.DELETING):
         return Outcome.NOTHING_TO_DO
+    route = change_route()
+    if route is not None and route.diverts(obj):
+        return _propose(route, obj)
     own_gateway = gateway is None
     if own_gateway:
         try:
@@ -93,6 +101,16 @@ def apply_object(model: type[KubeObject], pk: int, gateway: ClusterGateway | Non
     finally:
         if own_gateway:
             gateway.close()
+
+
+def _propose(route: ChangeRoute, obj: KubeObject) -> Outcome:
+    """The object's changes go through Git (``clusters.change_routes``): nothing is written to the
+    cluster; the route proposes the intent (a pull request) and the GitOps engine applies it."""
+    try:
+        route.propose(obj)
+    except PermanentError as error:
+        return _fail(obj, str(error))
+    return Outcome.PROPOSED
 
 
 def _apply(gateway: ClusterGateway, obj: KubeObject) -> Outcome:

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "inference_gateway",
     "devstack",
     "governance",
+    "gitops",
 ]
 
 MIDDLEWARE = [
@@ -482,3 +483,8 @@ USAGE_LEDGER_FLUSH_SECONDS = float(env_str("USAGE_LEDGER_FLUSH_SECONDS", "1"))
 USAGE_LEDGER_RETENTION_MONTHS = env_int("USAGE_LEDGER_RETENTION_MONTHS", 13)
 USAGE_LEDGER_SPOOL_DIR = env_str("USAGE_LEDGER_SPOOL_DIR", "")  # governance/spool.py; empty: the temporary directory
 USAGE_SAMPLE_SECONDS = env_int("USAGE_SAMPLE_SECONDS", 300)  # GPU holdings sampled this often
+
+# GitOps mode (docs/gitops.md): how often the portal asks the forge about the pull requests it
+# opened (merged, closed, applied) and compares the objects in git mode with their files (drift).
+GITOPS_FOLLOW_SECONDS = env_float("GITOPS_FOLLOW_SECONDS", 5.0)
+GITOPS_DRIFT_SECONDS = env_float("GITOPS_DRIFT_SECONDS", 60.0)

@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import override_settings
 
+from clusters.management.commands.reencrypt_credentials import encrypted_columns
 from clusters.models import Cluster
 
 SECRETS = ("bearer_token", "prometheus_auth_header")
@@ -30,9 +31,10 @@ def encryption_keys(*keys: str) -> Iterator[None]:
     """Run with FIELD_ENCRYPTION_KEYS = keys (the fields cache their derived keys, so reset them)."""
 
     def reset() -> None:
-        for name in SECRETS:
-            Cluster._meta.get_field(name).__dict__.pop("keys", None)
-            Cluster._meta.get_field(name).__dict__.pop("f", None)
+        for model, names in encrypted_columns():
+            for name in names:
+                model._meta.get_field(name).__dict__.pop("keys", None)
+                model._meta.get_field(name).__dict__.pop("f", None)
 
     reset()
     try:

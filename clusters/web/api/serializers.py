@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from clusters.change_routes import change_route
 from clusters.kube.failures import last_error
 from clusters.models import AuditEntry, Cluster, KubeObject
 from clusters.sync.audit import Actor
@@ -120,6 +121,21 @@ CLUSTER_NAME = "cluster_name"
 OUTPUT_ONLY = ("id", "sync", "lastError", "summary", "status")
 
 
+GITOPS_MEMO = "gitops"  # the serializer context's key for the change route's words on a page of objects
+
+
+class KubeObjectListSerializer(serializers.ListSerializer):
+    """A page of objects: the change route describes them all at once (``sync.gitops``), so the
+    page's queries do not grow with its objects."""
+
+    def to_representation(self, data: Any) -> list[dict[str, Any]]:
+        objs = list(data.all() if hasattr(data, "all") else data)
+        route = change_route()
+        if route is not None:
+            self.context[GITOPS_MEMO] = route.describe_many(objs)
+        return super().to_representation(objs)
+
+
 class KubeObjectSerializer(serializers.Serializer):
     """One mirrored object, in and out in the shape ``kubectl get -o yaml`` prints.
 
@@ -136,6 +152,9 @@ class KubeObjectSerializer(serializers.Serializer):
 
     model: type[KubeObject]
 
+    class Meta:
+        list_serializer_class = KubeObjectListSerializer
+
     id = serializers.IntegerField(read_only=True)
     cluster = serializers.CharField(required=False, help_text="Cluster name; defaults to the only cluster.")
     apiVersion = serializers.CharField(required=False)
@@ -151,13 +170,21 @@ class KubeObjectSerializer(serializers.Serializer):
     summary = serializers.SerializerMethodField()
 
     def get_sync(self, obj: KubeObject) -> dict[str, Any]:
-        """Sync state; in Conflict also the cluster's side and each field with base/portal/cluster values."""
+        """Sync state; in Conflict also the cluster's side and each field with base/portal/cluster values;
+        ``gitops``: where the object is run from Git, its file, pending pull requests and drift (else null)."""
+        route = change_route()
+        memo = self.context.get(GITOPS_MEMO)
+        if memo is not None and (obj.kube.kind, obj.pk) in memo:
+            gitops = memo[(obj.kube.kind, obj.pk)]
+        else:
+            gitops = route.describe(obj) if route is not None else None
         return {
             "state": obj.sync_state,
             "lastError": obj.last_error,
             "updatedAt": obj.updated_at,
             "resourceVersion": obj.resource_version,
             "conflict": obj.conflict,
+            "gitops": gitops,
         }
 
     def get_lastError(self, obj: KubeObject) -> dict[str, str] | None:

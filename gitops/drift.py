@@ -1,0 +1,53 @@
+"""Drift (Celery, every ``GITOPS_DRIFT_SECONDS``): where an object in ``git`` mode differs in the
+cluster from its file in Git (a ``kubectl edit``, a controller, a file nobody applied), with the
+differences field by field. Objects with a change on its way (not ``Synced``) are left out: they
+differ from Git by design until their pull request is applied.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.utils import timezone
+
+from clusters.kinds import all_models
+from clusters.kube.client import GatewayError
+from clusters.models import SyncState
+from gitops.forge import forge_for
+from gitops.manifests import differences, parse
+from gitops.models import ChangeMode, GitFile
+from gitops.scopes import objects_in, path_for
+
+logger = logging.getLogger(__name__)
+
+# The one difference of an object Git has no (readable) file for.
+NOT_IN_GIT = {"path": "(file)", "git": None, "cluster": "the object exists in the cluster only"}
+
+
+def check_drift() -> int:
+    """Compare every synced object in ``git`` mode with its file; returns how many have drifted."""
+    drifted = 0
+    for mode in ChangeMode.objects.filter(mode=ChangeMode.Mode.GIT).select_related("cluster"):
+        try:
+            drifted += _check(mode)
+        except GatewayError as error:  # the forge is away: the next round checks again
+            logger.warning("drift of %s: %s", mode, error)
+    return drifted
+
+
+def _check(mode: ChangeMode) -> int:
+    drifted = 0
+    forge = forge_for(mode)
+    for model in all_models():
+        for row in objects_in(mode, model).filter(sync_state=SyncState.SYNCED):
+            path = path_for(mode, row)
+            found = forge.read_file(path, mode.branch)
+            manifest = parse(found.text) if found else None
+            drift = differences(model, manifest, row.to_manifest()) if manifest else [NOT_IN_GIT]
+            GitFile.objects.update_or_create(
+                kind=model.kube.kind, object_id=row.pk,
+                defaults={"cluster_id": row.cluster_id, "path": path, "blob_sha": found.sha if found else "",
+                          "drift": drift, "checked_at": timezone.now()},
+            )  # fmt: skip
+            drifted += bool(drift)
+    return drifted

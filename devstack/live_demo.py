@@ -360,6 +360,7 @@ class LiveDemo:
             self.env.update(self.sso.environment())
         if self.with_gitops:
             self.gitops = start_gitops_demo(self.plane, CLUSTER, GITOPS_NAMESPACE, self.workdir, self.say)
+            self._run_namespace_from_git(cluster)
         self._start("watcher", ["sync_watch", "--cluster", CLUSTER])
         self._start("gateway", ["gateway", "--host", self.endpoints.host, "--port", str(self.endpoints.gateway_port)])
         self._start("portal", ["runserver", "--noreload", f"{self.endpoints.host}:{self.endpoints.port}"])
@@ -414,14 +415,30 @@ class LiveDemo:
                 said = time.monotonic()
                 self.say(f"  still waiting for {what} ({said - began:.0f} s; load {os.getloadavg()[0]:.1f})")
 
+    def _run_namespace_from_git(self, cluster) -> None:
+        """Put GITOPS_NAMESPACE in ``git`` mode against the demo's Gitea repository (docs/gitops.md):
+        every edit there becomes a pull request, which Flux applies once merged. Kept across
+        restarts as every other decision is (update, not replace)."""
+        from gitops.models import ChangeMode
+
+        ChangeMode.objects.update_or_create(
+            cluster=cluster, namespace=GITOPS_NAMESPACE,
+            defaults={"mode": ChangeMode.Mode.GIT, "forge": ChangeMode.Forge.GITEA,
+                      "repository_url": self.gitops.repository_url, "token": self.gitops.gitea.token,
+                      "allow_insecure_http": True},
+        )  # fmt: skip
+        self.say(f"GitOps: namespace {GITOPS_NAMESPACE} is in git mode: its edits open pull requests.")
+
     def _periodic_passes(self) -> None:
         """What Celery beat runs on a deployment (``reconcile_managed_clusters`` every
         POLLING_INTERVAL): cooldowns scale idle models to zero, waiting models are admitted; and
         every ``SAMPLE_SECONDS`` the GPU sample (``sample_gpu_holdings``), without which the demo's
-        GPU-hours stayed 0 however many GPUs its models held (no beat runs here)."""
+        GPU-hours stayed 0 however many GPUs its models held (no beat runs here); with GITOPS=1,
+        pull requests followed every pass and drift checked with the sample."""
         from django.db import connection
 
         from clusters.sync.tasks import reconcile_managed_clusters
+        from gitops.public import check_drift, follow_pull_requests
         from governance.public import sample_gpu_holdings
 
         sampled_at = time.monotonic()
@@ -431,6 +448,10 @@ class LiveDemo:
                 if time.monotonic() - sampled_at >= SAMPLE_SECONDS:
                     sampled_at = time.monotonic()
                     sample_gpu_holdings(SAMPLE_SECONDS)
+                    if self.gitops is not None:
+                        check_drift()
+                if self.gitops is not None:  # beat's follow_pull_requests_task, each pass
+                    follow_pull_requests()
             except Exception as error:  # a pass that failed is retried next time, as beat would
                 self.say(f"reconcile pass failed: {error}")
             finally:

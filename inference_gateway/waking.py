@@ -64,8 +64,8 @@ def wake_until_ready(route: Route, caller: Caller, state: WakeState, poll: float
     try:
         outcome = wake(row, _actor(caller))[row.name]
     except WakeRefused as error:
-        if not error.capacity:
-            state.reason, state.refused = str(error), True
+        if not error.capacity:  # refused for good, unless the cluster could not be reached (503)
+            state.reason, state.refused = str(error), error.http_status < 500
             return False
         outcome = str(error)  # admission refused it for now: capacity may free before the deadline
     while True:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 WRITES = ("post", "put", "patch", "delete")
 # staff's: they act beyond any one team (limits and quotas of every team, the gateway's placement
 # rules, a right-sizing refresh writing every team's objects' status)
-STAFF_ACTIONS = re.compile(r"^/api/(limits/|planning/quotas/|gateway/|rightsizing/refresh/)")
+STAFF_ACTIONS = re.compile(r"^/api/(limits/|planning/quotas/|gateway/|rightsizing/refresh/|gitops/modes/)")
 # members': each held to its model permission and the user's teams' namespaces (or, for clusters,
 # to the cluster permissions granted per person, docs/api.md), or storing nothing
 MEMBER_ACTIONS = re.compile(

@@ -170,6 +170,11 @@ def test_a_steady_cluster_gets_no_writes_from_the_watch_resyncs_and_reconciles(t
     wait_for(lambda: (kube.get("apps/v1", "Deployment", "llama-2-7b") or {}).get("status", {}).get("readyReplicas"),
              timeout=30, message="the model's Deployment to be ready")
     kube.sync()
+    # the reconciles read owned Deployments through this process's informers, a moment behind the
+    # cluster: steady state is once they hold what the cluster has and one more pass has settled
+    for name in ("llama-2-7b", "mirrored-0", "mirrored-1", "mirrored-2"):
+        kube.informed("apps/v1", "Deployment", name)
+    kube.sync()
     stop = threading.Event()
     watch = ClusterWatch(Cluster.objects.get(pk=cluster.pk), stop, WatchSettings(timeout_range=(30, 40)))
 

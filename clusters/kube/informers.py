@@ -167,12 +167,26 @@ class Informer(WatchLoop):
 
     def wrote(self, obj: dict[str, Any] | None, namespace: str = "", name: str = "") -> None:
         """The process wrote an object of this scope: keep the API server's answer (or, without one,
-        forget ``namespace``/``name``), so its next read sees its own write before the watch brings it."""
+        forget ``namespace``/``name``), so its next read sees its own write before the watch brings it.
+        An answer the watch has already overtaken (the object's controller moved it on between the
+        answer and this call) changes nothing: as client-go's mutation cache, the later
+        resourceVersion wins, compared as etcd's revisions."""
         with self._lock:
+            if obj and _is_older(obj, self._objects.get(_key(obj))):
+                return
             if obj and selector_matches(obj["metadata"].get("labels"), self.selector):
                 self._objects[_key(obj)] = obj
             else:
                 self._objects.pop(_key(obj) if obj else (namespace, name), None)
+
+
+def _is_older(obj: dict[str, Any], cached: dict[str, Any] | None) -> bool:
+    """Whether ``cached`` is a later version of ``obj`` than ``obj`` (resourceVersions are etcd's
+    revisions, integers, in every API server the portal talks to; any other form is never older)."""
+    if cached is None:
+        return False
+    mine, theirs = obj["metadata"].get("resourceVersion", ""), cached["metadata"].get("resourceVersion", "")
+    return mine.isdigit() and theirs.isdigit() and int(mine) < int(theirs)
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str]:
@@ -217,6 +231,12 @@ def covering(api_version: str, kind: str, namespace: str, cluster_id: int | None
     with _lock:
         return [found for key, found in _informers.items()
                 if cluster_id in (None, key[0]) and key[2:4] == (api_version, kind) and key[4] in (namespace, None)]
+
+
+def registered() -> list[tuple[Key, Informer]]:
+    """Every informer of the process, with its key (cluster, apiVersion, kind, namespace, selector)."""
+    with _lock:
+        return list(_informers.items())
 
 
 def _wrote_through(cluster: Cluster, api_version: str, kind: str, namespace: str, name: str,

@@ -90,6 +90,24 @@ def test_an_expired_resource_version_relists_and_the_cache_is_the_clusters_again
         shared.stop.set()
 
 
+def test_a_write_answer_the_watch_overtook_does_not_put_the_cache_back(kube, live_cluster) -> None:
+    """The process writes, and before it hands the answer to its caches the object's controller
+    moves the object on and the watch brings that: the answer, older, must not replace it (the
+    cache would hold the past until the object changed again, found by a reconcile in CI)."""
+    shared = informer(live_cluster, "v1", "ConfigMap", kube.namespace)
+    config_map(kube, "moving", step="1")
+    wait_for(lambda: "moving" in names(shared), message="the watched create")
+    core = kubernetes.client.CoreV1Api(kube.api_client)
+    answer = core.patch_namespaced_config_map("moving", kube.namespace, {"data": {"step": "2"}})
+    core.patch_namespaced_config_map("moving", kube.namespace, {"data": {"step": "3"}})  # the controller's
+    wait_for(lambda: shared.get(kube.namespace, "moving")["data"] == {"step": "3"}, message="the watched change")
+    shared.wrote(kube.api_client.sanitize_for_serialization(answer))  # the process's write, handed over late
+    assert shared.get(kube.namespace, "moving")["data"] == {"step": "3"}
+    newer = core.patch_namespaced_config_map("moving", kube.namespace, {"data": {"step": "4"}})
+    shared.wrote(kube.api_client.sanitize_for_serialization(newer))  # handed over before the watch brings it
+    assert shared.get(kube.namespace, "moving")["data"] == {"step": "4"}
+
+
 def test_a_cluster_that_cannot_be_listed_fails_its_first_reader_at_once(kube, live_cluster, needs_faults) -> None:
     kube.proxy.inject("list", "pods", status=403, times=None, message="pods are not for you")
     with pytest.raises(Exception, match="pods are not for you"):

@@ -158,7 +158,6 @@ def test_quiet_watches_of_many_clusters_and_kinds_hold_no_database_connections(t
             assert watch.join(timeout=15)
 
 
-@pytest.mark.flaky(reruns=2)  # reads informer caches a moment behind the cluster on a busy machine
 def test_a_steady_cluster_gets_no_writes_from_the_watch_resyncs_and_reconciles(transactional_db, kube) -> None:
     kube.name = "steady"
     cluster = kube.register(managed_kinds=["InferenceModel"])

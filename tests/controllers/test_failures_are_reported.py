@@ -14,13 +14,13 @@ import kubernetes
 import pytest
 from django.utils import timezone
 
-from clusters.sync.controllers import reconcile_row
 from clusters.sync.resync import resync_cluster
 from models_app.models import InferenceModel
 from runs_app.models import InferenceRun
 from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.controllers.test_inference_run_controller import write_config, write_run
+from tests.support.clusters import reconcile_row
 
 MODEL = "llama-2-7b"
 

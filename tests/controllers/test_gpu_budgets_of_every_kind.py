@@ -13,7 +13,6 @@ from datetime import timedelta
 import pytest
 from django.utils.dateparse import parse_datetime
 
-from clusters.sync.controllers import reconcile_cluster
 from models_app.controller import ready_replicas
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel, KubeAIModel, ModelService
 from scheduler.admission.accounting import pool_accounts
@@ -23,6 +22,7 @@ from scheduler.planning.planner import plan, plan_to_dict
 from scheduler.planning.proposals import Proposal
 from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import sample_manifest, wait_for
+from tests.support.clusters import reconcile_cluster
 
 GI = 1024**3
 POOL = "gpu-a100"

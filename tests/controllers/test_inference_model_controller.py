@@ -11,12 +11,12 @@ import pytest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from clusters.sync.controllers import reconcile_cluster
 from clusters.validation.quantities import quantity_to_int
 from models_app.controller import FINALIZER, ready_replicas
 from models_app.models import InferenceModel
 from scheduler.models import MemoryReservation, NodePool
 from tests.clusters.conftest import RunningWatch, sample_manifest, wait_for
+from tests.support.clusters import reconcile_cluster, reconcile_row
 
 KIND = InferenceModel.kube
 GIB = 1024**3
@@ -511,7 +511,6 @@ def test_one_reconcile_per_object_at_a_time_and_none_lost(managed, pool) -> None
 
     from django.db import connection
 
-    from clusters.sync.controllers import reconcile_row
     from clusters.sync.work_queue import BUSY
 
     kube, _ = managed

@@ -84,7 +84,6 @@ def managed_models(transactional_db, kube, settings):
     return kube, cluster
 
 
-@pytest.mark.flaky(reruns=2)  # reads informer caches a moment behind the cluster on a busy machine
 def test_deployment_and_service_are_rendered_from_the_spec_and_profile(managed_models, metrics_client) -> None:
     kube, cluster = managed_models
     created = kube.write(model(resourceProfile="a100-test:2", minReplicas=1, maxReplicas=3,

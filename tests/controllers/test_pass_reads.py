@@ -12,11 +12,11 @@ import pytest
 
 from clusters.kube.informers import informer
 from clusters.models import Cluster
-from clusters.sync.controllers import reconcile_cluster
 from models_app.models import InferenceModel
 from runs_app.models import InferenceRun
 from tests.clusters.conftest import sample_manifest, wait_for
 from tests.controllers.test_inference_run_controller import write_config, write_run
+from tests.support.clusters import reconcile_cluster
 
 MODELS = 3
 

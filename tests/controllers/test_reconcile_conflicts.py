@@ -10,10 +10,10 @@ import kubernetes
 import pytest
 
 from clusters.kube.client import ClusterGateway
-from clusters.sync.controllers import reconcile_row
 from models_app.controller import FINALIZER
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
+from tests.support.clusters import reconcile_row
 
 pytestmark = pytest.mark.realcluster
 MODEL = "llama-2-7b"

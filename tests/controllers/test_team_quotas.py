@@ -15,13 +15,12 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from accounts.models import NamespaceGrant, Team
-from clusters.sync.controllers import reconcile_row
 from models_app.controller import ready_replicas
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import MemoryReservation, NodePool, TeamQuota
 from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import sample_manifest, wait_for
-from tests.support.clusters import KubeCluster
+from tests.support.clusters import KubeCluster, reconcile_row
 
 GI = 1024**3
 POOL = "gpu-a100"
@@ -142,7 +141,6 @@ def condition(kube: KubeCluster, name: str, type_: str) -> dict | None:
     return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
 
 
-@pytest.mark.flaky(reruns=2)  # reads informer caches a moment behind the cluster on a busy machine
 def test_a_guarantee_preempts_the_newest_borrowers_in_one_reconcile_and_never_a_guaranteed_model(teams):
     """Issue 44, item 1: alpha (4 guaranteed GPUs, no borrowing limit) runs 8 busy one-GPU models,
     the whole pool, 4 of them borrowed; each carries a Borrowing condition while it lasts. Beta

@@ -23,8 +23,42 @@ from django.core.management import call_command
 from clusters.kinds import KindInfo, model_for
 from clusters.kube import informers
 from clusters.models import Cluster
+from clusters.sync import controllers
 from devstack.control_plane import ADMIN_TOKEN, ControlPlane
 from tests.support.fault_proxy import FaultProxy, RequestInfo
+
+_open: list[KubeCluster] = []
+"""The namespaces of the tests under way in this process (a test may hold two: two teams)."""
+
+
+def reconcile_row(row: Any, **options: Any) -> Any:
+    """``clusters.sync.controllers.reconcile_row``, once this process's informers hold what the
+    cluster holds (:func:`settle`): what a test waited for on the cluster is what the pass reads."""
+    settle()
+    return controllers.reconcile_row(row, **options)
+
+
+def reconcile_cluster(cluster: Cluster, **options: Any) -> Any:
+    """``clusters.sync.controllers.reconcile_cluster``, once the informers are settled (:func:`settle`)."""
+    settle()
+    return controllers.reconcile_cluster(cluster, **options)
+
+
+def settle(timeout: float = 30.0) -> None:
+    """Wait until every informer cache of this process (clusters/kube/informers.py) holds, for each
+    open test namespace it covers, the objects the cluster holds at their resourceVersions.
+
+    The controllers read built-in objects through those caches, which run a watch's latency behind
+    the cluster; a test that waited on the cluster (a pod started, a Deployment ready) and then runs
+    a pass would otherwise decide on what was true a moment before, on a busy machine. The cluster
+    is read again on every try: its own controllers may move it on meanwhile."""
+    deadline = time.monotonic() + timeout
+    for kube in list(_open):
+        for api_version, kind, shared in kube.caches():
+            while (behind := kube.cache_lag(api_version, kind, shared)) is not None:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{shared.name} still differs from the cluster after {timeout:g} s: {behind}")
+                time.sleep(0.02)
 
 
 class KubeCluster:
@@ -47,6 +81,7 @@ class KubeCluster:
         self.written: set[tuple[KindInfo, str]] = set()
         if self.owns_namespace:
             kubernetes.client.CoreV1Api(api_client).create_namespace({"metadata": {"name": self.namespace}})
+        _open.append(self)
 
     @property
     def supports_faults(self) -> bool:
@@ -63,7 +98,9 @@ class KubeCluster:
                                       ca_cert=self.plane.ca_pem, **extra)
 
     def sync(self) -> str:
-        """``manage.py sync --once``: resync, then one reconcile pass."""
+        """``manage.py sync --once``: resync, then one reconcile pass, once the informers hold what
+        the cluster holds (:func:`settle`)."""
+        settle()
         out = io.StringIO()
         call_command("sync", "--once", "--cluster", self.name, stdout=out)
         return out.getvalue()
@@ -124,6 +161,28 @@ class KubeCluster:
         self.plane.compact()
         self.proxy.clear_faults()
 
+    def caches(self) -> list[tuple[str, str, informers.Informer]]:
+        """The process's listed informers whose scope holds objects of this namespace."""
+        found = []
+        for key, shared in informers.registered():
+            api_version, kind, namespace = key[2], key[3], key[4]
+            if namespace in (None, self.namespace) and shared.synced.is_set():
+                found.append((api_version, kind, shared))
+        return found
+
+    def cache_lag(self, api_version: str, kind: str, shared: informers.Informer) -> dict[str, Any] | None:
+        """How ``shared`` differs from the cluster in this namespace (name: cluster's resourceVersion,
+        cache's), or None when it holds the same objects at the same versions."""
+        resource = self.dynamic.resources.get(api_version=api_version, kind=kind)
+        listed = resource.get(namespace=self.namespace, label_selector=shared.selector or None).to_dict()["items"]
+        cluster = {item["metadata"]["name"]: item["metadata"]["resourceVersion"] for item in listed}
+        cached = {item["metadata"]["name"]: item["metadata"]["resourceVersion"]
+                  for item in shared.items(self.namespace)}  # fmt: skip
+        if cluster == cached:
+            return None
+        return {name: (cluster.get(name), cached.get(name)) for name in cluster.keys() | cached.keys()
+                if cluster.get(name) != cached.get(name)}  # fmt: skip
+
     def informed(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Wait until this process's informer caches (clusters/kube/informers.py) that hold the
         object have it as the cluster has it (its resourceVersion), or no longer have it: a test
@@ -173,6 +232,8 @@ class KubeCluster:
         resource.delete(name=name, namespace=self.namespace, body={"propagationPolicy": propagation})
 
     def close(self) -> None:
+        if self in _open:
+            _open.remove(self)
         informers.stop_all()  # no cache of the test's namespace watches on while it goes
         if self.proxy is not None:
             self.proxy.clear_faults()

@@ -9,6 +9,13 @@ bench/bench_gitops_flux.py (``python -m bench gitops`` runs both).
   each; p99 and p50 of the wall time. ``gitops.pull_request_open_cpu_ms``: the portal process's own
   CPU time per pull request, ``gitops.pull_request_open_forge_cpu_ms`` Gitea's (its git processes
   included): on a machine at load 20 the wall time is mostly waiting for a CPU.
+- ``gitops.pull_request_open_forge_calls``: the requests the portal sent Gitea per pull request
+  (median), counted on its session: what the portal asks of the forge, whatever the forge's speed.
+- ``gitops.drift_forge_calls_cold`` and ``gitops.drift_forge_calls``: the requests of a drift round
+  (``gitops.drift.check_drift``) over ``DRIFT_OBJECTS`` synced objects whose files Git holds, the
+  first round (each file's blob still to read) and the next (no file changed);
+  ``gitops.drift_round_ms``: the wall time of that next round (the cluster is not read: drift
+  compares Git with the rows, which the watcher keeps).
 - ``gitops.portal_writes_to_cluster_in_git_mode``: requests that write (create, update, patch,
   delete) the portal sent the API server while the edits were saved, counted at the fault proxy it
   reaches the cluster through: 0 expected.
@@ -20,22 +27,30 @@ from __future__ import annotations
 import os
 import statistics
 
-from bench.gitops_stack import git_mode_stack, open_pull_requests
+from bench.gitops_stack import drift_rounds, git_mode_stack, open_pull_requests
 
 EDITS = 20
+DRIFT_OBJECTS = 50
 
 
 def run() -> dict[str, float]:
     load_before = os.getloadavg()[0]
     with git_mode_stack(with_flux=False) as stack:
-        walls, cpus, forge_cpus, writes = open_pull_requests(stack, EDITS)
-    print(f"  pull requests opened: {EDITS}, wall ms {sorted(round(wall) for wall in walls)}")
-    ordered = sorted(walls)
+        opened = open_pull_requests(stack, EDITS)
+        drift_cold, drift_warm, drift_ms, drifted = drift_rounds(stack, DRIFT_OBJECTS)
+    print(f"  pull requests opened: {EDITS}, wall ms {sorted(round(wall) for wall in opened.walls)}")
+    if drifted:
+        raise RuntimeError(f"{drifted} of the drift benchmark's objects were found drifted: none is")
+    ordered = sorted(opened.walls)
     return {
         "gitops.pull_request_open_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
-        "gitops.pull_request_open_p50_ms": statistics.median(walls),
-        "gitops.pull_request_open_cpu_ms": statistics.median(cpus),
-        "gitops.pull_request_open_forge_cpu_ms": statistics.median(forge_cpus),
-        "gitops.portal_writes_to_cluster_in_git_mode": float(writes),
+        "gitops.pull_request_open_p50_ms": statistics.median(opened.walls),
+        "gitops.pull_request_open_cpu_ms": statistics.median(opened.cpus),
+        "gitops.pull_request_open_forge_cpu_ms": statistics.median(opened.forge_cpus),
+        "gitops.pull_request_open_forge_calls": statistics.median(opened.forge_calls),
+        "gitops.drift_forge_calls_cold": float(drift_cold),
+        "gitops.drift_forge_calls": float(drift_warm),
+        "gitops.drift_round_ms": drift_ms,
+        "gitops.portal_writes_to_cluster_in_git_mode": float(opened.cluster_writes),
         "gitops.load_1min": (load_before + os.getloadavg()[0]) / 2,
     }

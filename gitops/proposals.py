@@ -21,8 +21,8 @@ from accounts.public import CHANGE, DELETE, can_act_in
 from clusters.kube.client import PermanentError
 from clusters.kube.impersonation import latest_editor
 from clusters.models import KubeObject, SyncState
-from gitops.forge import FileInGit, Forge, forge_for
-from gitops.manifests import cleaned, git_manifest, parse, render, unified_diff
+from gitops.forge import REFUSED_AS_STALE, FileInGit, Forge, forge_for
+from gitops.manifests import blob_sha, cleaned, git_manifest, parse, render, unified_diff
 from gitops.models import ChangeMode, GitFile, ProposedChange
 from gitops.scopes import path_for
 
@@ -52,21 +52,36 @@ def propose(mode: ChangeMode, obj: KubeObject) -> str:
 def _carry(forge: Forge, mode: ChangeMode, row: KubeObject, author: object, manifest: dict | None) -> str:
     path = path_for(mode, row)
     text = render(manifest)
-    in_base = forge.read_file(path, mode.branch)
-    base_sha = in_base.sha if in_base else ""
     change = ProposedChange.objects.filter(
         kind=row.kube.kind, object_id=row.pk, author=author, state=ProposedChange.State.OPEN
     ).first()
     if change is not None:
-        if base_sha != change.base_blob_sha:
-            raise PermanentError(_moved(path, mode.branch, change.base_blob_sha, base_sha, change), CONFLICT)
+        in_base = forge.read_file(path, mode.branch)
+        if (in_base.sha if in_base else "") != change.base_blob_sha:
+            raise PermanentError(_moved(path, mode.branch, change.base_blob_sha, in_base.sha if in_base else "",
+                                        change), CONFLICT)  # fmt: skip
         return _commit_more(forge, change, row, manifest, text, in_base.text if in_base else "")
-    known = GitFile.objects.filter(kind=row.kube.kind, object_id=row.pk, path=path).first()
-    if known is not None and known.blob_sha != base_sha and not _made_from(row, in_base):
-        raise PermanentError(_moved(path, mode.branch, known.blob_sha, base_sha, None), CONFLICT)
     merged = ProposedChange.objects.filter(kind=row.kube.kind, object_id=row.pk, state=ProposedChange.State.MERGED)
     if any(earlier.manifest == manifest for earlier in merged):
         return "merged already: waiting for the cluster"  # the sweep's apply again of a row on its way
+    known = GitFile.objects.filter(kind=row.kube.kind, object_id=row.pk, path=path).first()
+    if manifest is not None and (known is None or not known.blob_sha) and forge.commits_make_branches:
+        # The portal knows of no file (a new object): Git's is not read; the commit creates it, and
+        # the forge refuses that if a file is there after all, which is then read as below.
+        try:
+            with transaction.atomic():  # a savepoint: a refused commit takes its change row with it
+                change = _begin(mode, row, author, path, base_sha="")
+                _write(forge, change, path, text, None, _message(row, manifest), mode.branch)
+        except PermanentError as error:
+            if error.status not in REFUSED_AS_STALE:
+                raise
+            change = None
+        if change is not None:
+            return _open_pull_request(forge, mode, row, change, manifest, text, "")
+    in_base = forge.read_file(path, mode.branch)
+    base_sha = in_base.sha if in_base else ""
+    if known is not None and known.blob_sha != base_sha and not _made_from(row, in_base):
+        raise PermanentError(_moved(path, mode.branch, known.blob_sha, base_sha, None), CONFLICT)
     if (in_base.text if in_base else "") == text:
         # Nothing to review (an edit back to what Git holds, say, after a drift): the change is
         # followed as merged, so the row settles once the engine has the cluster match Git again.
@@ -76,6 +91,13 @@ def _carry(forge: Forge, mode: ChangeMode, row: KubeObject, author: object, mani
             base_blob_sha=base_sha, manifest=manifest, state=ProposedChange.State.MERGED, merged_at=timezone.now(),
         )  # fmt: skip
         return "Git already holds this: waiting for the cluster"
+    change = _begin(mode, row, author, path, base_sha)
+    _write(forge, change, path, text, in_base.sha if in_base else None, _message(row, manifest), mode.branch)
+    return _open_pull_request(forge, mode, row, change, manifest, text, in_base.text if in_base else "")
+
+
+def _begin(mode: ChangeMode, row: KubeObject, author: object, path: str, base_sha: str) -> ProposedChange:
+    """A new change of ``author``'s, with its branch named (its id makes the name unique)."""
     change = ProposedChange.objects.create(
         cluster_id=row.cluster_id, kind=row.kube.kind, object_id=row.pk, namespace=row.namespace, name=row.name,
         author=author, author_label=_label(author), path=path, branch="pending",
@@ -83,10 +105,15 @@ def _carry(forge: Forge, mode: ChangeMode, row: KubeObject, author: object, mani
     )  # fmt: skip
     who = slugify(change.author_label) or "portal"
     change.branch = f"portal/{who}/{row.namespace}-{row.kube.kind.lower()}-{row.name}-{change.pk}"
-    _write(forge, change, path, text, in_base.sha if in_base else None, _message(row, manifest), mode.branch)
+    return change
+
+
+def _open_pull_request(forge: Forge, mode: ChangeMode, row: KubeObject, change: ProposedChange,
+                       manifest: dict | None, text: str, base_text: str) -> str:
+    """The pull request of a change whose first commit is on its branch."""
     opened = forge.open_pull_request(change.branch, mode.branch, _title(row, manifest), _body(change))
     change.number, change.url = opened.number, opened.url
-    _keep(change, manifest, text, in_base.text if in_base else "")
+    _keep(change, manifest, text, base_text)
     return f"opened pull request #{opened.number}"
 
 
@@ -108,11 +135,21 @@ def _label(author: object) -> str:
 
 def _commit_more(forge: Forge, change: ProposedChange, row: KubeObject, manifest: dict | None, text: str,
                  base_text: str) -> str:
-    """Another edit of the same person: one more commit on the change's branch (none if unchanged)."""
-    on_branch = forge.read_file(change.path, change.branch)
-    if (on_branch.text if on_branch else "") == text:
+    """Another edit of the same person: one more commit on the change's branch (none if unchanged).
+    The branch holds what the portal last wrote there (``change.manifest``): it is not read back,
+    unless the forge refuses the commit because someone else committed to the branch since."""
+    written = render(change.manifest)
+    if written == text:
         return f"pull request #{change.number} already holds this"
-    _write(forge, change, change.path, text, on_branch.sha if on_branch else None, _message(row, manifest))
+    try:
+        _write(forge, change, change.path, text, blob_sha(written) if written else None, _message(row, manifest))
+    except PermanentError as error:
+        if error.status not in REFUSED_AS_STALE:
+            raise
+        on_branch = forge.read_file(change.path, change.branch)
+        if (on_branch.text if on_branch else "") == text:
+            return f"pull request #{change.number} already holds this"
+        _write(forge, change, change.path, text, on_branch.sha if on_branch else None, _message(row, manifest))
     _keep(change, manifest, text, base_text)
     return f"updated pull request #{change.number}"
 

@@ -38,7 +38,7 @@ def test_an_api_edit_in_git_mode_goes_to_the_forge_not_the_cluster(
     row = InferenceModel.objects.get()
     assert row.sync_state == SyncState.PENDING_APPLY
     forge_address = mode.repository_url.rsplit("/platform/", 1)[0]
-    assert row.last_error.startswith("will retry: GET ") and forge_address in row.last_error, row.last_error
+    assert row.last_error.startswith("will retry: POST ") and forge_address in row.last_error, row.last_error
     assert "forge-s3cr3t" not in row.last_error + caplog.text
     assert "/apis/" not in caplog.text  # no request to the cluster's API was even tried
     gitops = editor.get(f"{ENDPOINTS['InferenceModel']}{row.pk}/").json()["sync"]["gitops"]

@@ -213,3 +213,37 @@ def test_a_member_cannot_open_a_pull_request_for_another_teams_namespace(
     pulls = gitea_repo.gitea.call("GET", f"/repos/{gitea_repo.owner}/{gitea_repo.name}/pulls",
                                   params={"state": "all"})  # fmt: skip
     assert pulls == [] and not ProposedChange.objects.exists()
+
+
+def test_a_new_object_whose_file_git_already_holds_changes_that_file(git_namespace, kube, gitea_repo, ann) -> None:
+    # The portal knows of no file for a new object, so its commit creates one without reading Git
+    # first; Gitea refuses that create here, and the portal reads the file and starts from it.
+    manifest = sample_manifest(SAMPLE, kube.namespace)
+    name = manifest["metadata"]["name"]
+    gitea_repo.commit(git_manifest(InferenceModel, {"spec": {**manifest["spec"], "memory": "16Gi"}},
+                                   kube.namespace, name), "someone committed the model first")  # fmt: skip
+    manifest["spec"]["memory"] = "20Gi"
+    assert kube.writes_during(lambda: ann.post(URL, manifest, format="json")) == []
+    change = ProposedChange.objects.get()
+    assert change.number and change.base_blob_sha, InferenceModel.objects.get().last_error
+    assert file_on(gitea_repo, change.path, change.branch)["spec"]["memory"] == "20Gi"
+    assert "-  memory: 16Gi" in change.diff and "+  memory: 20Gi" in change.diff
+
+
+def test_a_later_edit_commits_over_what_someone_else_pushed_to_the_branch(git_namespace, kube, gitea_repo,
+                                                                          ann) -> None:
+    # A later edit's commit starts from what the portal last wrote on the branch, unread; a branch
+    # someone else committed to since is refused by Gitea, read, and committed on.
+    row = in_git_first(kube, gitea_repo)
+    edit_memory(ann, row, "20Gi")
+    change = ProposedChange.objects.get()
+    theirs = file_on(gitea_repo, change.path, change.branch)
+    theirs["spec"]["memory"] = "18Gi"
+    gitea_repo.commit(theirs, "a reviewer's suggestion", branch=change.branch)
+    version = ann.get(f"{URL}{row.pk}/").json()["metadata"]["resourceVersion"]
+    ann.patch(f"{URL}{row.pk}/", {"metadata": {"resourceVersion": version}, "spec": {"memory": "24Gi"}},
+              format="json")  # fmt: skip
+    assert InferenceModel.objects.get(pk=row.pk).sync_state == SyncState.PENDING_APPLY
+    commits = gitea_repo.gitea.call("GET", f"/repos/{gitea_repo.owner}/{gitea_repo.name}/pulls/"
+                                           f"{change.number}/commits")  # fmt: skip
+    assert len(commits) == 3 and file_on(gitea_repo, change.path, change.branch)["spec"]["memory"] == "24Gi"

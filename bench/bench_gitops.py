@@ -4,11 +4,12 @@ bench/bench_gitops_flux.py (``python -m bench gitops`` runs both).
 
 - ``gitops.pull_request_open_ms`` (target p99 under 1,000): a person's edit saved in git mode
   (``clusters.web.services.save_portal_edit``, the end of every write path) until its pull request
-  is open: the row saved and audited, the apply diverted, the file read on ``main``, a branch, a
-  commit and the pull request made through Gitea's API. ``EDITS`` new objects, one pull request
-  each; p99 and p50 of the wall time. ``gitops.pull_request_open_cpu_ms``: the portal process's own
-  CPU time per pull request, ``gitops.pull_request_open_forge_cpu_ms`` Gitea's (its git processes
-  included): on a machine at load 20 the wall time is mostly waiting for a CPU.
+  is open: the row saved and audited, the apply diverted, the commit that makes the branch and the
+  file, and the pull request, through Gitea's API (a new object's file is not read first).
+  ``EDITS`` new objects, one pull request each; p99 and p50 of the wall time.
+  ``gitops.pull_request_open_cpu_ms``: the portal process's own CPU time per pull request,
+  ``gitops.pull_request_open_forge_cpu_ms`` Gitea's (its git processes and hooks included): on a
+  machine at load 20 the wall time is mostly waiting for a CPU.
 - ``gitops.pull_request_open_forge_calls``: the requests the portal sent Gitea per pull request
   (median), counted on its session: what the portal asks of the forge, whatever the forge's speed.
 - ``gitops.drift_forge_calls_cold`` and ``gitops.drift_forge_calls``: the requests of a drift round

@@ -9,6 +9,12 @@ that the portal last knew (``GitFile``; a newer file the cluster already holds i
 made from, so it passes), and each later commit from the blob the change began with
 (``ProposedChange.base_blob_sha``); a file that moved on in the base branch meanwhile refuses the
 edit with a message naming the file and both blobs (the row shows it as its error).
+
+What the portal knows is not asked of the forge again (each call is a round trip, and Gitea's work
+per pull request is most of its cost: docs/gitops.md): a new object's file, which the portal knows
+of none, is created by the commit that makes its branch, unread; a later commit on a change's
+branch starts from the blob the portal last wrote there. Where Git holds something else after all,
+the forge refuses the commit (``REFUSED_AS_STALE``) and the file is read and decided on as always.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ from clusters.models import AuditEntry, Cluster, SyncState
 from devstack.gitea import Gitea
 from gitops.drift import check_drift
 from gitops.follow import follow_pull_requests
-from gitops.manifests import git_manifest
+from gitops.forge import GitHub
+from gitops.manifests import blob_sha, git_manifest
 from gitops.models import ChangeMode, GitFile, ProposedChange
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest, wait_for
@@ -247,3 +248,31 @@ def test_a_later_edit_commits_over_what_someone_else_pushed_to_the_branch(git_na
     commits = gitea_repo.gitea.call("GET", f"/repos/{gitea_repo.owner}/{gitea_repo.name}/pulls/"
                                            f"{change.number}/commits")  # fmt: skip
     assert len(commits) == 3 and file_on(gitea_repo, change.path, change.branch)["spec"]["memory"] == "24Gi"
+
+
+class GitHubClientAtGitea(GitHub):
+    """The GitHub client, addressed at Gitea's ``/api/v1``: for the calls Gitea serves in GitHub's
+    shape (docs/gitops.md lists them, and the ones it does not)."""
+
+    @staticmethod
+    def _api_base(base: str) -> str:
+        return f"{base}/api/v1"
+
+
+def test_the_github_clients_calls_in_the_shapes_gitea_shares_with_github(git_namespace, kube, gitea_repo) -> None:
+    forge = GitHubClientAtGitea(ChangeMode.objects.get())
+    manifest = git_manifest(InferenceModel, {"spec": sample_manifest(SAMPLE, kube.namespace)["spec"]},
+                            kube.namespace, "m")  # fmt: skip
+    gitea_repo.commit(manifest, "a file on a branch", new_branch="review")
+    path = gitea_repo.manifest_path(kube.namespace, "InferenceModel", "m")
+    folder = path.rsplit("/", 2)[0]
+    found = forge.read_file(path, "review")
+    assert forge.files_under(folder, "review") == {path: found.sha} and forge.files_under(folder, "main") == {}
+    assert forge.blob_text(found.sha) == found.text
+    forge.write_file(path, "review", "changed: true\n", found.sha, "GitHub's update: a PUT with the file's sha")
+    assert forge.read_file(path, "review").sha == blob_sha("changed: true\n")
+    opened = forge.open_pull_request("review", "main", "from the GitHub client", "body")
+    followed = forge.pull_request(opened.number)
+    assert followed.state == "open" and not followed.merged and opened.url.endswith(f"/pulls/{opened.number}")
+    forge.delete_file(path, "review", blob_sha("changed: true\n"), "GitHub's delete")
+    assert forge.read_file(path, "review") is None

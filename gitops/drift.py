@@ -6,7 +6,8 @@ differ from Git by design until their pull request is applied.
 Git is read a folder at a time, not a file at a time: for each change mode, the tree of the folder
 all its objects' files share (``Forge.files_under``: two calls, more only for trees over a thousand
 files) gives every file's blob sha, and a blob's text is read once (``Forge.blob_text`` keeps it),
-so a round in which no file changed costs two calls per change mode whatever its number of objects.
+so a round in which no file changed costs two calls per change mode whatever its number of objects;
+what it found is written in one statement.
 """
 
 from __future__ import annotations
@@ -48,18 +49,18 @@ def _check(mode: ChangeMode) -> int:
         return 0
     forge = forge_for(mode)
     in_git = forge.files_under(_folder_of([path for _, _, path in rows]), mode.branch)
-    drifted = 0
+    checked, now = [], timezone.now()
     for model, row, path in rows:
         sha = in_git.get(path, "")
         manifest = parse(forge.blob_text(sha)) if sha else None
         drift = differences(model, manifest, row.to_manifest()) if manifest else [NOT_IN_GIT]
-        GitFile.objects.update_or_create(
-            kind=model.kube.kind, object_id=row.pk,
-            defaults={"cluster_id": row.cluster_id, "path": path, "blob_sha": sha, "drift": drift,
-                      "checked_at": timezone.now()},
-        )  # fmt: skip
-        drifted += bool(drift)
-    return drifted
+        checked.append(GitFile(kind=model.kube.kind, object_id=row.pk, cluster_id=row.cluster_id, path=path,
+                               blob_sha=sha, drift=drift, checked_at=now))  # fmt: skip
+    # one statement for the round, whatever its number of objects (an upsert: the follower may have
+    # written an object's file meanwhile)
+    GitFile.objects.bulk_create(checked, update_conflicts=True, unique_fields=["kind", "object_id"],
+                                update_fields=["cluster", "path", "blob_sha", "drift", "checked_at"])  # fmt: skip
+    return sum(bool(known.drift) for known in checked)
 
 
 def _folder_of(paths: list[str]) -> str:

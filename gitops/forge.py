@@ -119,6 +119,8 @@ class Forge:
                                     params={"ref": branch})  # fmt: skip
             except NotFoundError:
                 return {}
+            if not isinstance(listed, list):  # the parent is a file: no folder below it
+                return {}
             found = [entry for entry in listed if entry.get("name") == leaf and entry.get("type") == "dir"]
             if not found:
                 return {}

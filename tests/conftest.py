@@ -22,6 +22,7 @@ from clusters.kube import informers
 from clusters.models import Cluster
 from devstack.control_plane import ControlPlane, ControlPlaneUnavailable, running_control_plane
 from tests.support.clusters import KubeCluster, external_kubeconfig
+from tests.support.database import migrated_template
 from tests.support.fault_proxy import FaultProxy
 from tests.support.gitops import flux, gitea, gitops_repo  # noqa: F401 - the GitOps stack's fixtures, suite-wide
 from tests.support.keda import apply_test_crds, apply_test_crds_to
@@ -36,6 +37,15 @@ hypothesis.settings.load_profile("suite")
 def load_samples() -> list[tuple[str, dict[str, Any]]]:
     """Every reference sample as (file name, manifest)."""
     return [(path.name, yaml.safe_load(path.read_text())) for path in sorted(Path(settings.SAMPLES_DIR).glob("*.yaml"))]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """pytest-django's hook before the test database is made: on PostgreSQL it is copied from the
+    migrated template (tests/support/database.py) instead of running every migration again."""
+    template = migrated_template()
+    if template is not None:
+        settings.DATABASES["default"].setdefault("TEST", {})["TEMPLATE"] = template
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,7 @@
-"""The order the suite hands its tests out in (tests/conftest.py's ``pytest_collection_modifyitems``):
-pytest-xdist sends tests to its workers in collection order, so where a minutes-long test sits
-decides whether a parallel run ends with one worker busy and the others idle."""
+"""How the suite sets itself up for a parallel run (tests/conftest.py): the order it hands its tests out
+in (pytest-xdist sends tests to its workers in collection order, so where a minutes-long test sits
+decides whether a run ends with one worker busy and the others idle), and each process's database,
+copied from the migrated template (tests/support/database.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import os
 import subprocess
 import sys
 
+import pytest
 from django.conf import settings
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.recorder import MigrationRecorder
+
+from tests.support.database import TEMPLATE_PREFIX, migrations_digest
 
 
 def test_long_tests_come_first_and_fixture_markers_are_there_before_selection() -> None:
@@ -28,3 +35,11 @@ def test_long_tests_come_first_and_fixture_markers_are_there_before_selection() 
         "tests/devstack/test_gitops_stack.py::test_a_merged_pull_request_reaches_the_cluster_and_an_open_one_does_not",
         "tests/devstack/test_gitops_stack.py::test_make_run_gitops_applies_the_demo_repository_to_the_demo_cluster",
     ], collected.stdout
+
+
+@pytest.mark.django_db
+def test_the_database_is_copied_from_the_template_of_these_migrations_and_has_all_of_them() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("templates are PostgreSQL's; SQLite's test database is migrated as it is made")
+    assert connection.settings_dict["TEST"]["TEMPLATE"] == f"{TEMPLATE_PREFIX}{migrations_digest()}"
+    assert set(MigrationRecorder(connection).applied_migrations()) == set(MigrationLoader(connection).graph.nodes)

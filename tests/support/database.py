@@ -63,7 +63,8 @@ def migrated_template() -> str | None:
     if not database["ENGINE"].endswith("postgresql"):
         return None
     name = f"{TEMPLATE_PREFIX}{migrations_digest()}"
-    with psycopg.connect(database_url(database, "postgres"), autocommit=True) as server:
+    login = {key.lower(): database.get(key) or None for key in ("USER", "PASSWORD", "HOST", "PORT")}
+    with psycopg.connect(dbname="postgres", autocommit=True, **login) as server:
         server.execute("SELECT pg_advisory_lock(%s)", (BUILD_LOCK,))  # released when this connection closes
         if server.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
             _build(server, database, name)

@@ -22,6 +22,7 @@ from clusters.kube import informers
 from clusters.models import Cluster
 from devstack.control_plane import ControlPlane, ControlPlaneUnavailable, running_control_plane
 from tests.support.clusters import KubeCluster, external_kubeconfig
+from tests.support.database import migrated_template
 from tests.support.fault_proxy import FaultProxy
 from tests.support.gitops import flux, gitea, gitops_repo  # noqa: F401 - the GitOps stack's fixtures, suite-wide
 from tests.support.keda import apply_test_crds, apply_test_crds_to
@@ -36,6 +37,15 @@ hypothesis.settings.load_profile("suite")
 def load_samples() -> list[tuple[str, dict[str, Any]]]:
     """Every reference sample as (file name, manifest)."""
     return [(path.name, yaml.safe_load(path.read_text())) for path in sorted(Path(settings.SAMPLES_DIR).glob("*.yaml"))]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """pytest-django's hook before the test database is made: on PostgreSQL it is copied from the
+    migrated template (tests/support/database.py) instead of running every migration again."""
+    template = migrated_template()
+    if template is not None:
+        settings.DATABASES["default"].setdefault("TEST", {})["TEMPLATE"] = template
 
 
 @pytest.fixture(autouse=True)
@@ -144,11 +154,21 @@ def editor(api_as) -> APIClient:
 REAL_CLUSTER_FIXTURES = {"control_plane", "kube", "managed", "live_cluster"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that talks to a Kubernetes API server carries the ``realcluster`` marker."""
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    """Every test that talks to a Kubernetes API server carries the ``realcluster`` marker (before
+    ``-m`` selects); once every plugin has ordered and selected, the tests marked ``long`` go first.
+
+    pytest-django orders the tests without a database last, the demo's journey among them (minutes
+    of ``make run``), and pytest-xdist hands tests out in collection order: the run's last minutes
+    were that one test on one worker while the others sat idle. Started first, a long test runs
+    beside the short ones. The sort is stable, so pytest-django's database order of the rest stays."""
     for item in items:
         if REAL_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.realcluster)
+    result = yield
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+    return result
 
 
 @pytest.fixture(scope="session")

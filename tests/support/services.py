@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 from django.db import connection
 
+from tests.support.database import database_url
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -49,12 +51,7 @@ def require_redis() -> str:
 
 def session_database_url() -> str:
     """A DATABASE_URL naming the database this test session uses, for another process."""
-    settings = connection.settings_dict
-    if settings["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{settings['NAME']}"
-    user, host, port = settings.get("USER") or "postgres", settings.get("HOST") or "127.0.0.1", settings.get("PORT")
-    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
-    return f"postgres://{user}{password}@{host}:{port or 5432}/{settings['NAME']}"
+    return database_url(connection.settings_dict, connection.settings_dict["NAME"])
 
 
 class CeleryWorker:

@@ -347,8 +347,9 @@ class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
 
     def get_paginator(self, request: Any, queryset: QuerySet, per_page: int, *args: Any, **kwargs: Any) -> Any:
         """Django's paginator (``BoundedPaginator``), reading a page's ids where an index holds the
-        order of the sorted column when the kind's own table's full index cannot: a column of
-        ``kept_orders`` from its table apart, a text column in two parts (on PostgreSQL)."""
+        sorted column's order when no index of the kind's table holds every row in it: a column of
+        ``kept_orders`` from its table apart, a text column from its short values' index (on
+        PostgreSQL, :meth:`ids_in_order`)."""
         paginator = super().get_paginator(request, queryset, per_page, *args, **kwargs)
         paginator.ids_in_order = self.ids_in_order(queryset)
         return paginator
@@ -358,7 +359,7 @@ class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
         index does not hold every row (:meth:`get_paginator`); None: by its own ORDER BY."""
         order = list(queryset.query.order_by)
         first = order[0] if order and isinstance(order[0], str) else ""
-        column, sign = first.lstrip("-"), first[: len(first) - len(first.lstrip("-"))]
+        column, sign = first.lstrip("-"), "-" if first.startswith("-") else ""
         if connection.vendor != "postgresql" or not column or order != column_order(self.model, first):
             return None
         if column in self.kept_orders:

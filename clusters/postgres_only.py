@@ -63,18 +63,68 @@ def sort_indexes(table: str, columns: tuple[str, ...]) -> PostgreSQLOnly:
     """``(column, namespace, name, id)`` for each column: the catalog's sort by that column with its
     tie-breakers, read in index order either way from any position (models_app.catalog.CatalogRows).
     ``namespace`` alone is ``(namespace, name, id)``, which serves the kind's sort too."""
-    statements = [
-        (
-            f"CREATE INDEX {table}_{column}_sort ON {table} ({column}, {SORT_TIE_BREAKERS})"
-            if column != "namespace"
-            else f"CREATE INDEX {table}_namespace_sort ON {table} (namespace, name, id)",
-            f"DROP INDEX {table}_{column}_sort",
-        )
+    return _indexes(table, {
+        f"{column}_sort": f"({column}, {SORT_TIE_BREAKERS})" if column != "namespace" else "(namespace, name, id)"
         for column in columns
-    ]
+    })  # fmt: skip
+
+
+def _indexes(table: str, indexes: dict[str, str]) -> PostgreSQLOnly:
+    """``CREATE INDEX {table}_{suffix} ON {table} {definition}`` for each ``suffix: definition`` (its
+    columns in parentheses, a partial index's ``WHERE`` after them), as one reversible operation."""
     return PostgreSQLOnly(
-        sql=[forward for forward, _ in statements], reverse_sql=[backward for _, backward in reversed(statements)]
+        sql=[f"CREATE INDEX {table}_{suffix} ON {table} {definition}" for suffix, definition in indexes.items()],
+        reverse_sql=[f"DROP INDEX {table}_{suffix}" for suffix in reversed(indexes)],
     )
+
+
+# The longest value of a text column its sort index holds (:func:`text_sort_indexes`): with the
+# tie-breakers (a namespace of 63 and a name of 253 ASCII characters, an id) the entry stays under a
+# B-tree's 2,704 bytes at 4 bytes a character. The pool's sort index (models_app 0012) holds
+# ``LONGEST_INDEXED_TEXT``: a pool is a label value, at most 63 characters.
+SORTED_TEXT = 500
+SORTED_TEXT_BOUNDS = {"node_pool": LONGEST_INDEXED_TEXT}
+
+
+def sorted_text_bound(column: str) -> int:
+    """The longest value of ``column`` its sort index holds (the partial indexes' predicate)."""
+    return SORTED_TEXT_BOUNDS.get(column, SORTED_TEXT)
+
+
+def text_sort_indexes(table: str, columns: tuple[str, ...]) -> PostgreSQLOnly:
+    """:func:`sort_indexes` for text columns, which may hold more than a B-tree entry can: for each,
+    ``(column, namespace, name, id)`` over the rows whose value is at most ``SORTED_TEXT``
+    characters, and ``(id)`` over the (rare) longer ones, so a sort reads the first in order where
+    the second finds none (clusters.web.api.pagination.ids_by_text_column); and statistics on the
+    values' length, so the planner knows nearly every row is short."""
+    indexes = _indexes(table, {
+        suffix: definition
+        for column in columns
+        for suffix, definition in (
+            (f"{column}_short_sort", f"({column}, {SORT_TIE_BREAKERS}) WHERE length({column}) <= {SORTED_TEXT}"),
+            (f"{column}_long_sort", f"(id) WHERE length({column}) > {SORTED_TEXT}"),
+        )
+    })  # fmt: skip
+    statistics = {f"{table}_{column}_length": f"ON (length({column})) FROM {table}" for column in columns}
+    return PostgreSQLOnly(
+        sql=[*indexes.sql, *(f"CREATE STATISTICS {name} {definition}" for name, definition in statistics.items())],
+        reverse_sql=[*(f"DROP STATISTICS {name}" for name in reversed(statistics)), *indexes.reverse_sql],
+    )
+
+
+def cluster_order_indexes(table: str, columns: tuple[str, ...]) -> PostgreSQLOnly:
+    """``(column, cluster_id, namespace, name, id)`` for each column a list filters on (``cluster``
+    itself: ``(cluster_id, namespace, name, id)``; ``namespace``: ``(namespace, cluster_id, name,
+    id)``): a filtered list in the default cluster order
+    (clusters.web.api.pagination.ids_in_cluster_order) counts its rows per cluster and steps to its
+    page in the index alone, as migration models_app 0013 does for the pool; the unique
+    ``(cluster_id, namespace, name)`` index holds no id, so every row stepped over was read from
+    the table."""
+    def ordered(column: str) -> str:
+        leading = () if column == "cluster" else (column,)
+        return ", ".join(dict.fromkeys((*leading, "cluster_id", "namespace", "name", "id")))
+
+    return _indexes(table, {f"{column}_cluster_order": f"({ordered(column)})" for column in columns})
 
 
 def short_pool_index(table: str, suffix: str, columns: str) -> PostgreSQLOnly:

@@ -272,8 +272,7 @@ class CatalogRows:
         utilization = self.ordering.lstrip("-") == "utilization" and page_name == InferenceModel._meta.model_name
         if not utilization or connection.vendor != "postgresql" or self.restricted:
             return part  # a team's rows are read by namespace and sorted (:meth:`_sorted_by`), not walked
-        keys = UtilizationSortKey.objects.annotate(id=F("model_id"), page=Value(page_name, output_field=CharField()))
-        return keys.filter(model_id__in=part.values("id")) if part.query.where else keys
+        return UtilizationSortKey.of(part).annotate(id=F("model_id"), page=Value(page_name, output_field=CharField()))
 
     def _by_index(self, piece: QuerySet) -> list[QuerySet]:
         """``piece`` in parts that each read one index in order: sorted by pool on PostgreSQL, the

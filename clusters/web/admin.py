@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from functools import cache
+from collections.abc import Callable, Sequence
+from functools import cache, partial
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ChangeList
-from django.db import models
+from django.db import connection, models
+from django.db.models import QuerySet
 from django.db.models.functions import Length
 from django.template.loader import render_to_string
 from django.utils import translation
@@ -27,7 +28,13 @@ from clusters.sync.audit import Actor
 from clusters.sync.tasks import resync_cluster_task
 from clusters.validation.metadata_rules import DNS1123_LABEL
 from clusters.web.admin_quantities import QuantityAdminMixin
-from clusters.web.api.pagination import CLUSTER_ORDER, BoundedPaginator
+from clusters.web.api.pagination import (
+    CLUSTER_ORDER,
+    CLUSTER_ORDER_DESCENDING,
+    BoundedPaginator,
+    IdsInOrder,
+    ids_by_text_column,
+)
 from clusters.web.connection_rules import connection_change_errors
 from clusters.web.forms import KubeObjectForm, to_yaml
 from clusters.web.list_costs import distinct_values
@@ -254,19 +261,10 @@ class NarrowChangeList(ChangeList):
         super().get_results(request)
 
     def _get_deterministic_ordering(self, ordering: list[Any]) -> list[Any]:
-        """A column's sort made total by the catalog's tie-breakers, namespace, name and id, in the
-        column's direction, instead of Django's ``-pk``: the sort indexes are ``(column, namespace,
-        name, id)`` (models_app migrations 0010 and 0012), so a page, the last one too, is read
-        in index order; with ``-pk`` after the column no index held the order and every row was
-        sorted (0.3-1.3 s of PostgreSQL at 100,000 rows, issue 41). Ascending by cluster is the
-        mirrored kinds' default order, walked cluster by cluster (pagination.ids_in_cluster_order)."""
-        if len(ordering) == 1 and isinstance(ordering[0], str):
-            column = ordering[0].lstrip("-")
-            sign = "-" if ordering[0].startswith("-") else ""
-            if column == "cluster" and not sign:
-                return list(CLUSTER_ORDER)
-            if column not in ("cluster", "pk", "id"):
-                return [ordering[0], *(f"{sign}{tie}" for tie in ("namespace", "name", "id") if tie != column)]
+        """A column's sort (:func:`column_order`) where one column is sorted; Django's own (its
+        ``-pk`` last) for a sort by several, which no index holds."""
+        if len(ordering) == 1 and isinstance(ordering[0], str) and ordering[0].lstrip("-") not in ("pk", "id"):
+            return column_order(self.model, ordering[0])
         return super()._get_deterministic_ordering(ordering)
 
     def get_filters(self, request: Any) -> tuple[list[admin.ListFilter], bool, dict, bool, bool]:
@@ -277,6 +275,22 @@ class NarrowChangeList(ChangeList):
             if spec.template == "admin/filter.html":
                 spec.template = "admin/kube_object_filter.html"
         return filters
+
+
+def column_order(model: type[KubeObject], term: str) -> list[Any]:
+    """The changelist's order for ``term`` (a column, ``-`` first when descending), made total by
+    the catalog's tie-breakers, namespace, name and id, in the column's direction, instead of
+    Django's ``-pk``: the sort indexes are ``(column, namespace, name, id)`` (clusters.postgres_only
+    ``sort_indexes``), so a page, the last one too, is read in index order; with ``-pk`` after the
+    column no index held the order and every row was sorted (0.3-1.3 s of PostgreSQL at 100,000
+    rows, issue 41). Where no index of the kind's table holds every row in that order (a text
+    column, a kept key), the page's ids are read elsewhere (:meth:`KubeObjectAdmin.ids_in_order`).
+    By cluster it is the mirrored kinds' default order, either way, walked cluster by cluster
+    (pagination.ids_in_cluster_order)."""
+    column, sign = term.lstrip("-"), "-" if term.startswith("-") else ""
+    if column == "cluster":
+        return list(CLUSTER_ORDER_DESCENDING if sign else CLUSTER_ORDER)
+    return [term, *(f"{sign}{tie}" for tie in ("namespace", "name", "id") if tie != column)]
 
 
 def unlisted_columns(model: type[KubeObject], list_display: Sequence[Any]) -> list[str]:
@@ -313,7 +327,15 @@ class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
         "updated_at",
     )
 
-    unsorted_columns: tuple[str, ...] = ()  # list columns offered unsorted: no index holds their order
+    # List columns offered unsorted: no index holds their order. Every write moves ``updated_at``
+    # (the watcher's status reports included): an index on it would make each of them a non-HOT
+    # update, written anew into every index of the table (clusters.postgres_only.room_for_updates).
+    unsorted_columns: tuple[str, ...] = ("updated_at",)
+    # List columns whose order a table apart holds, as their index in the kind's own table would
+    # make every status report a non-HOT update: column -> the ids of a list's rows in
+    # ``column_order``, given the list's queryset and the sign of the sort ("" or "-"). PostgreSQL
+    # only (its triggers keep those tables; elsewhere the kind's own table is sorted).
+    kept_orders: dict[str, Callable[[QuerySet, str], QuerySet]] = {}
 
     def get_list_display(self, request):
         return ["name", "namespace", "cluster", *self.kind_list_display, "sync_state", "updated_at"]
@@ -322,6 +344,31 @@ class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
         """The list's columns but ``unsorted_columns``: every sort offered reads an index (issue 41:
         each filter and sort bounded at 100,000 rows)."""
         return [column for column in self.get_list_display(request) if column not in self.unsorted_columns]
+
+    def get_paginator(self, request: Any, queryset: QuerySet, per_page: int, *args: Any, **kwargs: Any) -> Any:
+        """Django's paginator (``BoundedPaginator``), reading a page's ids where an index holds the
+        sorted column's order when no index of the kind's table holds every row in it: a column of
+        ``kept_orders`` from its table apart, a text column from its short values' index (on
+        PostgreSQL, :meth:`ids_in_order`)."""
+        paginator = super().get_paginator(request, queryset, per_page, *args, **kwargs)
+        paginator.ids_in_order = self.ids_in_order(queryset)
+        return paginator
+
+    def ids_in_order(self, queryset: QuerySet) -> IdsInOrder | None:
+        """Where the page's ids of ``queryset`` are read when it is sorted by one column whose own
+        index does not hold every row (:meth:`get_paginator`); None: by its own ORDER BY."""
+        order = list(queryset.query.order_by)
+        first = order[0] if order and isinstance(order[0], str) else ""
+        column, sign = first.lstrip("-"), "-" if first.startswith("-") else ""
+        if connection.vendor != "postgresql" or not column or order != column_order(self.model, first):
+            return None
+        if column in self.kept_orders:
+            kept = self.kept_orders[column]
+            return lambda rows, offset, limit: list(kept(rows, sign)[offset : offset + limit])
+        field = next((field for field in self.model._meta.concrete_fields if field.name == column), None)
+        if isinstance(field, models.TextField):
+            return partial(ids_by_text_column, column=column)
+        return None
 
     def get_changelist(self, request: Any, **kwargs: Any) -> type[ChangeList]:
         return NarrowChangeList

@@ -21,8 +21,9 @@ from __future__ import annotations
 import os
 from functools import cache
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess, values
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics import MetricWrapperBase
 
 # the registry and the client-left status are shared with the governance hooks (common.gateway_metrics);
 # CLIENT_LEFT is named here as well because the server counts it as ``metrics.CLIENT_LEFT``
@@ -62,6 +63,29 @@ CATALOG_ROWS = Counter(
     "whose version differed after notices may have been missed (compare)",
     ["read"], registry=REGISTRY,
 )
+
+
+def count_in_files(directory: str) -> None:
+    """From now on, this process's gateway series are kept in files in ``directory`` (prometheus_client's
+    multiprocess mode), and so are those of every process forked from it, each in its own files.
+
+    Why here and not by the environment alone: prometheus_client picks where values live when it
+    is imported (``PROMETHEUS_MULTIPROC_DIR`` then), and the supervisor has imported it, with
+    Django's start, before it makes the folder (inference_gateway/workers.py). So the choice is made
+    again (``values.get_value_class``) and the series made so far are given new values of that kind:
+    the unlabelled ones their value (``_metric_init``), the labelled ones no children yet (none has
+    counted anything: the supervisor serves nothing). Relies on prometheus_client's internals as of
+    the pinned version (requirements.txt)."""
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    values.ValueClass = values.get_value_class()
+    for collector in list(REGISTRY._collector_to_names):
+        if not isinstance(collector, MetricWrapperBase):
+            continue
+        if collector._is_observable():
+            collector._metric_init()
+        else:
+            collector._metrics.clear()
+    _series.cache_clear()
 
 
 @cache

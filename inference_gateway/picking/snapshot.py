@@ -32,9 +32,14 @@ from inference_gateway.picking.picker import RECENT_SECONDS, Picker, replica_nam
 
 logger = logging.getLogger(__name__)
 SNAPSHOT_SECONDS = 2.0
-WORKER = f"{socket.gethostname()}:{os.getpid()}"
 WRITES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-snapshots")
 UNIQUE = ("kind", "cluster", "namespace", "name", "worker")
+
+
+def worker_name() -> str:
+    """This process's name in the table: asked each time, as workers are forked from one supervisor
+    (inference_gateway/workers.py), so a name made at import would be theirs alike."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def table(picker: Picker, key: tuple, now: float) -> list[dict[str, Any]]:
@@ -58,15 +63,15 @@ def table(picker: Picker, key: tuple, now: float) -> list[dict[str, Any]]:
 
 def _write(tables: dict[tuple, list[dict[str, Any]]]) -> None:
     """Every model's row upserted at once, then this worker's rows not stamped now deleted."""
-    stamp = timezone.now()
-    rows = [ReplicaSnapshot(kind=kind, cluster_id=cluster_id, namespace=namespace, name=name, worker=WORKER,
+    stamp, worker = timezone.now(), worker_name()
+    rows = [ReplicaSnapshot(kind=kind, cluster_id=cluster_id, namespace=namespace, name=name, worker=worker,
                             replicas=replicas, updated_at=stamp)
             for (kind, cluster_id, namespace, name), replicas in tables.items()]
     with transaction.atomic():
         if rows:
             ReplicaSnapshot.objects.bulk_create(rows, update_conflicts=True, unique_fields=UNIQUE,
                                                 update_fields=("replicas", "updated_at"))
-        ReplicaSnapshot.objects.filter(worker=WORKER).exclude(updated_at=stamp).delete()
+        ReplicaSnapshot.objects.filter(worker=worker).exclude(updated_at=stamp).delete()
 
 
 async def keep_writing(picker: Picker, interval: float = SNAPSHOT_SECONDS) -> None:

@@ -191,6 +191,8 @@ def sample_value(text: str, name: str, **labels: str) -> float:
     """The value of one series in a Prometheus exposition (0 when absent)."""
     wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
     for line in text.splitlines():
+        if not labels and line.startswith(f"{name} "):  # a series without labels
+            return float(line.rsplit(" ", 1)[1])
         if line.startswith(f"{name}{{") and line.split("{", 1)[1].split("}", 1)[0] == wanted:
             return float(line.rsplit(" ", 1)[1])
     return 0.0

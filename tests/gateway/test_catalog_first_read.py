@@ -107,13 +107,13 @@ def test_replica_tables_of_a_thousand_models_are_written_in_two_statements(clust
     with CaptureQueriesContext(connection) as queries:
         snapshot._write(tables)
     assert [sql.split()[0] for sql in statements(queries)] == ["INSERT", "DELETE"], statements(queries)
-    assert ReplicaSnapshot.objects.filter(worker=snapshot.WORKER).count() == 1000
+    assert ReplicaSnapshot.objects.filter(worker=snapshot.worker_name()).count() == 1000
 
     kept = dict(list(tables.items())[:10])
     kept[("InferenceModel", cluster.pk, "team-a", "model-0")] = [{**rows[0], "picks": {"queue": 7}}]
     with CaptureQueriesContext(connection) as queries:
         snapshot._write(kept)
     assert [sql.split()[0] for sql in statements(queries)] == ["INSERT", "DELETE"]
-    written = ReplicaSnapshot.objects.filter(worker=snapshot.WORKER)
+    written = ReplicaSnapshot.objects.filter(worker=snapshot.worker_name())
     assert sorted(written.values_list("name", flat=True)) == sorted(name for *_, name in kept)
     assert written.get(name="model-0").replicas[0]["picks"] == {"queue": 7}

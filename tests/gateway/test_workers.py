@@ -140,13 +140,16 @@ def test_metrics_of_every_worker_are_summed(supervised, cluster, api_key, start_
             assert chat(session, supervised.url, api_key, "team-a/counted").status_code == 200
     for session in sessions.values():  # whichever worker Prometheus reaches reports the whole gateway
 
-        def requests_total(session: requests.Session = session) -> float:
+        def scraped(name: str, session: requests.Session = session, **labels: str) -> float:
             text = session.get(
                 f"{supervised.url}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10
             ).text
-            return sample_value(text, "inference_portal_gateway_requests_total", model="team-a/counted", status="200")
+            return sample_value(text, name, **labels)
 
-        assert settles_at(requests_total, 3 * WORKERS)
+        assert settles_at(lambda: scraped("inference_portal_gateway_requests_total", model="team-a/counted",
+                                          status="200"), 3 * WORKERS)
+        # a series without labels, made when the supervisor imported it, before the workers were forked
+        assert settles_at(lambda: scraped("inference_portal_usage_ledger_written_rows_total"), 3 * WORKERS)
 
 
 def test_a_killed_worker_is_replaced(supervised, cluster, api_key, start_backend) -> None:

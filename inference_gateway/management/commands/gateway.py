@@ -1,11 +1,12 @@
 """``manage.py gateway [--host H] [--port N] [--workers W]``: the OpenAI-compatible inference gateway
 (docs/gateway.md). One worker is one process, one event loop (uvloop); with several (the default:
 ``GATEWAY_WORKERS``, else one per core) a supervisor runs them on the same port
-(inference_gateway/workers.py)."""
+(inference_gateway/workers.py), each a fork of this process."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import sys
 
@@ -48,18 +49,25 @@ class Command(BaseCommand):
         if count < 1:
             raise CommandError(f"--workers: {count} is not a number of processes (1 or more)")
         if count > 1:
-            sys.exit(supervise(count, host, port))
+            sys.exit(supervise(count, functools.partial(serve, host, port, reuse_port=True)))
+        serve(host, port, reuse_port)
 
-        async def main() -> None:
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, stop.set)
-            await run(host, port, stop=stop, reuse_port=reuse_port)
 
-        # Startup objects (Django, the gateway's modules) frozen out of the collector, as the web
-        # workers do (common.gc_tuning): full collections walking them took 100-175 ms, every
-        # request in flight waiting.
-        tune_collector()
-        configure_tracing("inference-portal-gateway")  # before the app and its client session are made
-        uvloop.run(main())
+def serve(host: str, port: int, reuse_port: bool) -> int:
+    """One gateway process's life, until SIGINT or SIGTERM: this process, or a worker forked from
+    the supervisor (inference_gateway/workers.py); its exit status."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await run(host, port, stop=stop, reuse_port=reuse_port)
+
+    # Startup objects (Django, the gateway's modules) frozen out of the collector, as the web
+    # workers do (common.gc_tuning): full collections walking them took 100-175 ms, every
+    # request in flight waiting.
+    tune_collector()
+    configure_tracing("inference-portal-gateway")  # before the app and its client session are made
+    uvloop.run(main())
+    return 0

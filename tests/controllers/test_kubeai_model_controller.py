@@ -17,7 +17,7 @@ from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from clusters.models import AuditEntry
 from clusters.sync.audit import Actor
-from inference_gateway.autoscaler import Autoscaler, desired_replicas
+from inference_gateway.autoscaler import Autoscaler, _read, desired_replicas
 from inference_gateway.models import BackendHost
 from models_app.controller import ready_replicas
 from models_app.kubeai_controller import DNS_LABEL, PORT, child_name
@@ -58,6 +58,14 @@ def test_the_pods_and_service_name_is_one_a_service_may_have(name: str, child: s
 def test_a_long_models_children_are_shortened_apart() -> None:
     first, second = child_name("a" * 80 + "1"), child_name("a" * 80 + "2")
     assert len(first) == len(second) == 63 and first != second and DNS_LABEL.fullmatch(first)
+
+
+def test_the_autoscaler_reads_an_engine_listed_by_a_name_under_localhost(start_engine) -> None:
+    """The live demo lists engines as ``engine-N.localhost`` (loopback by RFC 6761, as the gateway's
+    resolver reads them); ``requests`` on glibc resolves no such name, and the autoscaler read nothing."""
+    engine = start_engine("named")
+    state = _read(f"http://named.localhost:{engine.port}")
+    assert state is not None and (state.running, state.waiting) == (0, 0)
 
 
 @pytest.mark.parametrize(("average", "spec", "desired"), [

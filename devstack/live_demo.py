@@ -64,7 +64,14 @@ from clusters.kube.conditions import rfc3339
 from clusters.management.commands.ensure_demo_admin import demo_password
 from clusters.models import Cluster
 from common.child_processes import die_with_parent
-from devstack.control_plane import ADMIN_TOKEN, SAY_EVERY_SECONDS, ControlPlane, Process, apply_crds_to
+from devstack.control_plane import (
+    ADMIN_TOKEN,
+    SAY_EVERY_SECONDS,
+    ControlPlane,
+    Process,
+    apply_crds_to,
+    stop_together,
+)
 from devstack.gitops_demo import GitOpsDemo, start_gitops_demo
 from devstack.oidc_provider import OidcProvider, ProviderUnavailable, build_binary
 from devstack.pod_engines import SLICE_MANAGER, PodEngines
@@ -491,8 +498,7 @@ class LiveDemo:
         self.stop.set()
         if self.pod_engines is not None:
             self.pod_engines.stop()
-        for child in reversed(self.children):
-            child.stop()
+        stop_together(self.children)
         if self.sso is not None:
             self.sso.stop()
         if self.gitops is not None:

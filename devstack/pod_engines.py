@@ -32,7 +32,7 @@ from typing import Any
 import kubernetes
 import requests
 
-from devstack.control_plane import Process
+from devstack.control_plane import Process, stop_together
 from devstack.ports import free_port
 
 logger = logging.getLogger(__name__)
@@ -80,8 +80,7 @@ class PodEngines:
         self.stopped.set()
         if self.thread.is_alive():
             self.thread.join(timeout=30)
-        for engine in [*self.serving.values(), *self.spare]:
-            engine.process.stop()
+        stop_together([engine.process for engine in [*self.serving.values(), *self.spare]])
         self.serving.clear()
         self.spare.clear()
         self.api_client.close()

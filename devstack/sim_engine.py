@@ -19,8 +19,8 @@ embeddings as there) and models what decides a request's time in vLLM's V1 engin
   least recently used first, a finished request's last blocks before its first (vLLM frees them in
   reverse order), so a shared prefix outlives the turns after it. A request holds blocks for its
   prompt and its ``max_tokens`` from admission to its end (no preemption: simpler than vLLM, and
-  it errs towards queueing); the full blocks of its prompt and answer stay cached after it ends, so the next turn of a
-  conversation hits them.
+  it errs towards queueing); the full blocks of its prompt and answer stay cached after it ends,
+  so the next turn of a conversation hits them.
 - **LoRA.** Adapters are registered at start (``--lora NAME``) or by vLLM's runtime API
   (``POST /v1/load_lora_adapter``, ``/v1/unload_lora_adapter``; ``/v1/models`` lists them with
   their ``parent``); a request whose ``model`` names one runs with it. At most ``--max-loras``

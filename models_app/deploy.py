@@ -33,7 +33,7 @@ from clusters.sync.audit import Actor
 from clusters.web.forms import to_yaml
 from clusters.web.portal import PORTAL, ManifestForm, obj_url, preselect_only_cluster, require_perm
 from models_app.kubeai_controller import PORT as KUBEAI_ENGINE_PORT
-from models_app.kubeai_controller import child_name as kubeai_child_name
+from models_app.kubeai_controller import service_name as kubeai_service_name
 from models_app.models import InferenceModel, KubeAIModel
 from scheduler.public import (
     GPU_TYPES,
@@ -161,7 +161,7 @@ def serving(kind: str, name: str, namespace: str, spec: dict[str, Any], cluster:
     a KubeAI Model, the Service the portal renders where it is the cluster's Model controller (the
     gateway's route then, ``inference_gateway.routes``), else KubeAI's proxy."""
     if kind != "InferenceModel" and cluster.manages(kind):
-        return (f"the Service {kubeai_child_name(name)} in namespace {namespace} (port {KUBEAI_ENGINE_PORT}), which "
+        return (f"the Service {kubeai_service_name(name)} in namespace {namespace} (port {KUBEAI_ENGINE_PORT}), which "
                 "the portal renders in front of the Model's pods as this cluster's KubeAI controller, and which "
                 "the gateway balances; the portal scales the pods on their active requests.")
     if kind != "InferenceModel":

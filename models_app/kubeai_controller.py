@@ -64,11 +64,16 @@ SERVED_SOURCES = ("hf://", "pvc://", "ollama://")
 
 
 def child_name(name: str) -> str:
-    """KubeAI's name for a Model's pods (its Deployment here) and, here, their Service: ``model-<name>``
-    as a DNS-1035 label, which a Service's name must be. A Model's name may hold dots (KubeAI's own
-    catalog has ``llama-3.1-8b-instruct-fp8-l4``, whose Service the API server refused): they become
-    ``-``, and a name so changed or shortened ends in a hash of the Model's, so two Models stay apart."""
-    wanted = f"model-{name}"
+    """KubeAI's name for a Model's pods (its Deployment here)."""
+    return f"model-{name}"
+
+
+def service_name(name: str) -> str:
+    """The Service in front of a Model's pods: :func:`child_name` as a DNS-1035 label, which a
+    Service's name must be. A Model's name may hold dots (KubeAI's own catalog has
+    ``llama-3.1-8b-instruct-fp8-l4``, whose Service the API server refused): they become ``-``, and
+    a name so changed or shortened ends in a hash of the Model's, so two Models stay apart."""
+    wanted = child_name(name)
     if DNS_LABEL.fullmatch(wanted):
         return wanted
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
@@ -263,7 +268,7 @@ def _service(cr: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": child_name(metadata["name"]), "namespace": metadata["namespace"],
+        "metadata": {"name": service_name(metadata["name"]), "namespace": metadata["namespace"],
                      "labels": _labels(cr), "ownerReferences": [_owner(cr)]},
         "spec": {"selector": {"model": _labels(cr)["model"]},
                  "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}]},

@@ -20,7 +20,7 @@ from clusters.sync.audit import Actor
 from inference_gateway.autoscaler import Autoscaler, _read, desired_replicas
 from inference_gateway.models import BackendHost
 from models_app.controller import ready_replicas
-from models_app.kubeai_controller import DNS_LABEL, PORT, child_name
+from models_app.kubeai_controller import DNS_LABEL, PORT, service_name
 from models_app.models import KubeAIModel
 from models_app.wake import wake
 from scheduler.models import NodePool, TeamQuota
@@ -51,12 +51,12 @@ PROFILES = {  # shaped like KubeAI's own resourceProfiles (its helm chart's valu
     ("llama-3.1-8b-instruct-fp8-l4", "model-llama-3-1-8b-instruct-fp8-l4-5b6ce6f8"),  # KubeAI's catalog has dots
     ("llama-3-1-8b-instruct-fp8-l4", "model-llama-3-1-8b-instruct-fp8-l4"),  # stays apart from the dotted one
 ])
-def test_the_pods_and_service_name_is_one_a_service_may_have(name: str, child: str) -> None:
-    assert child_name(name) == child and DNS_LABEL.fullmatch(child)
+def test_the_models_service_name_is_one_a_service_may_have(name: str, child: str) -> None:
+    assert service_name(name) == child and DNS_LABEL.fullmatch(child)
 
 
-def test_a_long_models_children_are_shortened_apart() -> None:
-    first, second = child_name("a" * 80 + "1"), child_name("a" * 80 + "2")
+def test_a_long_models_service_names_are_shortened_apart() -> None:
+    first, second = service_name("a" * 80 + "1"), service_name("a" * 80 + "2")
     assert len(first) == len(second) == 63 and first != second and DNS_LABEL.fullmatch(first)
 
 

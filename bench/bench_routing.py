@@ -7,18 +7,33 @@ is one model: InferenceModels whose ``inference-portal.io/endpoint-picker`` anno
 ``random``, ``least-load`` or ``scorer``, and a KubeAI Model with ``loadBalancing.strategy:
 PrefixHash`` (KubeAI's defaults: 125, 256, 100).
 
-**Workload**, after llm-d's shared-prefix benchmark: ``TENANTS`` tenants, each with its own system
-prompt of ``SYSTEM_WORDS`` tokens; conversations of ``TURNS`` turns, each turn a new question of
-``QUESTION_WORDS`` tokens after the whole conversation so far (so a turn's prompt extends the
-previous one's); answers of ``MAX_TOKENS`` tokens, streamed. Requests arrive open loop (Poisson)
-at ``RATE`` a simulated second, each the next turn of a conversation not in flight (a new one of
-a random tenant when none is ready). The engines: ``ENGINE`` (the simulated engine's Llama 3.1 8B
-timings; ``NUM_BLOCKS`` blocks of 16 tokens: the system prompts of about a quarter of the tenants
-fit beside the running requests, so an engine that sees every tenant evicts what the next request
-needs), ``TIME_SCALE`` real seconds per simulated one.
+**Workload**, llm-d's shared-prefix benchmark as issue 42 describes it (p90 TTFT 0.54 s precise
+prefix-aware against 92.6 s random: 150 tenants sharing 6k-token prefixes), on four replicas:
+``TENANTS`` (150) tenants, each with its own system prompt of ``SYSTEM_TOKENS`` (6,000) tokens;
+conversations of ``TURNS`` turns, each turn a new question of ``QUESTION_WORDS`` tokens after the
+whole conversation so far (so a turn's prompt extends the previous one's); answers of
+``MAX_TOKENS`` tokens, streamed. A token is a word of three letters (about four characters a
+token with its space, as English text under Llama 3's tokenizer), so the gateway's character-based
+prefix blocks see the text a real prompt of that many tokens would have. The warm-up sends every
+tenant's first turn once, in a random order, at the measured rate (a service that has served its
+tenants: without it, with 150 tenants nearly every conversation of a short run is its tenant's
+first, a cold miss for every arm alike); then requests arrive open loop (Poisson) at ``RATE`` a
+simulated second, each the next turn of a conversation not in flight (a new one of a random
+tenant when none is ready).
+
+**Load: near the replicas' capacity.** ``RATE`` is ``LOAD`` (0.9) times what the four engines'
+prefill can compute when no prompt is cached (prefill rate over the mean prompt of a
+conversation's turns), so an arm that keeps the prefix caches warm serves it with room and one
+that does not queues. The engines are the simulated engine's defaults (devstack/sim_engine.py:
+Llama 3.1 8B on one H100, its 26,000 KV blocks of 16 tokens; only ``TIME_SCALE`` set): 150
+system prompts are 900,000 tokens, more than twice one engine's 416,000, while a quarter of them
+fit one engine beside the running requests, as in llm-d's setting (150 prefixes over 16 H100s).
+Until issue 42's item 5 was checked the benchmark ran 12 tenants of 1,500 tokens on engines cut to
+600 blocks and 64 sequences at 64% of the uncached capacity: neither the issue's workload nor the
+published engine.
 
 **Figures** (simulated seconds and tokens, as the engines' GPUs would see them; measured by the
-client over ``MEASURED_SECONDS`` of real time after ``WARMUP_SECONDS``):
+client over ``MEASURED_SECONDS`` of real time after the warm-up):
 
 - ``routing.ttft_p50_s_<arm>``, ``routing.ttft_p90_s_<arm>``: time to first token, from sending the
   request to the first streamed chunk, at the client (the gateway, the machine's scheduling and the
@@ -43,6 +58,7 @@ gateway workers (each would keep its own prefix index), and network latency.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
 import subprocess
@@ -60,6 +76,7 @@ from bench.bench_gateway import _database_url, _percentile, _start
 from clusters.models import Cluster, SyncState
 from devstack.openai_backend import answer_words
 from devstack.ports import free_port
+from devstack.sim_engine import EngineConfig
 from inference_gateway.balancer import Balancer, Replica
 from inference_gateway.picking.config import DEFAULT
 from inference_gateway.picking.engine_state import EngineState
@@ -68,19 +85,24 @@ from inference_gateway.picking.scraper import Scraper
 from inference_gateway.routes import Route
 from models_app.models import InferenceModel, KubeAIModel
 
-TENANTS = 12
+REPLICAS = 4
+TENANTS = 150  # llm-d's
 TURNS = 3
-SYSTEM_WORDS = 1500
+SYSTEM_TOKENS = 6000  # llm-d's 6k-token prefixes
 QUESTION_WORDS = 40
 MAX_TOKENS = 8
-NUM_BLOCKS = 600
 TIME_SCALE = 1.0
-RATE = 16.0  # requests a simulated second, over the four engines
-WARMUP_SECONDS = 10.0
+LOAD = 0.9  # of the replicas' uncached prefill capacity (the module's docstring)
+# The mean prompt over a conversation's turns: the system prompt, then each turn's question and the
+# answers before it, with a role token per message (devstack.sim_engine.prompt_tokens).
+MEAN_PROMPT_TOKENS = 1 + SYSTEM_TOKENS + sum(
+    turn * (1 + QUESTION_WORDS) + (turn - 1) * (1 + MAX_TOKENS) for turn in range(1, TURNS + 1)) / TURNS
+RATE = LOAD * REPLICAS * 1000 / (EngineConfig.prefill_ms_per_token * MEAN_PROMPT_TOKENS)  # a simulated second
 MEASURED_SECONDS = 45.0
-ENGINE = ("--num-blocks", str(NUM_BLOCKS), "--time-scale", str(TIME_SCALE), "--max-num-seqs", "64")
+ENGINE = ("--time-scale", str(TIME_SCALE))
 ARMS = ("random", "least-load", "prefix-hash", "scorer")
 SEED = 42
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 METRICS_TOKEN = "bench-routing"
 
 
@@ -98,16 +120,34 @@ class Workload:
 
     rng: random.Random = field(default_factory=lambda: random.Random(SEED))
     conversations: list[Conversation] = field(default_factory=list)
+    unseen: list[int] = field(default_factory=list)  # tenants the warm-up has still to start
 
-    def system(self, tenant: int) -> str:
-        return " ".join(f"tenant{tenant}-rule{index}" for index in range(SYSTEM_WORDS))
+    def __post_init__(self) -> None:
+        self.unseen = self.rng.sample(range(TENANTS), TENANTS)
+
+    @staticmethod
+    @functools.cache
+    def system(tenant: int) -> str:
+        """The tenant's system prompt: its name, then three-letter words from its own generator (made
+        once: the client's CPU is the machine's, which the engines' timings share)."""
+        words = random.Random(f"tenant-{tenant}")
+        return " ".join([f"tenant{tenant}", *("".join(words.choices(LETTERS, k=3))
+                                             for _ in range(SYSTEM_TOKENS - 1))])
 
     def question(self) -> str:
-        return " ".join(f"q{self.rng.randrange(100_000)}" for _ in range(QUESTION_WORDS))
+        return " ".join("".join(self.rng.choices(LETTERS, k=3)) for _ in range(QUESTION_WORDS))
+
+    @property
+    def warming(self) -> bool:
+        return bool(self.unseen)
 
     def next_turn(self) -> Conversation:
         ready = [conversation for conversation in self.conversations if not conversation.busy]
-        if ready:
+        if self.unseen:  # the warm-up: each tenant's first turn once
+            tenant = self.unseen.pop()
+            conversation = Conversation(tenant, [{"role": "system", "content": self.system(tenant)}])
+            self.conversations.append(conversation)
+        elif ready:
             conversation = self.rng.choice(ready)
         else:
             tenant = self.rng.randrange(TENANTS)
@@ -173,7 +213,8 @@ async def _one(session: aiohttp.ClientSession, url: str, headers: dict[str, str]
 
 
 async def _load(gateway_url: str, headers: dict[str, str], model: str) -> tuple[Arm, float]:
-    """Open-loop arrivals for the warm-up and the measured window; the arm and its measured wall time."""
+    """Open-loop arrivals for the warm-up (every tenant's first turn) and the measured window; the arm
+    and its measured wall time."""
     workload, arm = Workload(), Arm()
     rng = random.Random(SEED + 1)
     url = f"{gateway_url}/v1/chat/completions"
@@ -181,11 +222,13 @@ async def _load(gateway_url: str, headers: dict[str, str], model: str) -> tuple[
     tasks: set[asyncio.Task] = set()
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=300)) as session:
-        start = time.perf_counter()
-        measuring_from, end = start + WARMUP_SECONDS, start + WARMUP_SECONDS + MEASURED_SECONDS
-        now = start
-        while now < end:
-            task = asyncio.ensure_future(_one(session, url, headers, model, workload, arm, now >= measuring_from))
+        measuring_from = end = None
+        now = time.perf_counter()
+        while end is None or now < end:
+            if end is None and not workload.warming:
+                measuring_from, end = now, now + MEASURED_SECONDS
+            counted = measuring_from is not None
+            task = asyncio.ensure_future(_one(session, url, headers, model, workload, arm, counted))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             await asyncio.sleep(rng.expovariate(rate))
@@ -227,7 +270,7 @@ def _stop(processes: list[subprocess.Popen]) -> None:
 
 
 def _run_arm(model: str, headers: dict[str, str], env: dict[str, str]) -> tuple[Arm, float]:
-    ports = [free_port() for _ in range(4)]
+    ports = [free_port() for _ in range(REPLICAS)]
     processes = [_start([sys.executable, "-m", "devstack.sim_engine", "--port", str(port), "--name", f"r{index}",
                          *ENGINE], f"http://127.0.0.1:{port}/health") for index, port in enumerate(ports)]
     try:

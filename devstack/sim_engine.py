@@ -16,10 +16,11 @@ embeddings as there) and models what decides a request's time in vLLM's V1 engin
   A full block is named by a hash chained over its tokens and its parent's hash (vLLM's
   ``hash_block_tokens``), so two prompts share blocks exactly as far as they share a prefix; a
   request's cached prefix is skipped by prefill. Blocks nobody holds stay cached and are evicted
-  least recently used first. A request holds blocks for its prompt and its ``max_tokens`` from
-  admission to its end (no preemption: simpler than vLLM, and it errs towards queueing);
-  the full blocks of its prompt and answer stay cached after it ends, so the next turn of a
-  conversation hits them.
+  least recently used first, a finished request's last blocks before its first (vLLM frees them in
+  reverse order), so a shared prefix outlives the turns after it. A request holds blocks for its
+  prompt and its ``max_tokens`` from admission to its end (no preemption: simpler than vLLM, and
+  it errs towards queueing); the full blocks of its prompt and answer stay cached after it ends,
+  so the next turn of a conversation hits them.
 - **LoRA.** Adapters are registered at start (``--lora NAME``) or by vLLM's runtime API
   (``POST /v1/load_lora_adapter``, ``/v1/unload_lora_adapter``; ``/v1/models`` lists them with
   their ``parent``); a request whose ``model`` names one runs with it. At most ``--max-loras``
@@ -195,12 +196,16 @@ class KVCache:
         return True
 
     def release(self, sequence: Sequence) -> None:
-        """The sequence ends: its prompt's and answer's full blocks stay cached (unheld), the rest is freed."""
+        """The sequence ends: its prompt's and answer's full blocks stay cached (unheld), the rest is
+        freed. They join the LRU tail first, as vLLM's ``KVCacheManager.free`` frees a request's blocks
+        in reverse order: eviction takes a sequence's last blocks before its first, so a shared prefix
+        (a system prompt) outlives the turns after it. (In order, the first block went first, and with
+        it every hit on the chain behind it.)"""
+        unheld = []
         for block in sequence.hashed:
             self.references[block] -= 1
             if self.references[block] == 0:
-                self.evictable[block] = None
-                self.evictable.move_to_end(block)
+                unheld.append(block)
         full = block_hashes(sequence.tokens + sequence.answer[:sequence.generated], self.block_size, sequence.adapter)
         for block in full[len(sequence.hashed):]:
             if sequence.anonymous == 0:
@@ -210,7 +215,10 @@ class KVCache:
             sequence.anonymous -= 1
             self.anonymous -= 1
             self.references[block] = 0
+            unheld.append(block)
+        for block in reversed(unheld):
             self.evictable[block] = None
+            self.evictable.move_to_end(block)
         self.anonymous -= sequence.anonymous
         sequence.anonymous = 0
         sequence.hashed = []

@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from django.conf import settings
@@ -45,6 +46,7 @@ from django.db import connection
 from clusters.kube.client import ClusterGateway, GatewayError
 from clusters.models import Cluster, SyncState
 from clusters.sync.controllers import reconcile_row
+from inference_gateway.addresses import is_loopback_name
 from inference_gateway.endpoints import discover
 from inference_gateway.picking.engine_state import EngineState, NotEngineMetrics, parse
 from inference_gateway.picking.scraper import READ_TIMEOUT_SECONDS, metrics_url
@@ -77,9 +79,20 @@ def desired_replicas(average: float, spec: dict[str, Any]) -> int:
     return min(wanted, high) if high is not None else wanted
 
 
+def _connectable(url: str) -> str:
+    """``url`` as ``requests`` can connect to it: a name under ``localhost`` (the live demo's engines,
+    ``engine-0.localhost``) is loopback by RFC 6761, as the gateway's resolver reads it
+    (``inference_gateway.resolver``), which glibc without systemd-resolved does not resolve (the
+    demo's autoscaler read no engine and scaled a loaded Model to zero)."""
+    parts = urlsplit(url)
+    if parts.hostname and is_loopback_name(parts.hostname):
+        return parts._replace(netloc=f"127.0.0.1:{parts.port}" if parts.port else "127.0.0.1").geturl()
+    return url
+
+
 def _read(url: str) -> EngineState | None:
     try:
-        answer = requests.get(metrics_url(url), timeout=READ_TIMEOUT_SECONDS, allow_redirects=False)
+        answer = requests.get(metrics_url(_connectable(url)), timeout=READ_TIMEOUT_SECONDS, allow_redirects=False)
         return parse(answer.text, time.monotonic()) if answer.status_code == 200 else None
     except (requests.RequestException, NotEngineMetrics) as error:
         logger.debug("engine metrics of %s: %s", url, error)
@@ -88,6 +101,7 @@ def _read(url: str) -> EngineState | None:
 
 def _sync_adapters(url: str, adapters: list[dict[str, str]]) -> None:
     """Make the replica's registered adapters the Model's ``spec.adapters`` (vLLM's runtime LoRA API)."""
+    url = _connectable(url)
     try:
         listed = requests.get(f"{url}/v1/models", timeout=READ_TIMEOUT_SECONDS).json()["data"]
         loaded = {item["id"] for item in listed if item.get("parent")}

@@ -32,7 +32,7 @@ from inference_gateway.addresses import BackendURL, NotAnAddress, parse_backend_
 from inference_gateway.picking.config import DEFAULT, PickingConfig, columns, from_columns
 from inference_gateway.placement import gateway_id, service_of
 from models_app.models import InferenceModel, KubeAIModel, ModelService, ServingModel
-from models_app.public import KUBEAI_ENGINE_PORT, kubeai_child_name
+from models_app.public import KUBEAI_ENGINE_PORT, kubeai_service_name
 
 KUBEAI_SERVICE, KUBEAI_PORT, KUBEAI_PREFIX = "kubeai", 80, "/openai"
 MODEL_SERVICE_PORT = 8000
@@ -176,7 +176,7 @@ def inference_model_route(row: RouteRow, kind: str, wakeable: bool, refusal: str
 def kubeai_route(row: RouteRow, kind: str, wakeable: bool, refusal: str | None = None) -> Route:
     """KubeAI's proxy, or where the portal is the Models' controller (``wakeable``) the Service it
     renders in front of the Model's engines (``models_app.kubeai_controller``), woken from zero."""
-    service, port, prefix = (kubeai_child_name(row.name), KUBEAI_ENGINE_PORT, "") if wakeable else (
+    service, port, prefix = (kubeai_service_name(row.name), KUBEAI_ENGINE_PORT, "") if wakeable else (
         KUBEAI_SERVICE, KUBEAI_PORT, KUBEAI_PREFIX)  # fmt: skip
     return Route(
         model=row.name, kind=kind, pk=row.pk, cluster_id=row.cluster_id, namespace=row.namespace,

@@ -32,6 +32,8 @@ from clusters.models import Cluster, KubeObject
 from clusters.sync.audit import Actor
 from clusters.web.forms import to_yaml
 from clusters.web.portal import PORTAL, ManifestForm, obj_url, preselect_only_cluster, require_perm
+from models_app.kubeai_controller import PORT as KUBEAI_ENGINE_PORT
+from models_app.kubeai_controller import service_name as kubeai_service_name
 from models_app.models import InferenceModel, KubeAIModel
 from scheduler.public import (
     GPU_TYPES,
@@ -124,7 +126,7 @@ class DeployForm(forms.Form):
         data["manifest"] = {"apiVersion": model.kube.api_version, "kind": model.kube.kind,
                             "metadata": {"name": name, "namespace": data["namespace"]}, "spec": spec}  # fmt: skip
         data.update(result=result, rows=rows, row=row, gpus_used=gpus, memory_used=memory,
-                    serving=serving(data["kind"], name, data["namespace"], spec))
+                    serving=serving(data["kind"], name, data["namespace"], spec, data["cluster"]))
         return data
 
     @staticmethod
@@ -154,8 +156,14 @@ class DeployForm(forms.Form):
         return spec
 
 
-def serving(kind: str, name: str, namespace: str, spec: dict[str, Any]) -> str:
-    """What will answer the model's requests through the gateway, in a sentence for the review."""
+def serving(kind: str, name: str, namespace: str, spec: dict[str, Any], cluster: Cluster) -> str:
+    """What will answer the model's requests through the gateway, in a sentence for the review: for
+    a KubeAI Model, the Service the portal renders where it is the cluster's Model controller (the
+    gateway's route then, ``inference_gateway.routes``), else KubeAI's proxy."""
+    if kind != "InferenceModel" and cluster.manages(kind):
+        return (f"the Service {kubeai_service_name(name)} in namespace {namespace} (port {KUBEAI_ENGINE_PORT}), which "
+                "the portal renders in front of the Model's pods as this cluster's KubeAI controller, and which "
+                "the gateway balances; the portal scales the pods on their active requests.")
     if kind != "InferenceModel":
         return (f"KubeAI's proxy, the Service kubeai in namespace {namespace} (port 80, under /openai), which "
                 "the gateway reaches and which balances the Model's replicas; without KubeAI installed there, "

@@ -31,6 +31,8 @@ releases the budget of Models that left (``release_departed``).
 
 from __future__ import annotations
 
+import hashlib
+import re
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -55,13 +57,27 @@ CHILD_SELECTOR = "app.kubernetes.io/managed-by=inference-portal,model"
 SCALING_CONDITION = "Scaling"
 """True while the Deployment runs every replica ``spec.replicas`` asks for; False with admission's
 reason and message while it runs fewer (quota, memory, GPUs)."""
+DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # RFC 1035, as the API server checks a Service's name
+DNS_LABEL_MAX = 63
 MODEL_PATH = "/model"
 SERVED_SOURCES = ("hf://", "pvc://", "ollama://")
 
 
 def child_name(name: str) -> str:
-    """KubeAI's name for a Model's pods (its Deployment here) and, here, their Service."""
+    """KubeAI's name for a Model's pods (its Deployment here)."""
     return f"model-{name}"
+
+
+def service_name(name: str) -> str:
+    """The Service in front of a Model's pods: :func:`child_name` as a DNS-1035 label, which a
+    Service's name must be. A Model's name may hold dots (KubeAI's own catalog has
+    ``llama-3.1-8b-instruct-fp8-l4``, whose Service the API server refused): they become ``-``, and
+    a name so changed or shortened ends in a hash of the Model's, so two Models stay apart."""
+    wanted = child_name(name)
+    if DNS_LABEL.fullmatch(wanted):
+        return wanted
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{re.sub('[^a-z0-9-]', '-', wanted.lower())[:DNS_LABEL_MAX - len(digest) - 1].rstrip('-')}-{digest}"
 
 
 def wanted_replicas(spec: dict[str, Any]) -> int:
@@ -252,7 +268,7 @@ def _service(cr: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": child_name(metadata["name"]), "namespace": metadata["namespace"],
+        "metadata": {"name": service_name(metadata["name"]), "namespace": metadata["namespace"],
                      "labels": _labels(cr), "ownerReferences": [_owner(cr)]},
         "spec": {"selector": {"model": _labels(cr)["model"]},
                  "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}]},

@@ -5,7 +5,7 @@ gateway's rules.
   through the same path as the portal's Wake button, and tells the caller why a wake was refused):
   ``wake``, ``WakeRefused``, ``Reason``.
 - **KubeAI Models the portal controls** (the gateway routes them to the Service the controller
-  renders, and its autoscaler writes their replicas): ``KUBEAI_ENGINE_PORT``, ``kubeai_child_name``,
+  renders, and its autoscaler writes their replicas): ``KUBEAI_ENGINE_PORT``, ``kubeai_service_name``,
   ``KUBEAI_KIND``, ``wanted_replicas``.
 - **The gateway's rules** (the gateway hands down the placement rules the serving models' write
   paths check, from its ``ready()``): ``GatewayRules``, ``register_gateway_rules``.
@@ -16,7 +16,7 @@ from models_app.controller import Reason
 from models_app.gateway_rules import GatewayRules, register_gateway_rules
 from models_app.kubeai_controller import KIND as KUBEAI_KIND
 from models_app.kubeai_controller import PORT as KUBEAI_ENGINE_PORT
-from models_app.kubeai_controller import child_name as kubeai_child_name
+from models_app.kubeai_controller import service_name as kubeai_service_name
 from models_app.kubeai_controller import wanted_replicas
 from models_app.wake import WakeRefused, wake
 
@@ -26,7 +26,7 @@ __all__ = [
     "GatewayRules",
     "Reason",
     "WakeRefused",
-    "kubeai_child_name",
+    "kubeai_service_name",
     "register_gateway_rules",
     "wake",
     "wanted_replicas",

@@ -17,10 +17,10 @@ from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
 from clusters.models import AuditEntry
 from clusters.sync.audit import Actor
-from inference_gateway.autoscaler import Autoscaler, desired_replicas
+from inference_gateway.autoscaler import Autoscaler, _read, desired_replicas
 from inference_gateway.models import BackendHost
 from models_app.controller import ready_replicas
-from models_app.kubeai_controller import PORT
+from models_app.kubeai_controller import DNS_LABEL, PORT, service_name
 from models_app.models import KubeAIModel
 from models_app.wake import wake
 from scheduler.models import NodePool, TeamQuota
@@ -44,6 +44,28 @@ PROFILES = {  # shaped like KubeAI's own resourceProfiles (its helm chart's valu
     },
     "small": {"requests": {"cpu": "100m", "memory": "256Mi"}},
 }
+
+
+@pytest.mark.parametrize(("name", "child"), [
+    ("qwen", "model-qwen"),
+    ("llama-3.1-8b-instruct-fp8-l4", "model-llama-3-1-8b-instruct-fp8-l4-5b6ce6f8"),  # KubeAI's catalog has dots
+    ("llama-3-1-8b-instruct-fp8-l4", "model-llama-3-1-8b-instruct-fp8-l4"),  # stays apart from the dotted one
+])
+def test_the_models_service_name_is_one_a_service_may_have(name: str, child: str) -> None:
+    assert service_name(name) == child and DNS_LABEL.fullmatch(child)
+
+
+def test_a_long_models_service_names_are_shortened_apart() -> None:
+    first, second = service_name("a" * 80 + "1"), service_name("a" * 80 + "2")
+    assert len(first) == len(second) == 63 and first != second and DNS_LABEL.fullmatch(first)
+
+
+def test_the_autoscaler_reads_an_engine_listed_by_a_name_under_localhost(start_engine) -> None:
+    """The live demo lists engines as ``engine-N.localhost`` (loopback by RFC 6761, as the gateway's
+    resolver reads them); ``requests`` on glibc resolves no such name, and the autoscaler read nothing."""
+    engine = start_engine("named")
+    state = _read(f"http://named.localhost:{engine.port}")
+    assert state is not None and (state.running, state.waiting) == (0, 0)
 
 
 @pytest.mark.parametrize(("average", "spec", "desired"), [

@@ -49,6 +49,20 @@ def test_a_shared_prefix_is_a_prefix_cache_hit_counted_in_tokens(start_engine) -
     assert (config["block_size"], config["num_gpu_blocks"], config["enable_prefix_caching"]) == ("16", "64", "True")
 
 
+def test_eviction_takes_a_finished_requests_last_blocks_first_so_its_prefix_keeps_hitting(start_engine) -> None:
+    """vLLM frees a request's blocks in reverse order (``KVCacheManager.free``): under pressure the
+    LRU loses a conversation's tail before the system prompt other requests share."""
+    engine = start_engine("a", "--time-scale", "0.01", "--num-blocks", "10")
+    chat(engine, " ".join(f"first{index}" for index in range(31)), max_tokens=1)  # 96 tokens: 6 blocks stay cached
+    # 64 tokens of another prompt and its answer: 5 blocks, of the 4 never used and 1 evicted
+    chat(engine, " ".join(f"other{index}" for index in range(15)), max_tokens=1,
+         system=" ".join(f"another{index}" for index in range(47)))
+    assert engine.value("vllm:prefix_cache_hits_total") == 0
+
+    chat(engine, " ".join(f"second{index}" for index in range(15)), max_tokens=1)
+    assert engine.value("vllm:prefix_cache_hits_total") == 64  # the system prompt's 4 blocks survived
+
+
 def test_requests_beyond_the_running_cap_wait_in_the_queue(start_engine) -> None:
     engine = start_engine("a", "--max-num-seqs", "2", "--decode-ms", "200", "--num-blocks", "1000")
     threads = [in_background(chat, engine, f"question {index}", max_tokens=30) for index in range(4)]

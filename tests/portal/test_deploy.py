@@ -11,7 +11,7 @@ import yaml
 from django.core.management import call_command
 from django.test import Client
 
-from clusters.models import AuditEntry
+from clusters.models import AuditEntry, Cluster
 from models_app.deploy import calculate
 from models_app.models import InferenceModel, KubeAIModel
 from scheduler.calculator.presets import preset
@@ -99,3 +99,9 @@ def test_the_review_says_what_will_serve_the_model_and_a_backend_url_is_used(dep
     assert 'value="http://engine.default.svc:8000"' in form
     kubeai = review(deployer, kind="Model", pool="gpu-l4")
     assert "the Service kubeai in namespace default" in html.unescape(kubeai)
+    # where the portal is the cluster's Model controller, the Service it renders answers (the live demo)
+    Cluster.objects.filter(name="demo").update(managed_kinds=["Model"])
+    managed = review(deployer, kind="Model", pool="gpu-l4")
+    name = shown_yaml(managed)["metadata"]["name"]
+    assert f"the Service model-{name} in namespace default (port 8000)" in html.unescape(managed)
+    assert "KubeAI's proxy" not in html.unescape(managed)

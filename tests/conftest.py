@@ -154,21 +154,11 @@ def editor(api_as) -> APIClient:
 REAL_CLUSTER_FIXTURES = {"control_plane", "kube", "managed", "live_cluster"}
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
-    """Every test that talks to a Kubernetes API server carries the ``realcluster`` marker (before
-    ``-m`` selects); once every plugin has ordered and selected, the tests marked ``long`` go first.
-
-    pytest-django orders the tests without a database last, the demo's journey among them (minutes
-    of ``make run``), and pytest-xdist hands tests out in collection order: the run's last minutes
-    were that one test on one worker while the others sat idle. Started first, a long test runs
-    beside the short ones. The sort is stable, so pytest-django's database order of the rest stays."""
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that talks to a Kubernetes API server carries the ``realcluster`` marker."""
     for item in items:
         if REAL_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.realcluster)
-    result = yield
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
-    return result
 
 
 @pytest.fixture(scope="session")

@@ -26,9 +26,3 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
 else:
     # A database per test process, so parallel runs (and CI beside a developer) never collide.
     DATABASES["default"]["TEST"] = {"NAME": f"test_portal_{os.getpid()}"}  # noqa: F405
-    # A commit need not wait for its WAL to reach the disk: the database is dropped at the session's
-    # end, and what a commit makes visible to the other connections is the same (only a server crash
-    # could lose it). On this project's 2-core host a commit took 2.8-3.7 ms synchronous and 0.6-1.1 ms
-    # without; transactional tests commit each write. (The flush after them is TRUNCATE's file work,
-    # not a commit's wait, and is no faster.)
-    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c synchronous_commit=off"  # noqa: F405

@@ -39,7 +39,7 @@ from devstack.live_demo import DEMO_MODEL, SSO_PEOPLE, SSO_PROVIDER_NAME, SSO_TE
 from devstack.oidc_provider import ProviderUnavailable, build_binary
 from tests.browser.conftest import browser  # noqa: F401 - the one headless Chromium fixture
 
-pytestmark = [pytest.mark.realcluster, pytest.mark.long]
+pytestmark = pytest.mark.realcluster
 STARTED = "Ctrl-C stops everything."
 ENV_NOT_PASSED = ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "REDIS_URL", "CELERY_BROKER_URL", "MAKEFLAGS", "MFLAGS",
                   "MAKELEVEL")  # fmt: skip

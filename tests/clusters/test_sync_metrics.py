@@ -123,7 +123,9 @@ def test_every_web_worker_exports_the_same_figures_from_the_database(web_server)
         try:
             for number in range(3):
                 queue.put({"n": number})
-            bodies = [requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).text
+            # /healthz answers before every worker has started Django (seconds each on a busy host);
+            # a /metrics request that reaches a starting worker waits for it
+            bodies = [requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=90).text
                       for _ in range(6)]  # fmt: skip
         finally:
             queue.clear()

@@ -272,6 +272,7 @@ def test_dependencies_start_first(managed, pool, editor) -> None:
     assert deployment(kube, "tokenizer-service")["spec"]["replicas"] == 0
 
     response = editor.post(f"/api/inferencemodels/{InferenceModel.objects.get(name='codellama-34b').pk}/wake/")
+    assert response.status_code == 200, response.json()
     assert list(response.json()["woken"]) == ["tokenizer-service", "codellama-34b"]
     assert deployment(kube, "tokenizer-service")["spec"]["replicas"] == 1
     assert deployment(kube, "codellama-34b")["spec"]["replicas"] == 0

@@ -40,6 +40,13 @@ def load_application_code() -> None:
 def tune_collector() -> None:
     """Collect startup garbage once, then freeze what remains (see the module docstring)."""
     gc.collect()
+    freeze_alive()
+
+
+def freeze_alive() -> None:
+    """Freeze what is alive now, without collecting first: for a large structure just built on a
+    thread that must not pause (the gateway's catalog on its event loop), where the full collection
+    would walk all of it to free only what was in cycles at that instant."""
     gc.freeze()
 
 

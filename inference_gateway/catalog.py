@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import gc
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,7 +49,7 @@ from django.db.models.expressions import RawSQL
 
 from clusters.models import Cluster
 from common.db_thread import read
-from common.gc_tuning import collector_paused
+from common.gc_tuning import collector_paused, freeze_alive
 from inference_gateway.metrics import CATALOG_ROWS
 from inference_gateway.models import SharedGatewayId
 from inference_gateway.names import model_name_refusal
@@ -350,7 +349,7 @@ class Catalog:
                 # routes (0.26 s of CPU, over 1 s at a busy machine's load, and a health probe
                 # timed out behind it); what it would have freed is only what requests in flight
                 # left in cycles at that instant.
-                gc.freeze()
+                freeze_alive()
             else:
                 state = self.state
                 changes = await read(lambda: resync(state) if compare else read_rows(state, pending), CATALOG_READS)

@@ -225,18 +225,17 @@ def cached_items(cluster: Cluster, api_version: str, kind: str, namespace: str |
     return informer(cluster, api_version, kind, namespace, selector).items()
 
 
-def covering(api_version: str, kind: str, namespace: str, cluster_id: int | None = None) -> list[Informer]:
-    """The process's informers whose scope holds objects of the kind in ``namespace`` (of one cluster,
-    or of any)."""
-    with _lock:
-        return [found for key, found in _informers.items()
-                if cluster_id in (None, key[0]) and key[2:4] == (api_version, kind) and key[4] in (namespace, None)]
-
-
 def registered() -> list[tuple[Key, Informer]]:
     """Every informer of the process, with its key (cluster, apiVersion, kind, namespace, selector)."""
     with _lock:
         return list(_informers.items())
+
+
+def covering(api_version: str, kind: str, namespace: str, cluster_id: int | None = None) -> list[Informer]:
+    """The process's informers whose scope holds objects of the kind in ``namespace`` (of one cluster,
+    or of any)."""
+    return [found for key, found in registered()
+            if cluster_id in (None, key[0]) and key[2:4] == (api_version, kind) and key[4] in (namespace, None)]
 
 
 def _wrote_through(cluster: Cluster, api_version: str, kind: str, namespace: str, name: str,

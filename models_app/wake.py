@@ -12,6 +12,7 @@ from clusters.kube.failures import failing_condition, is_refusal, refusal_messag
 from clusters.models import AuditEntry
 from clusters.sync.audit import Actor, record
 from clusters.sync.controllers import reconcile_row
+from clusters.sync.work_queue import BUSY
 from models_app import kubeai_controller
 from models_app.controller import Reason, dependency_closure, wake_in_cluster
 from models_app.models import InferenceModel, KubeAIModel
@@ -32,6 +33,10 @@ class WakeRefused(Exception):
         self.http_status = http_status
         self.capacity = capacity
 
+
+WAIT_FOR_RECONCILE_SECONDS = 30.0
+"""How long a wake waits for another reconcile of a model it wakes (the periodic pass, a watch
+event) to end before reconciling it itself: the wake answers from its own reconcile."""
 
 CAPACITY_REASONS = frozenset({Reason.INSUFFICIENT_MEMORY, Reason.INSUFFICIENT_GPU, Reason.OVER_QUOTA, Reason.PREEMPTED})
 """Refusals that may clear without a change to the model: capacity frees, a reclaim ends."""
@@ -98,7 +103,9 @@ def wake(model: InferenceModel | KubeAIModel, actor: Actor, now: datetime | None
             record(member, AuditEntry.Action.UPDATED, actor, message="woken: last-request-time set to now")
         for member in closure:
             member.refresh_from_db()
-            outcomes[member.name] = reconcile_row(member, now, gateway)
+            outcomes[member.name] = reconcile_row(member, now, gateway, wait_seconds=WAIT_FOR_RECONCILE_SECONDS)
+            if outcomes[member.name] == BUSY:  # its holder runs once more, after this wake's write
+                continue  # the status is the holder's earlier run's: no refusal of this wake to read there
             refused = _refused(member)
             if refused is not None:
                 raise refused

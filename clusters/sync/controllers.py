@@ -29,7 +29,7 @@ from clusters.kube.owned import NotOwnedError
 from clusters.models import Cluster, KubeObject, SyncState
 from clusters.sync import stats as sync_stats
 from clusters.sync.inbound import upsert_from_cluster
-from clusters.sync.work_queue import BUSY, object_key, pass_key, run_exclusively
+from clusters.sync.work_queue import BUSY, object_key, pass_key, run_exclusively, run_when_free
 
 logger = logging.getLogger(__name__)
 # A reconcile whose write is refused as stale (409, a resourceVersion precondition) reads the object again
@@ -45,8 +45,15 @@ class ReconcileResult:
     outcome: str
 
 
-def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: ClusterGateway | None = None) -> str:
-    """Reconcile one mirrored object of a managed kind; returns what was done (for logs and tests)."""
+def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: ClusterGateway | None = None,
+                  wait_seconds: float = 0.0) -> str:
+    """Reconcile one mirrored object of a managed kind; returns what was done (for logs and tests).
+
+    Where another reconcile of the object holds its lease, this one is handed to the holder (which
+    runs once more) and :data:`BUSY` returned at once; with ``wait_seconds`` it waits up to that
+    long for the holder to end and then runs itself, so a caller that must answer from this
+    reconcile's own outcome (a wake) never reads the status of the holder's earlier run. BUSY then
+    only when the holder ran longer than that."""
     reconcile = reconciler_for(obj.kube.kind)
     if reconcile is None or not obj.cluster.manages(obj.kube.kind):
         return "not managed"
@@ -69,7 +76,11 @@ def reconcile_row(obj: KubeObject, now: datetime | None = None, gateway: Cluster
             if own:
                 client.close()
 
-    return run_exclusively(object_key(obj._meta.label, obj.pk), work, BUSY)
+    key = object_key(obj._meta.label, obj.pk)
+    if wait_seconds:
+        outcome = run_when_free(key, work, wait_seconds, then=work)
+        return BUSY if outcome is None else outcome
+    return run_exclusively(key, work, BUSY)
 
 
 def _refused(gateway: ClusterGateway, obj: KubeObject, error: PermanentError | NotOwnedError, now: datetime) -> str:

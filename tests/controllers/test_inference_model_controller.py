@@ -4,13 +4,16 @@ Deployment controller and kwok make Deployments ready, the garbage collector rem
 from __future__ import annotations
 
 import re
+import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from clusters.sync.work_queue import BUSY, object_key
 from clusters.validation.quantities import quantity_to_int
 from models_app.controller import FINALIZER, ready_replicas
 from models_app.models import InferenceModel
@@ -290,6 +293,29 @@ def test_dependencies_start_first(managed, pool, editor) -> None:
     # controller may still be finishing the dependency's rollout during the first).
     wait_for(lambda: kube.sync() and deployment(kube, "codellama-34b")["spec"]["replicas"] == 1, timeout=30,
              message="codellama-34b started once its dependency is ready")
+
+
+def test_a_wake_waits_for_a_reconcile_in_progress_and_answers_from_its_own(managed, pool, editor) -> None:
+    """Another reconcile of the model (the periodic pass, a watch event) holds its lease when a wake
+    comes: the wake waits for it to end, then reconciles itself and answers with its own outcome,
+    not the holder's earlier status (a wake once answered a refusal read from there)."""
+    kube, cluster = managed
+    write_model(kube, "inferencemodel-llama-2-7b.yaml", cooldownPeriod="1m")
+    kube.sync()
+    reconcile_cluster(cluster, now=timezone.now() + timedelta(hours=1))  # idle: scaled to zero
+    assert deployment(kube, "llama-2-7b")["spec"]["replicas"] == 0
+    row = InferenceModel.objects.get(name="llama-2-7b")
+    key = object_key(row._meta.label, row.pk)
+    assert cache.add(key, "another reconcile", 60)
+    holder = threading.Timer(1.0, cache.delete, [key])  # the other reconcile ends a moment after the wake asks
+    holder.start()
+    try:
+        response = editor.post(f"/api/inferencemodels/{row.pk}/wake/")
+    finally:
+        holder.join()
+    assert response.status_code == 200, response.json()
+    assert response.json()["woken"]["llama-2-7b"] != BUSY, response.json()
+    assert deployment(kube, "llama-2-7b")["spec"]["replicas"] == 1  # started by the wake's own reconcile
 
 
 def test_missing_or_cyclic_dependencies_are_refused_naming_them(managed, pool, editor) -> None:

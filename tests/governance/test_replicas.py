@@ -17,7 +17,7 @@ from devstack.ports import free_port, wait_serving
 from governance.limits import PREFIX
 from governance.models import Limit
 from tests.clusters.conftest import wait_for
-from tests.gateway.conftest import serve_model
+from tests.gateway.conftest import sample_value, serve_model
 from tests.support.services import REDIS_URL, session_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +28,7 @@ def replicas():
     """Two ``manage.py gateway`` processes on the test database and the test Redis."""
     env = {**os.environ, "DATABASE_URL": session_database_url(), "GOVERNANCE_REDIS_URL": REDIS_URL,
            "GATEWAY_CATALOG_TTL_SECONDS": "0", "GATEWAY_CALLER_TTL_SECONDS": "0", "USAGE_LIMITS_TTL_SECONDS": "0",
-           "DEBUG": "false"}
+           "DEBUG": "false", "METRICS_TOKEN": "replicas-metrics"}
     ports = [free_port(), free_port()]
     processes = [subprocess.Popen([sys.executable, "manage.py", "gateway", "--host", "127.0.0.1", "--port", str(port)],
                                   cwd=settings.BASE_DIR, env=env) for port in ports]
@@ -49,6 +49,13 @@ def asker(api_key: str):
                              json={"model": "shared", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
 
     return ask
+
+
+def unchecked(replicas: list[str]) -> list[float]:
+    """Each replica's requests let through unchecked because Redis did not answer in time."""
+    return [sample_value(requests.get(f"{url}/metrics", headers={"Authorization": "Bearer replicas-metrics"},
+                                      timeout=30).text, "inference_portal_limit_checks_failed_total")
+            for url in replicas]
 
 
 def burst_from_zero(replicas: list[str], ask, limits_redis, requests_each: int, clients: int) -> tuple[list, int]:
@@ -104,6 +111,6 @@ def test_busy_replicas_admit_from_leases_without_passing_the_limit(cluster, api_
     answers, minute = burst_from_zero(replicas, asker(api_key), limits_redis, 300, 16)
     assert {answer.status_code for answer in answers} == {200, 429}
     admitted = sum(answer.status_code == 200 for answer in answers)
-    assert admitted == 400
+    assert admitted == 400, f"{admitted} admitted; let through unchecked (Redis unanswered): {unchecked(replicas)}"
     wait_for(lambda: int(limits_redis.get(f"{PREFIX}:r:{team.pk}:*:{minute}") or 0) == admitted, timeout=30,
              message=f"the counter back at the {admitted} requests admitted, unused leases given back")

@@ -7,7 +7,8 @@ commands of one event-loop turn in one write, without waiting for earlier answer
 in order, and each answer resolves the oldest waiting future (the "auto-pipelining" of ioredis
 and Lettuce). Commands
 are encoded and answers parsed by hiredis (C). A connection that fails, or an answer that takes
-more than ``timeout`` seconds, fails every command waiting on it; the next command reconnects.
+more than ``timeout`` seconds, fails every command waiting on it; the next command reconnects (a
+timeout that only this process's stalled event loop made late is given once more, :func:`_expire`).
 
 **A Redis that hangs costs one timeout, not one per request.** A failure (refused, reset, or no
 answer within ``timeout``: 0.25 s by default, ``GOVERNANCE_REDIS_TIMEOUT_SECONDS``) opens a circuit
@@ -85,6 +86,26 @@ class _Protocol(asyncio.Protocol):
                 future.set_exception(error)
 
 
+class _NoAnswer(Exception):
+    """No answer came within the timeout (:func:`_expire`)."""
+
+
+def _expire(future: asyncio.Future, deadline: float, timeout: float, again: bool) -> None:
+    """The timeout of one command. A timer that fires late by more than half the timeout means this
+    process's event loop itself was stalled (CPU contention, a long callback), not that Redis was
+    slow: the answer may be in the socket, unread, and the loop's timers run before it reads
+    sockets (uvloop's do in every turn). So the command gets the timeout once more from now; only
+    a timer on time, or the second one, fails it. Without this a busy gateway let requests through
+    its limits unchecked (and then every request for ``retry_seconds``) exactly when it was busiest."""
+    if future.done():
+        return
+    loop = future.get_loop()
+    if again and loop.time() - deadline > timeout / 2:
+        loop.call_later(timeout, _expire, future, loop.time() + timeout, timeout, False)
+        return
+    future.set_exception(_NoAnswer())
+
+
 class PipelinedRedis:
     """``await call("GET", key)``; ``await evalsha(script, keys, args)`` loads the script when Redis lacks it."""
 
@@ -134,16 +155,19 @@ class PipelinedRedis:
         return protocol
 
     async def _send(self, protocol: _Protocol, command: tuple[Any, ...]) -> Any:
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         protocol.waiting.append(future)
         protocol.send(hiredis.pack_command(command))
+        timer = loop.call_later(self.timeout, _expire, future, loop.time() + self.timeout, self.timeout, True)
         try:
-            async with asyncio.timeout(self.timeout):
-                return await future
-        except TimeoutError:
+            return await future
+        except _NoAnswer:
             protocol.lost = True  # never used again, even before the loop reports the connection lost
             protocol.transport.abort()  # the answers that follow would be matched to the wrong commands
             raise RedisUnavailable(f"Redis did not answer within {self.timeout} s") from None
+        finally:
+            timer.cancel()
 
     async def call(self, *command: Any) -> Any:
         """One command's reply; an error reply is returned as ``hiredis.ReplyError``. Fails at once

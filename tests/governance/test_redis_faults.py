@@ -11,15 +11,17 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
+import uvloop
 
 from common.gateway_metrics import REGISTRY
 from governance import budgets
 from governance.limits import COUNTED_SINCE, Limiter, RedisCounters
 from governance.models import Limit
-from governance.resp import RedisUnavailable
+from governance.resp import PipelinedRedis, RedisUnavailable
 from tests.clusters.conftest import wait_for
 from tests.governance.test_limits import limit
 from tests.support.services import REDIS_URL
@@ -87,6 +89,27 @@ def test_a_hung_redis_costs_one_timeout_then_requests_fail_at_once(hung) -> None
     assert during == 1  # one connection, one timeout: nineteen requests never waited for it
     assert "did not answer within 0.2 s" in again and after == 2
     assert sample("inference_portal_limit_redis_circuit_opened_total") == opened + 2
+
+
+@pytest.mark.parametrize("run", [asyncio.run, uvloop.run], ids=["asyncio", "uvloop"])
+def test_a_gateway_loop_stalled_past_the_timeout_is_not_a_redis_failure(run, limits_redis) -> None:
+    """The gateway's own event loop stalls (a busy machine, a long callback) after sending a
+    command, past the timeout: Redis' answer is there (or comes at once) when the loop runs again,
+    so the command answers and no circuit opens (requests were let through the limits unchecked
+    for a second each time a busy gateway's timer fired late). A hung Redis still costs one
+    timeout (the test above)."""
+    async def stalled() -> tuple[Any, float]:
+        client = PipelinedRedis(REDIS_URL, timeout=0.2, retry_seconds=3600)
+        await client.call("PING")  # connected
+        answer = asyncio.ensure_future(client.call("SET", "stalled-loop-test", "1"))
+        await asyncio.sleep(0)  # the command is queued; the loop then stalls past its timeout
+        time.sleep(0.6)
+        try:
+            return await answer, client.open_until
+        finally:
+            await client.close()
+
+    assert run(stalled()) == (b"OK", 0.0)  # answered, and no circuit opened
 
 
 def test_a_redis_back_after_refusing_is_used_again_once_the_retry_period_ends(limits_redis) -> None:

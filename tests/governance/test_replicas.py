@@ -25,10 +25,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def replicas():
-    """Two ``manage.py gateway`` processes on the test database and the test Redis."""
+    """Two ``manage.py gateway`` processes on the test database and the test Redis. Redis gets 5 s
+    to answer: these tests count what the limits admit, and on a busy machine a command can go
+    unanswered for the default 0.25 s, which lets requests through unchecked by design (the
+    likeliest cause of 405 and 409 of 400 admitted in two fresh-clone runs; that path is
+    tests/governance/test_redis_faults.py's). Each test says how many went through unchecked."""
     env = {**os.environ, "DATABASE_URL": session_database_url(), "GOVERNANCE_REDIS_URL": REDIS_URL,
            "GATEWAY_CATALOG_TTL_SECONDS": "0", "GATEWAY_CALLER_TTL_SECONDS": "0", "USAGE_LIMITS_TTL_SECONDS": "0",
-           "DEBUG": "false", "METRICS_TOKEN": "replicas-metrics"}
+           "DEBUG": "false", "METRICS_TOKEN": "replicas-metrics", "GOVERNANCE_REDIS_TIMEOUT_SECONDS": "5"}
     ports = [free_port(), free_port()]
     processes = [subprocess.Popen([sys.executable, "manage.py", "gateway", "--host", "127.0.0.1", "--port", str(port)],
                                   cwd=settings.BASE_DIR, env=env) for port in ports]
@@ -97,8 +101,6 @@ def test_two_replicas_admit_one_limit_between_them(cluster, api_key, start_backe
     assert refused.json()["error"]["code"] == "rate_limit_exceeded"
 
 
-@pytest.mark.xfail(strict=False, reason="open defect: two leasing replicas admitted 405 and 409 of 400 in two of five "
-                   "fresh-clone runs (stop 49's note); the leases' give-back or reclaim counts a unit twice")
 def test_busy_replicas_admit_from_leases_without_passing_the_limit(cluster, api_key, start_backend, replicas,
                                                                     limits_redis) -> None:
     """A limit large enough for quota leases (governance.leases): each replica admits most requests
@@ -111,6 +113,6 @@ def test_busy_replicas_admit_from_leases_without_passing_the_limit(cluster, api_
     answers, minute = burst_from_zero(replicas, asker(api_key), limits_redis, 300, 16)
     assert {answer.status_code for answer in answers} == {200, 429}
     admitted = sum(answer.status_code == 200 for answer in answers)
-    assert admitted == 400, f"{admitted} admitted; let through unchecked (Redis unanswered): {unchecked(replicas)}"
+    assert (admitted, unchecked(replicas)) == (400, [0.0, 0.0]), "admitted; let through unchecked per replica"
     wait_for(lambda: int(limits_redis.get(f"{PREFIX}:r:{team.pk}:*:{minute}") or 0) == admitted, timeout=30,
              message=f"the counter back at the {admitted} requests admitted, unused leases given back")

@@ -259,14 +259,15 @@ def _plan(
         quantity_to_int(spec["memory"]) or 0,
         gpus=desired_gpus(row),
     )
-    decision, stopping = admit(demand, now, gateway=gateway), set()  # the gateway: pods on the pool's nodes count too
+    # the gateway: pods on the pool's nodes count too; a preemption's room is held before its victims stop
+    decision, stopping = admit(demand, now, gateway=gateway, hold_for_preemption=True), set()
     # Each round stops what admission offered (idle models; borrowers preempted for a guarantee)
     # and asks again; a round frees one resource (GPUs, then memory), so two rounds and a check.
     for _ in range(3):
         if decision.fits or not decision.frees_enough:
             break
         stopping |= _stop_now(gateway, decision, now)
-        decision = admit(demand, now, stopping=stopping, gateway=gateway)
+        decision = admit(demand, now, stopping=stopping, gateway=gateway, hold_for_preemption=True)
     if not decision.fits:
         return Plan(0, decision.reason or Reason.INSUFFICIENT_MEMORY, decision.message)
     cache.delete(_preempted_key(row))  # admitted again: the preemption is over

@@ -263,6 +263,7 @@ def admit(
     now: datetime | None = None,
     stopping: set[ModelKey] = frozenset(),
     gateway: ClusterGateway | None = None,
+    hold_for_preemption: bool = False,
 ) -> AdmissionDecision:
     """Admit ``demand`` and its dependencies that are not running yet, all or nothing.
 
@@ -276,6 +277,14 @@ def admit(
     With the cluster's ``gateway``, what the pods on the pools' nodes that serve no mirrored model
     request counts too (``cluster_pods``: read before the pools are locked, so no lock waits on
     the API server).
+
+    ``hold_for_preemption`` (a caller that stops the decision's ``preempt`` models at once, as the
+    InferenceModel controller does): a refusal that preemption resolves reserves the demand's room
+    now, under the pool's lock, before its victims stop, as Kueue admits a workload before its
+    victims are evicted. Otherwise the room the victims free is anyone's until the caller asks
+    again: a victim's own reconcile, run just after its preemption, found it free and started the
+    victim again with the newest reservation. The caller's next ``admit`` (with ``stopping``) keeps
+    that reservation; a plan that ends refused releases it.
     """
     now = now or timezone.now()
     group = demand.closure()
@@ -337,18 +346,25 @@ def admit(
             decisions.append(decision)
         failed = next((d for d in decisions if not d.fits), None)
         if failed:
+            if hold_for_preemption and all(d.fits or d.preempt for d in decisions):
+                _reserve_pending(pending, pools)
             return failed
         for owner in guaranteed:
             clear_reclaiming(owner)
-        admitted = []
-        for (cluster_id, pool_name), items in pending.items():
-            pool = pools.get((cluster_id, pool_name))
-            for item in items:
-                _reserve(pool, item)
-                admitted.append(item.label)
         decision = decisions[0]
-        decision.admitted = admitted
+        decision.admitted = _reserve_pending(pending, pools)
         return decision
+
+
+def _reserve_pending(pending: dict[tuple[int, str], list[Demand]], pools: dict[tuple[int, str], NodePool]) -> list[str]:
+    """Reserve every pending demand in its (locked) pool; their labels."""
+    admitted = []
+    for (cluster_id, pool_name), items in pending.items():
+        pool = pools.get((cluster_id, pool_name))
+        for item in items:
+            _reserve(pool, item)
+            admitted.append(item.label)
+    return admitted
 
 
 def release(cluster_id: int, kind: str, namespace: str, name: str) -> int:

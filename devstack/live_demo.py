@@ -5,9 +5,10 @@ Started by ``manage.py run_demo`` when the control plane can be built (Go is ins
 1. the tests' control plane (``devstack.control_plane``: etcd, kube-apiserver, controller-manager,
    scheduler, kwok nodes with GPUs), with the portal's CRDs;
 2. simulated engines (``manage.py sim_engine``, devstack/sim_engine.py): one every InferenceModel
-   points at, ``SERVING_ENGINES`` behind the ModelServices' Services (:func:`serving_services`), and
-   one for each Pod of a KubeAI Model (devstack/pod_engines.py), so every demo model answers
-   through the gateway;
+   points at, ``SERVING_ENGINES`` behind the ModelServices' Services (:func:`serving_services`) and
+   behind each KubeAI Model's Service while it has a Pod, and one for each Pod of a KubeAI Model
+   that scales past one replica (devstack/pod_engines.py), so every demo model answers through the
+   gateway;
 3. the cluster ``local`` registered with the portal managing InferenceModel, InferenceRun and KubeAI's
    Model (a
    previous run's ``local`` row is kept and pointed at the new control plane, so every grant,
@@ -74,7 +75,7 @@ from devstack.control_plane import (
 )
 from devstack.gitops_demo import GitOpsDemo, start_gitops_demo
 from devstack.oidc_provider import OidcProvider, ProviderUnavailable, build_binary
-from devstack.pod_engines import SLICE_MANAGER, PodEngines
+from devstack.pod_engines import PodEngines, engine_slice
 from devstack.ports import free_port
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import MemoryReservation
@@ -93,9 +94,12 @@ ENGINE_OPTIONS = ["--time-scale", "0.1", "--num-blocks", "2000", "--max-loras", 
 # act is tens of requests in flight (targetRequests 32 in the demo's PrefixHash Model), and each
 # sequence's tokens cost this machine CPU ten times as often at a tenth of the time.
 POD_ENGINE_OPTIONS = ["--num-blocks", "2000", "--max-loras", "2"]
-# KubeAI's autoscaler reads every 10 s over a 10 min window; the demo reads every 2 s over 10 s, so
-# that load sent by hand moves the replicas within seconds (docs/demo.md, "Send load").
-AUTOSCALING = {"KUBEAI_AUTOSCALING_INTERVAL": "2", "KUBEAI_AUTOSCALING_WINDOW": "10"}
+# KubeAI's autoscaler reads every 10 s over a 10 min window; the demo reads every 5 s over 20 s, so
+# that load sent by hand moves the replicas within seconds (docs/demo.md, "Send load"). Every 2 s
+# it read every Model (its object, its engines, its Service's slices) as often as the gateway's
+# picker, which a demo needs no more than KubeAI does: on a loaded machine it was CPU the journey's
+# other steps waited for.
+AUTOSCALING = {"KUBEAI_AUTOSCALING_INTERVAL": "5", "KUBEAI_AUTOSCALING_WINDOW": "20"}
 # Where the gateway reaches ModelServices (inference_gateway/routes.py, docs/gateway.md)
 MODEL_SERVICE_PORT = 8000
 # Single sign-on in the demo (docs/identity.md): the project's own OpenID provider with two people,
@@ -213,15 +217,14 @@ def publish_engines(api_client: Any, services: dict[tuple[str, str], int], engin
     for (namespace, name), port in sorted(services.items()):
         core.create_namespaced_service(namespace, {"metadata": {"name": name},
                                                    "spec": {"ports": [{"name": "http", "port": port}]}})
-        for index, engine_port in enumerate(engine_ports):
-            discovery.create_namespaced_endpoint_slice(namespace, {
-                "metadata": {"name": f"{name}-engine-{index}", "labels": {
-                    "kubernetes.io/service-name": name,
-                    "endpointslice.kubernetes.io/managed-by": SLICE_MANAGER}},
-                "addressType": "FQDN",
-                "ports": [{"name": "http", "port": engine_port, "protocol": "TCP"}],
-                "endpoints": [{"addresses": [f"engine-{index}.localhost"], "conditions": {"ready": True}}],
-            })
+        for index, (address, engine_port) in enumerate(shared_engines(engine_ports)):
+            discovery.create_namespaced_endpoint_slice(
+                namespace, engine_slice(f"{name}-engine-{index}", name, address, engine_port))
+
+
+def shared_engines(engine_ports: list[int]) -> list[tuple[str, int]]:
+    """(address, port) of the ``SERVING_ENGINES``: ``engine-N.localhost`` on each one's port."""
+    return [(f"engine-{index}.localhost", port) for index, port in enumerate(engine_ports)]
 
 
 def priority_classes(manifests: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> list[str]:
@@ -376,7 +379,8 @@ class LiveDemo:
         refresh_node_pools(cluster)
         count = apply_demo_objects(self.plane, f"http://127.0.0.1:{backend_port}", engine_ports)
         self.pod_engines = PodEngines(self.plane.api_client(), lambda name, port: self._spawn(
-            name, ["sim_engine", "--host", "127.0.0.1", "--port", str(port), "--name", name, *POD_ENGINE_OPTIONS]))
+            name, ["sim_engine", "--host", "127.0.0.1", "--port", str(port), "--name", name, *POD_ENGINE_OPTIONS]),
+            shared_engines(engine_ports))
         self.pod_engines.start()
         # the guided deploy offers the engine as a new InferenceModel's backend (models_app/deploy.py)
         self.env["DEPLOY_BACKEND_URL"] = f"http://127.0.0.1:{backend_port}"

@@ -1,17 +1,27 @@
-"""The live demo's stand-in for a pod network: one simulated engine per Pod of each KubeAI Model the
-portal runs (``models_app.kubeai_controller``), listed behind the Model's Service.
+"""The live demo's stand-in for a pod network: simulated engines behind the Services of the KubeAI
+Models the portal runs (``models_app.kubeai_controller``), listed while the Model has Pods.
 
 With kwok no container runs, so a Pod of ``model-<name>`` serves nothing, and the demo's control
 plane runs no EndpointSlice controller. This does both jobs for the Services the portal renders for
 KubeAI Models (label ``app.kubernetes.io/managed-by: inference-portal``, a ``model`` selector):
-every ``POLL_SECONDS`` it lists their Pods; each live Pod (not terminating, not finished) gets an
-engine of its own (``manage.py sim_engine``, a fresh process: a new replica's KV cache starts
-cold, as a new pod's does) and an FQDN EndpointSlice named after the Pod, listing
-``<engine>.localhost`` on the engine's port (kube-apiserver refuses loopback IPs in a slice; the
-gateway resolves names under ``localhost`` to loopback, RFC 6761, and follows them only with
-``GATEWAY_ALLOW_LOOPBACK``). A Pod that goes takes its slice and its engine with it. So the
-Model's replicas are what answers: the gateway picks among them and the autoscaler reads their
-``/metrics`` (``inference_gateway.autoscaler``), and a scale-out adds engines that take load.
+every ``POLL_SECONDS`` it lists the Models, those Services and their Pods (three requests, read as
+JSON: the client's typed objects cost this process more CPU than the lists' transfer), and
+
+- each live Pod (not terminating, not finished) of a Model that **scales** (:func:`scales`: its
+  autoscaler may take it past one replica) gets an engine of its own (``manage.py sim_engine``, a
+  fresh process: a new replica's KV cache starts cold, as a new pod's does) and an FQDN
+  EndpointSlice named after the Pod, listing ``<engine>.localhost`` on the engine's port
+  (kube-apiserver refuses loopback IPs in a slice; the gateway resolves names under ``localhost``
+  to loopback, RFC 6761, and follows them only with ``GATEWAY_ALLOW_LOOPBACK``). A Pod that goes
+  takes its slice and its engine with it. So that Model's replicas are what answers: the gateway
+  picks among them, the autoscaler reads their ``/metrics`` (``inference_gateway.autoscaler``),
+  and a scale-out adds engines that take load;
+- any other Model with a live Pod has the demo's shared engines (``shared``, the ones behind the
+  ModelServices) listed behind its Service, one slice per engine, taken away when its last Pod
+  goes. A Model that never runs past one replica needs no engine of its own to show what it does,
+  and an engine per Pod of every Model (a Django process each, seconds of CPU to start) made the
+  demo heavy enough that, on a loaded machine, the journey's break-and-mend step outlasted its
+  waits.
 
 An engine is listed as soon as its Pod exists, before kwok reports the Pod ready: the engine
 already answers (``SPARE`` engines are kept started ahead, as starting one takes seconds on a busy
@@ -23,6 +33,7 @@ stops with it).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -34,14 +45,37 @@ import requests
 
 from devstack.control_plane import Process, stop_together
 from devstack.ports import free_port
+from models_app.models import KubeAIModel
 
 logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
-SPARE = 2  # engines started ahead of the Pods that will take them
+# Engines started ahead of the Pods that will take them: one is what a wake from zero needs at once;
+# a scale-out's further replicas are listed as their engines start (the ones running take the load).
+SPARE = 1
 SLICE_MANAGER = "inference-portal-live-demo"
-SERVICE_SELECTOR = "app.kubernetes.io/managed-by=inference-portal,model"  # the KubeAI controller's Services
+SERVICE_SELECTOR = "app.kubernetes.io/managed-by=inference-portal,model"  # the KubeAI controller's Services and Pods
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 FINISHED = ("Succeeded", "Failed")
+
+
+def scales(spec: dict[str, Any]) -> bool:
+    """Whether a Model's autoscaler may run it on more than one replica (KubeAI: ``maxReplicas``
+    unset is no bound), so that each replica needs an engine of its own to take a share of the load."""
+    return not spec.get("autoscalingDisabled") and (spec.get("maxReplicas") is None or spec["maxReplicas"] > 1)
+
+
+def engine_slice(name: str, service: str, address: str, port: int, pod: tuple[str, str] | None = None
+                 ) -> dict[str, Any]:
+    """An FQDN EndpointSlice ``name`` of ``service`` listing one engine, ``address`` on ``port``
+    (with ``pod``, (namespace, name), the Pod it stands for)."""
+    endpoint: dict[str, Any] = {"addresses": [address], "conditions": {"ready": True}}
+    if pod is not None:
+        endpoint["targetRef"] = {"kind": "Pod", "namespace": pod[0], "name": pod[1]}
+    return {"metadata": {"name": name, "labels": {SERVICE_NAME_LABEL: service,
+                                                  "endpointslice.kubernetes.io/managed-by": SLICE_MANAGER}},
+            "addressType": "FQDN",
+            "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+            "endpoints": [endpoint]}  # fmt: skip
 
 
 @dataclass
@@ -59,15 +93,19 @@ class Engine:
 
 class PodEngines:
     """Engines for the Pods of the portal's KubeAI Models; :meth:`start` runs it in a thread until
-    :meth:`stop`. ``spawn(name, port)`` starts one engine process listening on ``port``."""
+    :meth:`stop`. ``spawn(name, port)`` starts one engine process listening on ``port``; ``shared``
+    are the (address, port) of the engines a Model that does not scale is served by."""
 
-    def __init__(self, api_client: Any, spawn: Callable[[str, int], Process]) -> None:
+    def __init__(self, api_client: Any, spawn: Callable[[str, int], Process], shared: list[tuple[str, int]]) -> None:
         self.api_client = api_client  # closed by :meth:`stop`
         self.core = kubernetes.client.CoreV1Api(api_client)
+        self.custom = kubernetes.client.CustomObjectsApi(api_client)
         self.discovery = kubernetes.client.DiscoveryV1Api(api_client)
         self.spawn = spawn
+        self.shared = shared
         self.spare: list[Engine] = []
         self.serving: dict[tuple[str, str], Engine] = {}  # (namespace, Pod) -> its engine
+        self.sharing: set[tuple[str, str]] = set()  # (namespace, Service) listing the shared engines
         self.started = 0
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="pod engines", daemon=True)
@@ -98,22 +136,44 @@ class PodEngines:
             except (kubernetes.client.ApiException, OSError, ValueError) as error:  # the next poll tries again
                 logger.warning("pod engines: %s", error)
 
+    def _items(self, list_for_all_namespaces: Callable[..., Any]) -> list[dict[str, Any]]:
+        """The portal's KubeAI Services or Pods in every namespace, as the API server's JSON."""
+        answer = list_for_all_namespaces(label_selector=SERVICE_SELECTOR, _preload_content=False)
+        return json.loads(answer.data)["items"]
+
     def step(self) -> None:
-        """One pass: an engine and a slice for every new live Pod, none for a Pod that went."""
-        live: dict[tuple[str, str], str] = {}  # (namespace, Pod) -> its Service
-        for service in self.core.list_service_for_all_namespaces(label_selector=SERVICE_SELECTOR).items:
-            selector = ",".join(f"{key}={value}" for key, value in sorted((service.spec.selector or {}).items()))
-            if not selector:
+        """One pass: an engine and a slice for every new live Pod of a Model that scales, none for a
+        Pod that went; the shared engines behind any other Model's Service while it has a live Pod."""
+        kind = KubeAIModel.kube
+        specs = {(item["metadata"]["namespace"], item["metadata"]["name"]): item.get("spec") or {}
+                 for item in self.custom.list_cluster_custom_object(kind.group, kind.version, kind.plural)["items"]}
+        live: dict[tuple[str, str], list[str]] = {}  # (namespace, the Pods' model label) -> live Pods
+        for pod in self._items(self.core.list_pod_for_all_namespaces):
+            metadata = pod["metadata"]
+            if metadata.get("deletionTimestamp") is None and (pod.get("status") or {}).get("phase") not in FINISHED:
+                live.setdefault((metadata["namespace"], metadata["labels"].get("model")), []).append(metadata["name"])
+        own: dict[tuple[str, str], str] = {}  # (namespace, Pod) -> its Service
+        shared: set[tuple[str, str]] = set()
+        for service in self._items(self.core.list_service_for_all_namespaces):
+            namespace, name = service["metadata"]["namespace"], service["metadata"]["name"]
+            pods = live.get((namespace, (service["spec"].get("selector") or {}).get("model")))
+            if not pods:
                 continue
-            namespace = service.metadata.namespace
-            for pod in self.core.list_namespaced_pod(namespace, label_selector=selector).items:
-                if pod.metadata.deletion_timestamp is None and (pod.status.phase or "") not in FINISHED:
-                    live[(namespace, pod.metadata.name)] = service.metadata.name
-        for key in [key for key in self.serving if key not in live]:
+            model = next((reference["name"] for reference in service["metadata"].get("ownerReferences") or []
+                          if reference.get("kind") == kind.kind), None)  # fmt: skip
+            if scales(specs.get((namespace, model), {"maxReplicas": 1})):
+                own.update({(namespace, pod): name for pod in pods})
+            else:
+                shared.add((namespace, name))
+        for key in [key for key in self.serving if key not in own]:
             self._release(key)
-        for key, service in sorted(live.items()):
+        for key, service in sorted(own.items()):
             if key not in self.serving:
                 self._assign(key, service)
+        for key in sorted(self.sharing - shared):
+            self._unshare(key)
+        for key in sorted(shared - self.sharing):
+            self._share(key)
         self._refill()
 
     def _assign(self, key: tuple[str, str], service: str) -> None:
@@ -122,21 +182,35 @@ class PodEngines:
             return
         self.spare.remove(engine)
         namespace, pod = key
-        self.discovery.create_namespaced_endpoint_slice(namespace, {
-            "metadata": {"name": pod, "labels": {SERVICE_NAME_LABEL: service,
-                                                 "endpointslice.kubernetes.io/managed-by": SLICE_MANAGER}},
-            "addressType": "FQDN",
-            "ports": [{"name": "http", "port": engine.port, "protocol": "TCP"}],
-            "endpoints": [{"addresses": [f"{engine.name}.localhost"], "conditions": {"ready": True},
-                           "targetRef": {"kind": "Pod", "namespace": namespace, "name": pod}}],
-        })  # fmt: skip
+        self.discovery.create_namespaced_endpoint_slice(
+            namespace, engine_slice(pod, service, f"{engine.name}.localhost", engine.port, key))
         self.serving[key] = engine
 
     def _release(self, key: tuple[str, str]) -> None:
         namespace, pod = key
+        self._delete_slice(namespace, pod)
+        self.serving.pop(key).process.stop()
+
+    def _share(self, key: tuple[str, str]) -> None:
+        namespace, service = key
+        for index, (address, port) in enumerate(self.shared):
+            try:
+                self.discovery.create_namespaced_endpoint_slice(
+                    namespace, engine_slice(f"{service}-shared-{index}", service, address, port))
+            except kubernetes.client.ApiException as error:
+                if error.status != 409:  # listed by an earlier try whose next one failed
+                    raise
+        self.sharing.add(key)
+
+    def _unshare(self, key: tuple[str, str]) -> None:
+        namespace, service = key
+        for index in range(len(self.shared)):
+            self._delete_slice(namespace, f"{service}-shared-{index}")
+        self.sharing.discard(key)
+
+    def _delete_slice(self, namespace: str, name: str) -> None:
         try:
-            self.discovery.delete_namespaced_endpoint_slice(pod, namespace)
+            self.discovery.delete_namespaced_endpoint_slice(name, namespace)
         except kubernetes.client.ApiException as error:
             if error.status != 404:
                 raise
-        self.serving.pop(key).process.stop()

@@ -4,8 +4,13 @@ Models the portal runs (``models_app.kubeai_controller``), listed while the Mode
 With kwok no container runs, so a Pod of ``model-<name>`` serves nothing, and the demo's control
 plane runs no EndpointSlice controller. This does both jobs for the Services the portal renders for
 KubeAI Models (label ``app.kubernetes.io/managed-by: inference-portal``, a ``model`` selector):
-every ``POLL_SECONDS`` it lists the Models, those Services and their Pods (three requests, read as
-JSON: the client's typed objects cost this process more CPU than the lists' transfer), and
+it lists the Models, those Services and their Pods (three requests, read as JSON: the client's
+typed objects cost this process more CPU than the lists' transfer), then watches those Pods from
+that list and lists again at their first change, or after ``WATCH_SECONDS`` (a Model's or Service's
+own change). A Pod is so listed within a watch event of its creation, well before kwok reports it
+ready and the controller says so (polled every half second, a wake from zero on a loaded machine
+was sent on before its replica was listed and answered 502), and an idle demo costs a watch
+request every few seconds, not a dozen lists a second. Then
 
 - each live Pod (not terminating, not finished) of a Model that **scales** (:func:`scales`: its
   autoscaler may take it past one replica) gets an engine of its own (``manage.py sim_engine``, a
@@ -42,13 +47,15 @@ from typing import Any
 
 import kubernetes
 import requests
+import urllib3
 
 from devstack.control_plane import Process, stop_together
 from devstack.ports import free_port
 from models_app.models import KubeAIModel
 
 logger = logging.getLogger(__name__)
-POLL_SECONDS = 0.5
+WATCH_SECONDS = 5  # also how long Ctrl-C waits for this thread at most
+RETRY_SECONDS = 0.5  # after a failed list or watch, or while a Pod waits for an engine
 # Engines started ahead of the Pods that will take them: one is what a wake from zero needs at once;
 # a scale-out's further replicas are listed as their engines start (the ones running take the load).
 SPARE = 1
@@ -106,6 +113,7 @@ class PodEngines:
         self.spare: list[Engine] = []
         self.serving: dict[tuple[str, str], Engine] = {}  # (namespace, Pod) -> its engine
         self.sharing: set[tuple[str, str]] = set()  # (namespace, Service) listing the shared engines
+        self.unserved = 0  # live Pods of scaling Models still without an engine
         self.started = 0
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="pod engines", daemon=True)
@@ -130,39 +138,55 @@ class PodEngines:
             self.spare.append(Engine(name, port, self.spawn(name, port)))
 
     def _loop(self) -> None:
-        while not self.stopped.wait(POLL_SECONDS):
+        while not self.stopped.is_set():
             try:
-                self.step()
-            except (kubernetes.client.ApiException, OSError, ValueError) as error:  # the next poll tries again
-                logger.warning("pod engines: %s", error)
+                resource_version = self.step()
+                if self.unserved:  # no spare engine answered yet: try again shortly, not at the next change
+                    self.stopped.wait(RETRY_SECONDS)
+                else:
+                    self._until_pods_change(resource_version)
+            except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+                logger.warning("pod engines: %s", error)  # the next list tries again
+                self.stopped.wait(RETRY_SECONDS)
 
-    def _items(self, list_for_all_namespaces: Callable[..., Any]) -> list[dict[str, Any]]:
+    def _until_pods_change(self, resource_version: str) -> None:
+        """Return at the first change to the Pods listed at ``resource_version`` (or a watch that
+        ends: expired, or ``WATCH_SECONDS`` without one)."""
+        watch = kubernetes.watch.Watch()
+        for _ in watch.stream(self.core.list_pod_for_all_namespaces, label_selector=SERVICE_SELECTOR,
+                              resource_version=resource_version, timeout_seconds=WATCH_SECONDS,
+                              _request_timeout=WATCH_SECONDS + 5):  # fmt: skip
+            watch.stop()
+            return
+
+    def _list(self, list_for_all_namespaces: Callable[..., Any]) -> dict[str, Any]:
         """The portal's KubeAI Services or Pods in every namespace, as the API server's JSON."""
-        answer = list_for_all_namespaces(label_selector=SERVICE_SELECTOR, _preload_content=False)
-        return json.loads(answer.data)["items"]
+        return json.loads(list_for_all_namespaces(label_selector=SERVICE_SELECTOR, _preload_content=False).data)
 
-    def step(self) -> None:
+    def step(self) -> str:
         """One pass: an engine and a slice for every new live Pod of a Model that scales, none for a
-        Pod that went; the shared engines behind any other Model's Service while it has a live Pod."""
+        Pod that went; the shared engines behind any other Model's Service while it has a live Pod.
+        Returns the resourceVersion of the Pods' list."""
         kind = KubeAIModel.kube
         specs = {(item["metadata"]["namespace"], item["metadata"]["name"]): item.get("spec") or {}
                  for item in self.custom.list_cluster_custom_object(kind.group, kind.version, kind.plural)["items"]}
         live: dict[tuple[str, str], list[str]] = {}  # (namespace, the Pods' model label) -> live Pods
-        for pod in self._items(self.core.list_pod_for_all_namespaces):
+        pods = self._list(self.core.list_pod_for_all_namespaces)
+        for pod in pods["items"]:
             metadata = pod["metadata"]
             if metadata.get("deletionTimestamp") is None and (pod.get("status") or {}).get("phase") not in FINISHED:
                 live.setdefault((metadata["namespace"], metadata["labels"].get("model")), []).append(metadata["name"])
         own: dict[tuple[str, str], str] = {}  # (namespace, Pod) -> its Service
         shared: set[tuple[str, str]] = set()
-        for service in self._items(self.core.list_service_for_all_namespaces):
+        for service in self._list(self.core.list_service_for_all_namespaces)["items"]:
             namespace, name = service["metadata"]["namespace"], service["metadata"]["name"]
-            pods = live.get((namespace, (service["spec"].get("selector") or {}).get("model")))
-            if not pods:
+            members = live.get((namespace, (service["spec"].get("selector") or {}).get("model")))
+            if not members:
                 continue
             model = next((reference["name"] for reference in service["metadata"].get("ownerReferences") or []
                           if reference.get("kind") == kind.kind), None)  # fmt: skip
             if scales(specs.get((namespace, model), {"maxReplicas": 1})):
-                own.update({(namespace, pod): name for pod in pods})
+                own.update({(namespace, pod): name for pod in members})
             else:
                 shared.add((namespace, name))
         for key in [key for key in self.serving if key not in own]:
@@ -170,11 +194,13 @@ class PodEngines:
         for key, service in sorted(own.items()):
             if key not in self.serving:
                 self._assign(key, service)
+        self.unserved = len(own) - len(self.serving)
         for key in sorted(self.sharing - shared):
             self._unshare(key)
         for key in sorted(shared - self.sharing):
             self._share(key)
         self._refill()
+        return pods["metadata"]["resourceVersion"]
 
     def _assign(self, key: tuple[str, str], service: str) -> None:
         engine = next((engine for engine in self.spare if engine.answers()), None)

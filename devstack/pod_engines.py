@@ -24,9 +24,9 @@ request every few seconds, not a dozen lists a second. Then
 - any other Model with a live Pod has the demo's shared engines (``shared``, the ones behind the
   ModelServices) listed behind its Service, one slice per engine, taken away when its last Pod
   goes. A Model that never runs past one replica needs no engine of its own to show what it does,
-  and an engine per Pod of every Model (a Django process each, seconds of CPU to start) made the
-  demo heavy enough that, on a loaded machine, the journey's break-and-mend step outlasted its
-  waits.
+  and an engine per Pod of every Model (a Django process each, 2.5 s of CPU to start) made the
+  demo heavy on a loaded machine: four engines started with the demo, and a Model woken from
+  zero answered 502 when its Pod's engine was not up by the time the controller reported it ready.
 
 An engine is listed as soon as its Pod exists, before kwok reports the Pod ready: the engine
 already answers (``SPARE`` engines are kept started ahead, as starting one takes seconds on a busy

@@ -156,6 +156,17 @@ def stop_all(processes: list[Process]) -> None:
     processes.clear()
 
 
+def stop_together(processes: list[Process]) -> None:
+    """Stop ``processes`` that do not depend on one another: SIGTERM to all, then each waited for, so
+    that their graceful exits overlap (one after another, a dozen took longer on a busy machine
+    than a user waits after Ctrl-C)."""
+    for process in processes:
+        if process.alive():
+            process.popen.send_signal(signal.SIGTERM)
+    for process in processes:
+        process.stop()
+
+
 def check_all_alive(processes: list[Process]) -> None:
     """Raise, with its last output, for the first of ``processes`` that exited."""
     dead = [p for p in processes if not p.alive()]

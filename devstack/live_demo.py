@@ -5,9 +5,12 @@ Started by ``manage.py run_demo`` when the control plane can be built (Go is ins
 1. the tests' control plane (``devstack.control_plane``: etcd, kube-apiserver, controller-manager,
    scheduler, kwok nodes with GPUs), with the portal's CRDs;
 2. simulated engines (``manage.py sim_engine``, devstack/sim_engine.py): one every InferenceModel
-   points at, and ``SERVING_ENGINES`` behind the Services the other kinds answer through
-   (:func:`serving_services`), so every demo model answers through the gateway;
-3. the cluster ``local`` registered with the portal managing InferenceModel and InferenceRun (a
+   points at, ``SERVING_ENGINES`` behind the ModelServices' Services (:func:`serving_services`) and
+   behind each KubeAI Model's Service while it has a Pod, and one for each Pod of a KubeAI Model
+   that scales past one replica (devstack/pod_engines.py), so every demo model answers through the
+   gateway;
+3. the cluster ``local`` registered with the portal managing InferenceModel, InferenceRun and KubeAI's
+   Model (a
    previous run's ``local`` row is kept and pointed at the new control plane, so every grant,
    quota, budget and other decision attached to it survives; only the mirror of its gone etcd is
    dropped), its node pools read from the Nodes (updated in place: budgets and quotas kept);
@@ -18,7 +21,8 @@ Started by ``manage.py run_demo`` when the control plane can be built (Go is ins
    two demo people whose groups map to two demo teams (``SSO_TEAMS``, ``SSO_PEOPLE``), and the
    portal and gateway are configured for it;
 6. the watcher (``sync_watch``), the gateway (``GATEWAY_ALLOW_LOOPBACK=1``, as the backend is on
-   loopback) and the portal (``runserver``), each its own process; Celery runs in-process (eager,
+   loopback), KubeAI's autoscaler (``autoscale``, at ``AUTOSCALING``) and the portal
+   (``runserver``), each its own process; Celery runs in-process (eager,
    as in the embedded default) and this process runs the periodic reconcile pass and the GPU
    sampling (what beat runs on a deployment).
 
@@ -61,26 +65,43 @@ from clusters.kube.conditions import rfc3339
 from clusters.management.commands.ensure_demo_admin import demo_password
 from clusters.models import Cluster
 from common.child_processes import die_with_parent
-from devstack.control_plane import ADMIN_TOKEN, SAY_EVERY_SECONDS, ControlPlane, Process, apply_crds_to
+from devstack.control_plane import (
+    ADMIN_TOKEN,
+    SAY_EVERY_SECONDS,
+    ControlPlane,
+    Process,
+    apply_crds_to,
+    stop_together,
+)
 from devstack.gitops_demo import GitOpsDemo, start_gitops_demo
 from devstack.oidc_provider import OidcProvider, ProviderUnavailable, build_binary
+from devstack.pod_engines import PodEngines, engine_slice
 from devstack.ports import free_port
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import MemoryReservation
 
 CLUSTER = "local"
-MANAGED = ["InferenceModel", "InferenceRun"]
+MANAGED = ["InferenceModel", "InferenceRun", "Model"]
 TOKEN_NAME = "live demo"
 PASS_SECONDS = 10.0  # the periodic reconcile pass (cooldowns, budgets); the watcher acts within a second
 SAMPLE_SECONDS = 60  # GPU holdings sampled this often for GPU-hours (beat's USAGE_SAMPLE_SECONDS elsewhere)
 DEMO_MODEL = "mistral-7b"
-SERVING_ENGINES = 3  # replicas behind KubeAI's and the ModelServices' Services: the gateway picks among them
+SERVING_ENGINES = 3  # replicas behind the ModelServices' Services: the gateway picks among them
 # The simulated engines run ten times faster than the Llama 3.1 8B on an H100 they model, with a KV
 # cache small enough that a shared-prefix conversation shows hits and misses on the model page.
 ENGINE_OPTIONS = ["--time-scale", "0.1", "--num-blocks", "2000", "--max-loras", "2"]
-ENGINE_SLICE_MANAGER = "inference-portal-live-demo"
-# Where the gateway reaches KubeAI Models and ModelServices (inference_gateway/routes.py, docs/gateway.md)
-KUBEAI_SERVICE, KUBEAI_PORT, MODEL_SERVICE_PORT = "kubeai", 80, 8000
+# A KubeAI Model's Pods' engines run at the H100's own speed: the load that makes KubeAI's autoscaler
+# act is tens of requests in flight (targetRequests 32 in the demo's PrefixHash Model), and each
+# sequence's tokens cost this machine CPU ten times as often at a tenth of the time.
+POD_ENGINE_OPTIONS = ["--num-blocks", "2000", "--max-loras", "2"]
+# KubeAI's autoscaler reads every 10 s over a 10 min window; the demo reads every 5 s over 20 s, so
+# that load sent by hand moves the replicas within seconds (docs/demo.md, "Send load"). Every 2 s
+# it read every Model (its object, its engines, its Service's slices) as often as the gateway's
+# picker, which a demo needs no more than KubeAI does: on a loaded machine it was CPU the journey's
+# other steps waited for.
+AUTOSCALING = {"KUBEAI_AUTOSCALING_INTERVAL": "5", "KUBEAI_AUTOSCALING_WINDOW": "20"}
+# Where the gateway reaches ModelServices (inference_gateway/routes.py, docs/gateway.md)
+MODEL_SERVICE_PORT = 8000
 # Single sign-on in the demo (docs/identity.md): the project's own OpenID provider with two people,
 # whose provider groups map to two teams, each editing one namespace of the local cluster.
 SSO_PROVIDER_NAME = "the demo provider"
@@ -172,12 +193,11 @@ def demo_namespaces(manifests: list[tuple[dict[str, Any], dict[str, Any] | None]
 
 def serving_services(manifests: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[tuple[str, str], int]:
     """(namespace, Service) -> port of each Service the gateway reaches the demo's mirrored kinds
-    through (``inference_gateway.routes``): KubeAI's ``kubeai`` (port 80) in every namespace of the
-    demo (:func:`demo_namespaces`), so that a KubeAI Model the guided deploy creates in any namespace
-    its teams may deploy to answers (with one only where the samples had a Model, a deploy in
-    ``kserve-controller-system`` answered 502, issue 43); and a Service named after each
-    ModelService on its ``spec.engine.port``."""
-    services = {(namespace, KUBEAI_SERVICE): KUBEAI_PORT for namespace in demo_namespaces(manifests)}
+    through (``inference_gateway.routes``): one named after each ModelService on its
+    ``spec.engine.port``. KubeAI Models need none: the portal is their controller here, and renders
+    each one's Service ``model-<name>``, whose Pods get engines (devstack/pod_engines.py) in any
+    namespace, a guided deploy's included."""
+    services = {}
     for manifest, _ in manifests:
         namespace, kind = manifest["metadata"]["namespace"], manifest["kind"]
         if kind == "ModelService":
@@ -197,25 +217,33 @@ def publish_engines(api_client: Any, services: dict[tuple[str, str], int], engin
     for (namespace, name), port in sorted(services.items()):
         core.create_namespaced_service(namespace, {"metadata": {"name": name},
                                                    "spec": {"ports": [{"name": "http", "port": port}]}})
-        for index, engine_port in enumerate(engine_ports):
-            discovery.create_namespaced_endpoint_slice(namespace, {
-                "metadata": {"name": f"{name}-engine-{index}", "labels": {
-                    "kubernetes.io/service-name": name,
-                    "endpointslice.kubernetes.io/managed-by": ENGINE_SLICE_MANAGER}},
-                "addressType": "FQDN",
-                "ports": [{"name": "http", "port": engine_port, "protocol": "TCP"}],
-                "endpoints": [{"addresses": [f"engine-{index}.localhost"], "conditions": {"ready": True}}],
-            })
+        for index, (address, engine_port) in enumerate(shared_engines(engine_ports)):
+            discovery.create_namespaced_endpoint_slice(
+                namespace, engine_slice(f"{name}-engine-{index}", name, address, engine_port))
+
+
+def shared_engines(engine_ports: list[int]) -> list[tuple[str, int]]:
+    """(address, port) of the ``SERVING_ENGINES``: ``engine-N.localhost`` on each one's port."""
+    return [(f"engine-{index}.localhost", port) for index, port in enumerate(engine_ports)]
+
+
+def priority_classes(manifests: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> list[str]:
+    """The PriorityClasses the demo's objects name (``spec.priorityClassName``): they must exist before
+    the objects' Pods, which the API server refuses otherwise, as a cluster's admin would have made them."""
+    return sorted({name for manifest, _ in manifests if (name := manifest.get("spec", {}).get("priorityClassName"))})
 
 
 def apply_demo_objects(plane: ControlPlane, backend_url: str, engine_ports: list[int] | None = None) -> int:
-    """Create the demo's namespaces and objects in the cluster, as another writer would."""
+    """Create the demo's namespaces, PriorityClasses and objects in the cluster, as another writer would."""
     manifests = demo_manifests(backend_url, timezone.now())
     with plane.api_client() as api_client:
         core, custom = kubernetes.client.CoreV1Api(api_client), kubernetes.client.CustomObjectsApi(api_client)
         existing = {item.metadata.name for item in core.list_namespace().items}
         for namespace in [namespace for namespace in demo_namespaces(manifests) if namespace not in existing]:
             core.create_namespace({"metadata": {"name": namespace}})
+        for name in priority_classes(manifests):
+            kubernetes.client.SchedulingV1Api(api_client).create_priority_class(
+                {"metadata": {"name": name}, "value": 1000, "description": "the live demo's: a sample names it"})
         for manifest, status in manifests:
             kind = model_for(manifest["apiVersion"], manifest["kind"]).kube
             namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
@@ -306,6 +334,7 @@ class LiveDemo:
         self.sso: OidcProvider | None = None
         self.with_gitops = gitops  # `make run GITOPS=1`: Gitea and Flux beside the cluster (devstack/gitops_demo.py)
         self.gitops: GitOpsDemo | None = None
+        self.pod_engines: PodEngines | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="inference-portal-live-"))
         self.plane = ControlPlane(workdir=self.workdir, binaries=binaries, say=self.say)
         # GATEWAY_PUBLIC_URL: the model pages' snippets name the gateway this demo started.
@@ -349,6 +378,10 @@ class LiveDemo:
 
         refresh_node_pools(cluster)
         count = apply_demo_objects(self.plane, f"http://127.0.0.1:{backend_port}", engine_ports)
+        self.pod_engines = PodEngines(self.plane.api_client(), lambda name, port: self._spawn(
+            name, ["sim_engine", "--host", "127.0.0.1", "--port", str(port), "--name", name, *POD_ENGINE_OPTIONS]),
+            shared_engines(engine_ports))
+        self.pod_engines.start()
         # the guided deploy offers the engine as a new InferenceModel's backend (models_app/deploy.py)
         self.env["DEPLOY_BACKEND_URL"] = f"http://127.0.0.1:{backend_port}"
         call_command("sync", "--once", "--cluster", CLUSTER, stdout=io.StringIO())
@@ -363,6 +396,7 @@ class LiveDemo:
             self._run_namespace_from_git(cluster)
         self._start("watcher", ["sync_watch", "--cluster", CLUSTER])
         self._start("gateway", ["gateway", "--host", self.endpoints.host, "--port", str(self.endpoints.gateway_port)])
+        self._start("autoscaler", ["autoscale"], AUTOSCALING)
         self._start("portal", ["runserver", "--noreload", f"{self.endpoints.host}:{self.endpoints.port}"])
         self._wait_serving(f"{self.endpoints.gateway}/healthz", "the gateway")
         self._wait_serving(f"{self.endpoints.portal}healthz", "the portal")
@@ -379,16 +413,22 @@ class LiveDemo:
         self.say("Stopping...")
         return 0
 
-    def _start(self, name: str, arguments: list[str]) -> Process:
+    def _start(self, name: str, arguments: list[str], env: dict[str, str] | None = None) -> Process:
+        """A part of the demo: its exit stops the demo."""
+        child = self._spawn(name, arguments, env)
+        self.children.append(child)
+        return child
+
+    def _spawn(self, name: str, arguments: list[str], env: dict[str, str] | None = None) -> Process:
+        """``manage.py <arguments>`` with the demo's environment (and ``env``), its output in the
+        demo's folder; it dies with this process."""
         log = self.workdir / f"{name}.log"
         popen = subprocess.Popen(
             [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), *arguments], cwd=settings.BASE_DIR,
-            env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+            env={**self.env, **(env or {})}, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=die_with_parent,
         )
-        child = Process(name, popen, log)
-        self.children.append(child)
-        return child
+        return Process(name, popen, log)
 
     def _wait_serving(self, url: str, what: str) -> None:
         def serving() -> bool:
@@ -460,8 +500,9 @@ class LiveDemo:
     def shutdown(self) -> None:
         """Children first (they talk to the cluster), then the control plane; then its data."""
         self.stop.set()
-        for child in reversed(self.children):
-            child.stop()
+        if self.pod_engines is not None:
+            self.pod_engines.stop()
+        stop_together(self.children)
         if self.sso is not None:
             self.sso.stop()
         if self.gitops is not None:

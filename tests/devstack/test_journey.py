@@ -34,6 +34,7 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from devstack.control_plane import ControlPlaneUnavailable, build_binaries, free_port
+from devstack.demo_load import Tally, send_load
 from devstack.live_demo import DEMO_MODEL, SSO_PEOPLE, SSO_PROVIDER_NAME, SSO_TEAMS
 from devstack.oidc_provider import ProviderUnavailable, build_binary
 from tests.browser.conftest import browser  # noqa: F401 - the one headless Chromium fixture
@@ -45,6 +46,7 @@ ENV_NOT_PASSED = ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "REDIS_URL", "CELERY
 # The guided deploy's two kinds, each from a preset: (kind, preset, object name).
 GUIDED = [("InferenceModel", "qwen2.5-7b-instruct", "journey-qwen"), ("Model", "gemma-2-2b-it", "journey-gemma")]
 BROKEN = "llama-2-7b"  # docs/demo.md step 3
+SCALED = "llama-3.1-8b-instruct-fp8-l4"  # docs/demo.md step 8: KubeAI's autoscaler takes it out and back
 TOO_MANY_GPUS = "64"  # more than any demo pool holds
 
 
@@ -361,6 +363,32 @@ def a_shared_prefix_stays_on_one_replica(client) -> None:
     assert [picked for _, picked in picks[1:]] == ["prefix-cache"] * 2, picks
 
 
+def load_scales_a_kubeai_model_out_and_back(demo: Demo) -> None:
+    """docs/demo.md step 8: ``python -m devstack.demo_load`` keeps 80 requests in flight to the KubeAI
+    Model ``llama-3.1-8b-instruct-fp8-l4`` (targetRequests 32, maxReplicas 3, PrefixHash): the portal's
+    autoscaler takes it past one replica, whose Pods' engines answer (each client's conversation its own
+    place on the ring); once the load ends, after its scaleDownDelaySeconds (60 s), back to zero."""
+    custom = kubernetes.client.CustomObjectsApi(demo.api_client)
+
+    def replicas() -> int:
+        model = custom.get_namespaced_custom_object("kubeai.org", "v1", "default", "models", SCALED)
+        return ((model.get("status") or {}).get("replicas") or {}).get("all") or 0
+
+    stop, tally = threading.Event(), Tally()
+    load = threading.Thread(target=send_load, daemon=True, kwargs=dict(
+        gateway=demo.gateway.removesuffix("/v1"), token=demo.token, model=f"default/{SCALED}", seconds=600,
+        say=lambda line: None, stop=stop, tally=tally))  # fmt: skip
+    load.start()
+    try:
+        wait_until(lambda: replicas() > 1, "the Model scaled out under load", timeout=600)
+        wait_until(lambda: len(tally.replicas) > 1, "answers from more than one replica", timeout=300)
+    finally:
+        stop.set()
+        load.join(timeout=600)
+    assert tally.answered and not tally.failed, tally.line(0)
+    wait_until(lambda: replicas() == 0, "the Model back at zero after scaleDownDelaySeconds", timeout=600)
+
+
 def open_model_page(tab, kind: str, name: str) -> str:
     """Models → the kind's filter and the name → the model's page; its path."""
     tab.goto(f"/models/?kind={kind}&name={name}")
@@ -371,17 +399,12 @@ def open_model_page(tab, kind: str, name: str) -> str:
 
 def every_demo_model_answers(client) -> None:
     """Every model the gateway lists answers through the official client (issue 43): the InferenceModels
-    from the simulated engine they point at (each woken from zero), KubeAI's Models and the ModelServices
-    from the engines behind the Services the demo publishes, several of them, among which the gateway picks."""
+    from the simulated engine they point at, KubeAI's Models from their Pods' engines (each woken from
+    zero), the ModelServices from the engines behind the Services the demo publishes."""
     models = list(client.models.list())
     assert {entry.owned_by.split()[0] for entry in models} == {"InferenceModel", "Model", "ModelService"}
     for entry in models:
         says(client, entry.id, f"does {entry.id} answer the journey")
-    replicas = {client.chat.completions.with_raw_response.create(
-        model="default/llama-3.1-8b-instruct-fp8-l4",  # PrefixHash: each first message its own place on the ring
-        messages=[{"role": "user", "content": f"conversation {index}"}]).headers["X-Gateway-Replica"]
-        for index in range(10)}  # fmt: skip
-    assert len(replicas) > 1, replicas
 
 
 def the_demo_run_succeeds(demo: Demo) -> None:
@@ -413,7 +436,8 @@ def deploy_with_the_guided_form(tab, kind: str, preset: str, name: str) -> str:
     tab.locator("#deploy-pools .use-pool").first.click()  # fills pool and GPUs, reviews again
     expect(tab.locator("#deploy-yaml")).to_contain_text("inference-pool" if kind == "InferenceModel" else
                                                         "resourceProfile")
-    serving = "the server at http://127.0.0.1:" if kind == "InferenceModel" else "the Service kubeai in namespace"
+    serving = ("the server at http://127.0.0.1:" if kind == "InferenceModel" else
+               f"the Service model-{name} in namespace")
     expect(tab.locator("#deploy-serving")).to_contain_text(serving)
     expect(tab.locator("#deploy-plan .badge")).to_have_text("fits")
     expect(tab.locator("#manifest-errors")).to_have_count(0)
@@ -599,7 +623,8 @@ def test_a_team_walks_the_whole_journey(demo: Demo, browser) -> None:  # noqa: F
 
     # docs/demo.md's tour, in its order: the banner's curl wakes a model, its pod in the live panel, a
     # model broken and mended (at zero, as every demo model starts), a run, right-sizing applied, a
-    # shared-prefix conversation kept on one replica; every model through the official client.
+    # shared-prefix conversation kept on one replica, load scaling a KubeAI Model out and back; every
+    # model through the official client.
     demo.start()
     the_first_request_wakes_the_demo_model(demo)
     client = OpenAI(base_url=demo.gateway, api_key=demo.token, timeout=300, max_retries=0)
@@ -611,6 +636,7 @@ def test_a_team_walks_the_whole_journey(demo: Demo, browser) -> None:  # noqa: F
     apply_a_rightsizing_recommendation(admin, demo)
     every_demo_model_answers(client)
     a_shared_prefix_stays_on_one_replica(client)
+    load_scales_a_kubeai_model_out_and_back(demo)
     admin.context.close()
 
     # The demo people sign in through single sign-on and find their team's grant; ada deploys a model of

@@ -275,8 +275,14 @@ def test_dependencies_start_first(managed, pool, editor) -> None:
     assert deployment(kube, "tokenizer-service")["spec"]["replicas"] == 0
 
     response = editor.post(f"/api/inferencemodels/{InferenceModel.objects.get(name='codellama-34b').pk}/wake/")
-    assert response.status_code == 200, response.json()
-    assert list(response.json()["woken"]) == ["tokenizer-service", "codellama-34b"]
+    if response.status_code == 409:
+        # The scheduler may already have said, during the wake's reconcile of the dependency, that its
+        # pod fits no node: the wake then answers that, naming the dependency, and stops there.
+        assert re.fullmatch(r"tokenizer-service was not started: FailedScheduling: .+", response.json()["detail"])
+        kube.sync()  # the model's own reconcile
+    else:
+        assert response.status_code == 200, response.json()
+        assert list(response.json()["woken"]) == ["tokenizer-service", "codellama-34b"]
     assert deployment(kube, "tokenizer-service")["spec"]["replicas"] == 1
     assert deployment(kube, "codellama-34b")["spec"]["replicas"] == 0
     waiting = condition(cr(kube, "codellama-34b"), "Ready")

@@ -333,15 +333,17 @@ class NarrowChangeList(ChangeList):
         return "?" + "&".join([part for part in map(self._encoded, sorted(params.items())) if part])
 
     def _encoded(self, param: tuple[str, Any]) -> str:
-        """``key=value`` as ``urlencode([param], doseq=True)`` writes it ("" for an empty list); a page's
-        own parameters (text, numbers) kept for the page, anything else (a list) encoded each time."""
+        """``key=value`` as ``urlencode([param], doseq=True)`` writes it (a list as one ``key=item`` per
+        item, "" for none), kept for the page where the value is text or numbers, or a list of them
+        (the page's own parameters: Django keeps each as the list of its values)."""
+        name, value = param
+        values = value if isinstance(value, list | tuple) else (value,)
+        if not all(type(item) in (str, int) for item in values):
+            return urlencode([param], doseq=True)
+        key = (name, type(value), tuple((type(item), item) for item in values))  # True == 1, but is "True"
         kept = self.__dict__.setdefault("_encoded_params", {})
-        key = param if type(param[1]) in (str, int) else None
-        if key is None or key not in kept:
-            encoded = urlencode([param], doseq=True)
-            if key is None:
-                return encoded
-            kept[key] = encoded
+        if key not in kept:
+            kept[key] = urlencode([param], doseq=True)
         return kept[key]
 
     def _get_deterministic_ordering(self, ordering: list[Any]) -> list[Any]:

@@ -50,6 +50,10 @@ out: the network to a remote API server; the control plane runs on the same 2 co
 ``http.admin_changelist_every_filter_*``: every list filter (one value each) and every sortable
 column (``get_sortable_by``, ascending and descending) of the mirrored kinds' admin changelists, each on its first and
 its last page, at 100,000 rows (bench ``admin_every_filter``: the URLs cycled). Target: p99 < 500.
+With ``BENCH_HTTP_ADMIN_ONLY=1`` only the admin's groups (``http.admin_changelist_*``) are measured,
+on the same dataset and server: for work on the admin's pages, where the whole run is too long on a
+busy machine. Left out then: every other group, the member's, the server models, the probes and the
+fleet (their keys in bench/results.json are left as they were).
 
 ``http.healthz_under_slowloris_ok`` is 1 when /healthz answered every probe while 40 slow-header
 connections were held open (bench/slow_clients.py), else 0. ``http.server_<model>_catalog_first_*``
@@ -99,6 +103,7 @@ from tests.support.silent_server import SilentServer
 
 CLIENTS = 16
 SECONDS = float(os.environ.get("BENCH_HTTP_SECONDS", "5"))
+ADMIN_ONLY = os.environ.get("BENCH_HTTP_ADMIN_ONLY") == "1"  # only http.admin_changelist_* (module docstring)
 MODELS_PER_CLUSTER = int(os.environ.get("BENCH_HTTP_MODELS_PER_CLUSTER", "10000"))
 CATALOG_PAGE_SIZE = 25
 ADMIN_PAGE_SIZE = 100
@@ -379,6 +384,19 @@ def _deploy_pods(plane: ControlPlane, namespace: str, replicas: int) -> None:
             time.sleep(0.2)
 
 
+def admin_figures(server: Server, cookies: dict[str, str], staff: User, rows: int) -> dict[str, float]:
+    """The admin's groups (staff's only): its changelist's first and deep pages by pool, and every
+    filter and sort of the mirrored kinds' changelists (``admin_every_filter``)."""
+    figures: dict[str, float] = {}
+    for stem, requests in groups(rows).items():
+        if stem.startswith("admin_"):
+            figures.update(measure(server, cookies, stem, requests, SECONDS))
+    every_filter = admin_every_filter(staff)
+    figures["http.admin_changelist_every_filter_urls"] = float(len(every_filter))
+    figures.update(measure(server, cookies, "admin_changelist_every_filter", every_filter, SECONDS))
+    return figures
+
+
 def database_env() -> dict[str, str]:
     db = settings.DATABASES["default"]
     url = f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
@@ -397,6 +415,11 @@ def run() -> dict[str, float]:
     seen = InferenceModel.objects.filter(cluster=data.clusters[0], namespace__in=data.member_namespaces)
     figures["http.member_rows"] = float(data.member_models)
     env = database_env()
+    if ADMIN_ONLY:
+        with production_server(env) as server:
+            figures.update(admin_figures(server, cookies, staff, rows))
+        figures["http.load_1m_after"] = os.getloadavg()[0]
+        return figures
     compared = {"gunicorn_gthread": ALTERNATIVES["gunicorn_gthread"], "granian": ALTERNATIVES["granian"],
                 "nginx_gunicorn": None}  # fmt: skip  # None: the deploy's own command
     stem = "catalog_first"
@@ -406,12 +429,11 @@ def run() -> dict[str, float]:
                 figures[key.replace("http.", f"http.server_{model}_")] = value
     with production_server(env) as server:
         for stem, requests in groups(rows).items():
-            figures.update(measure(server, cookies, stem, requests, SECONDS))
+            if not stem.startswith("admin_"):
+                figures.update(measure(server, cookies, stem, requests, SECONDS))
         for stem, requests in groups(data.member_models, seen).items():
             figures.update(measure(server, member_cookies, f"member_{stem}", requests, SECONDS))
-        every_filter = admin_every_filter(staff)
-        figures["http.admin_changelist_every_filter_urls"] = float(len(every_filter))
-        figures.update(measure(server, cookies, "admin_changelist_every_filter", every_filter, SECONDS))
+        figures.update(admin_figures(server, cookies, staff, rows))
         figures.update(probes_under_load(server, cookies, groups(rows)[PROBE_LOAD_GROUP], SECONDS))
         figures["http.healthz_under_slowloris_ok"] = float(
             healthz_answers_under_slow_clients(server.url, connections=SLOWLORIS_CONNECTIONS)

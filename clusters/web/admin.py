@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import cache, partial
 from typing import Any
 
@@ -16,8 +17,9 @@ from django.db.models import QuerySet
 from django.db.models.functions import Length
 from django.template.loader import render_to_string
 from django.utils import translation
-from django.utils.html import escape, format_html, format_html_join
-from django.utils.safestring import mark_safe
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
 from clusters.controller_registry import controllable_kinds
@@ -39,6 +41,7 @@ from clusters.web.connection_rules import connection_change_errors
 from clusters.web.forms import KubeObjectForm, to_yaml
 from clusters.web.list_costs import distinct_values
 from clusters.web.services import Resolution, request_delete, resolve_conflict, save_portal_edit
+from common.lru import LeastRecentlyUsed
 
 
 @cache
@@ -47,6 +50,58 @@ def _selection_label(language: str | None) -> str:
     third of the checkbox's time."""
     with translation.override(language):
         return _("Select this object for an action - {}")
+
+
+_KEPT_WIDGETS = 256  # rendered widgets kept: a few admins' action forms x languages x selected actions
+_widget_html: LeastRecentlyUsed[Hashable, SafeString] = LeastRecentlyUsed(_KEPT_WIDGETS)
+_PLAIN = (str, int, bool, type(None))  # values whose equality means the same HTML
+
+
+class RenderedOnce(forms.Widget):
+    """A widget rendered once per distinct input, its HTML kept: the changelist's action form (the
+    action's ``<select>`` and the hidden select-across input) went through five form templates on
+    every page for the same few strings (0.5-0.9 ms of a 20 ms page). The HTML is a pure function of
+    what the key holds (the widget's class, attributes, choices as text, name, value, whether it is
+    required, the renderer and the language), so nothing is invalidated: another choice, label or
+    selected value is another key. Inputs that are not plain text, numbers or flags (an optgroup, a
+    list of values) are rendered every time."""
+
+    def render(self, name: str, value: Any, attrs: dict | None = None, renderer: Any = None) -> SafeString:
+        key = self._input(name, value, attrs, renderer)
+        kept = None if key is None else _widget_html.get(key)
+        if kept is None:
+            kept = super().render(name, value, attrs, renderer)
+            if key is not None:
+                _widget_html.put(key, kept)
+        return kept
+
+    def _input(self, name: str, value: Any, attrs: dict | None, renderer: Any) -> Hashable | None:
+        """Everything the HTML depends on, as a key; None where a part is not plain."""
+        given = (*self.attrs.items(), *(attrs or {}).items())
+        choices = list(getattr(self, "choices", ()))
+        parts = [name, value, *(part for pair in given for part in pair), *(option for option, _ in choices)]
+        grouped = any(isinstance(label, list | tuple) for _, label in choices)  # an optgroup
+        if grouped or not all(isinstance(part, _PLAIN) for part in parts):
+            return None
+        choices = [(option, str(label)) for option, label in choices]
+        language = translation.get_language()
+        return type(self), name, value, tuple(given), tuple(choices), self.is_required, renderer, language
+
+
+@cache
+def rendered_once(widget: type[forms.Widget]) -> type[forms.Widget]:
+    """``widget``'s class with its HTML kept (:class:`RenderedOnce`)."""
+    return type(f"RenderedOnce{widget.__name__}", (RenderedOnce, widget), {})
+
+
+class KeptActionForm(helpers.ActionForm):
+    """Django's action form (the changelist's action ``<select>`` and select-across input) with its
+    widgets' HTML kept (:class:`RenderedOnce`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.widget.__class__ = rendered_once(type(field.widget))
 
 
 def _value(field: dict, side: str) -> str:
@@ -250,15 +305,47 @@ def _as_list(value: object) -> list:
 
 
 class NarrowChangeList(ChangeList):
-    """A mirrored kind's changelist page read without what no list column shows: the JSON columns
-    (spec, status, labels..., the pods' shapes), decoded for every row (a page of 100 rows read
-    about 150 KB of manifests for nothing), and of the cluster anything but its name (the cluster
-    column), its two credentials among them, decrypted for every row. Only the page's rows:
-    actions still get whole rows (``get_queryset``). Its filters' choices are written in one step."""
+    """A mirrored kind's changelist page read with only the columns its list shows (:func:`listed_columns`):
+    not the JSON columns (spec, status, labels..., the pods' shapes), decoded for every row (a page
+    of 100 rows read about 150 KB of manifests for nothing), nor the other scalar columns
+    converted and set on every instance (0.9 ms of a page's 21 ms of CPU), nor of the cluster
+    anything but its name (the cluster column), its two credentials among them, decrypted for every
+    row. Only the page's rows: actions still get whole rows (``get_queryset``). Its filters'
+    choices are written in one step, and its links' query strings are encoded once per parameter."""
 
     def get_results(self, request: Any) -> None:
-        self.queryset = self.queryset.defer(*unlisted_columns(self.model, self.list_display))
+        self.queryset = self.queryset.only(*listed_columns(self.model_admin, self.list_display))
         super().get_results(request)
+
+    def get_query_string(self, new_params: dict | None = None, remove: list | None = None) -> str:
+        """Django's query string (the same text: its parameters sorted, each encoded by Django's
+        ``urlencode``), each parameter encoded once per page: a page asks for 160 of them (a link per
+        filter choice and per sort), nearly all repeating the page's own parameters, and encoding
+        them every time was a twentieth of its CPU."""
+        params = self.filter_params.copy()
+        for prefix in remove or ():
+            for key in [key for key in params if key.startswith(prefix)]:
+                del params[key]
+        for key, value in (new_params or {}).items():
+            if value is None:
+                params.pop(key, None)
+            else:
+                params[key] = value
+        return "?" + "&".join([part for part in map(self._encoded, sorted(params.items())) if part])
+
+    def _encoded(self, param: tuple[str, Any]) -> str:
+        """``key=value`` as ``urlencode([param], doseq=True)`` writes it (a list as one ``key=item`` per
+        item, "" for none), kept for the page where the value is text or numbers, or a list of them
+        (the page's own parameters: Django keeps each as the list of its values)."""
+        name, value = param
+        values = value if isinstance(value, list | tuple) else (value,)
+        if not all(type(item) in (str, int) for item in values):
+            return urlencode([param], doseq=True)
+        key = (name, type(value), tuple((type(item), item) for item in values))  # True == 1, but is "True"
+        kept = self.__dict__.setdefault("_encoded_params", {})
+        if key not in kept:
+            kept[key] = urlencode([param], doseq=True)
+        return kept[key]
 
     def _get_deterministic_ordering(self, ordering: list[Any]) -> list[Any]:
         """A column's sort (:func:`column_order`) where one column is sorted; Django's own (its
@@ -293,18 +380,33 @@ def column_order(model: type[KubeObject], term: str) -> list[Any]:
     return [term, *(f"{sign}{tie}" for tie in ("namespace", "name", "id") if tie != column)]
 
 
-def unlisted_columns(model: type[KubeObject], list_display: Sequence[Any]) -> list[str]:
-    """The columns of ``model`` and its cluster that a changelist showing ``list_display`` leaves unread."""
-    documents = [field.name for field in model._meta.concrete_fields
-                 if isinstance(field, models.JSONField) and field.name not in list_display]  # fmt: skip
-    cluster = [f"cluster__{field.name}" for field in Cluster._meta.concrete_fields if field.name not in ("id", "name")]
-    return [*documents, *(name for name in cluster if name not in list_display)]
+def listed_columns(model_admin: admin.ModelAdmin, list_display: Sequence[Any]) -> list[str]:
+    """The columns of a mirrored kind's changelist page showing ``list_display``: each field column
+    (the cluster's name for the cluster column), what a row's label reads (``label_columns``, the
+    row checkbox's), and for a column of the admin's the field it is sorted by
+    (``admin_order_field``), which is the one it shows (``<field>_quantity``, desired replicas). A
+    column that reads another would be loaded row by row, a query each (tests/portal/
+    test_admin_lists.py refuses any such load on every mirrored kind's page)."""
+    model = model_admin.model
+    fields = {field.name for field in model._meta.concrete_fields}
+    columns = ["pk", *model_admin.label_columns]
+    for name in list_display:
+        if not isinstance(name, str):
+            name = getattr(name, "admin_order_field", None)
+        elif name not in fields:
+            name = getattr(getattr(model_admin, name, None), "admin_order_field", None)
+        if isinstance(name, str) and name.lstrip("-") in fields:
+            columns.append(name.lstrip("-"))
+    if "cluster" in columns:
+        columns.append("cluster__name")
+    return list(dict.fromkeys(columns))
 
 
 class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
     """Base admin for mirrored kinds: sync fields read-only, spec and status shown as YAML."""
 
     form = KubeObjectForm
+    action_form = KeptActionForm
     kind_list_display: tuple[str, ...] = ()
     kind_list_filter: tuple[str, ...] = ()
     list_select_related = ["cluster"]
@@ -315,6 +417,7 @@ class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
     show_full_result_count = False  # a second count, of every row, on each filtered page
     show_facets = admin.ShowFacets.NEVER  # a count per choice over every matching row
     indexed_filters: tuple[str, ...] = ()  # list filters whose choices come from an index (IndexedValuesFilter)
+    label_columns: tuple[str, ...] = ("namespace", "name")  # what a row's ``str()`` reads (KubeObject.__str__)
     sync_fields = (
         "sync_state",
         "last_error",
@@ -376,10 +479,11 @@ class KubeObjectAdmin(QuantityAdminMixin, admin.ModelAdmin):
     def action_checkbox(self, obj: KubeObject) -> str:
         """Django's own checkbox, written out: rendering it through the form widget's template took
         about a third of a 100-row changelist's time at 100,000 rows (docs/serving.md), and two
-        ``format_html`` calls a row still 20 us (the same HTML, tests/portal/test_admin_lists.py)."""
-        label = _selection_label(translation.get_language()).format(escape(str(obj)))
+        ``format_html`` calls a row still 20 us, Django's ``escape`` (its check for lazy text) 2 us (the same
+        HTML, tests/portal/test_admin_lists.py)."""
+        label = _selection_label(translation.get_language()).format(html.escape(str(obj)))
         return mark_safe(
-            f'<input type="checkbox" name="{helpers.ACTION_CHECKBOX_NAME}" value="{escape(obj.pk)}" '
+            f'<input type="checkbox" name="{helpers.ACTION_CHECKBOX_NAME}" value="{html.escape(str(obj.pk))}" '
             f'class="action-select" aria-label="{label}">'
         )
 

@@ -1,8 +1,9 @@
 """The admin's changelists at any depth: the pool filter's choices follow the rows as they change
 (read from the index, nothing cached to go stale), pages in cluster order show every row once with
 the filter kept, a count beyond the bound says it is an estimate, and the rows written by
-clusters.web.admin_rows and the filters' choices written by clusters/templatetags/admin_filters.py are
-the HTML Django's admin writes, for staff and team-restricted staff."""
+clusters.web.admin_rows, the filters' choices written by clusters/templatetags/admin_filters.py, the
+links' query strings and the action form's widgets are the HTML Django's admin writes, for staff and
+team-restricted staff; a page reads only the columns it shows."""
 
 from __future__ import annotations
 
@@ -16,14 +17,15 @@ import django.contrib.admin
 import pytest
 from django import forms
 from django.contrib import admin
-from django.contrib.admin import ModelAdmin
+from django.contrib.admin import ModelAdmin, helpers
 from django.contrib.admin.templatetags import admin_list
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.template import Context, engines
+from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy
 
@@ -31,7 +33,7 @@ from clusters.models import Cluster, SyncState
 from clusters.templatetags import admin_filters
 from clusters.templatetags import admin_rows as admin_rows_tags
 from clusters.web import admin_rows, list_costs
-from clusters.web.admin import NarrowChangeList
+from clusters.web.admin import KeptActionForm, KubeObjectAdmin, NarrowChangeList
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 from tests.accounts.conftest import sample_in, store
 
@@ -316,3 +318,64 @@ def test_a_sorted_changelist_pages_by_the_index_order(world, admin_browser):
     expected = InferenceModel.objects.order_by("-memory_bytes", "-namespace", "-name", "-id")
     assert [pk for page in pages for pk in page] == list(expected.values_list("pk", flat=True))
     assert f"o={memory}" in admin_browser.get(CHANGELIST).content.decode()
+
+
+def test_every_mirrored_kinds_page_reads_only_its_rows_listed_columns(world, admin_browser, monkeypatch):
+    """A changelist page's rows are read with the columns it shows (clusters.web.admin.listed_columns):
+    no cell reads a column left out (which Django would load row by row, a query each), and the
+    manifests (spec, status) are not read at all."""
+
+    def refused(obj, fields=None, **kwargs):
+        raise AssertionError(f"{type(obj).__name__} read {fields} row by row")
+
+    kinds = [model for model, model_admin in admin.site._registry.items() if isinstance(model_admin, KubeObjectAdmin)]
+    assert len(kinds) >= 5
+    for model in kinds:
+        path = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+        with monkeypatch.context() as patched, CaptureQueriesContext(connection) as captured:
+            patched.setattr(model, "refresh_from_db", refused)
+            page = admin_browser.get(path).content.decode()
+        assert page.count('class="action-select"') == model.objects.count() > 0, model
+        table = model._meta.db_table
+        read = [query["sql"] for query in captured.captured_queries if f'FROM "{table}"' in query["sql"]]
+        assert any(f'"{table}"."name"' in sql for sql in read), (model, read)  # the rows were read here
+        assert not [sql for sql in read for column in ("spec", "status") if f'"{table}"."{column}"' in sql], model
+
+
+@pytest.mark.parametrize(
+    "new_params, remove",
+    [
+        (None, None),
+        ({"p": 3}, None),
+        ({"o": "-2.1", "p": None}, ["p"]),
+        ({"node_pool__exact": "gpu ü/&=+"}, ["node_pool"]),
+        ({"namespace__in": ["a b", "c&d"], "q": ""}, None),
+        ({"empty": []}, ["sync_state"]),
+        ({"ready__exact": True, "node_pool__isnull": None}, ["node_pool__exact", "o"]),
+    ],
+)
+def test_the_changelists_query_strings_are_djangos(world, new_params, remove):
+    """Each parameter encoded once a page (NarrowChangeList.get_query_string) writes Django's text."""
+    request = RequestFactory().get(CHANGELIST, {"node_pool__exact": "gpu a&b", "sync_state__exact": "Synced",
+                                                "o": "3", "q": "ü"})  # fmt: skip
+    request.user = User.objects.create_superuser("query-strings", email="", password=None)
+    cl = admin.site._registry[InferenceModel].get_changelist_instance(request)
+    assert isinstance(cl, NarrowChangeList)
+    for _ in range(2):  # the second time from what the first kept
+        assert cl.get_query_string(new_params, remove) == ChangeList.get_query_string(cl, new_params, remove)
+
+
+@pytest.mark.parametrize("language", ["en", "de"])
+def test_the_action_forms_widgets_are_djangos_kept_per_input(language):
+    """The action form's widgets rendered once per distinct input (clusters.web.admin.RenderedOnce) write
+    Django's HTML for each input: another choice set, selected value or language is another render."""
+    choices = [("", "---------"), ("delete_selected", "Delete <selected> & 'all'"), ("resolve", gettext_lazy("Yes"))]
+    grouped = [*choices, ("group", [("a", "A"), ("b", "B")])]  # an optgroup: rendered every time
+    with translation.override(language):
+        for data in (None, {"action": "resolve", "select_across": "1"}, {"action": "delete_selected"}):
+            for offered in (choices, choices[:2], grouped):
+                kept, djangos = KeptActionForm(data, auto_id=None), helpers.ActionForm(data, auto_id=None)
+                for form in (kept, djangos):
+                    form.fields["action"].choices = offered
+                for _ in range(2):  # the second time from the memo
+                    assert [str(field) for field in kept] == [str(field) for field in djangos]

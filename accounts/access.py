@@ -55,14 +55,19 @@ def grants_of(user: Any, action: str) -> list[Scope]:
 
 
 def _condition(scopes: list[Scope], prefix: str) -> Q | None:
-    """OR of the scopes as a Q on ``<prefix>cluster_id`` and ``<prefix>namespace``; None for no scope."""
-    condition: Q | None = None
+    """OR of the scopes as a Q on ``<prefix>cluster_id`` and ``<prefix>namespace``, one term per
+    cluster (its namespaces as one ``IN``); None for no scope. A pair of lookups per namespace made
+    a member of ten namespaces pay for compiling twenty lookups on every query of a page, six to
+    eight queries a page (about twice staff's CPU, issue 41), and left PostgreSQL an OR to plan
+    where one index condition does."""
+    namespaces: dict[int | None, set[str]] = {}
     for cluster_id, namespace in scopes:
-        part = Q()
-        if cluster_id is not None:
-            part &= Q(**{f"{prefix}cluster_id": cluster_id})
-        if namespace != ALL_NAMESPACES:
-            part &= Q(**{f"{prefix}namespace": namespace})
+        namespaces.setdefault(cluster_id, set()).add(namespace)
+    condition: Q | None = None
+    for cluster_id, names in sorted(namespaces.items(), key=str):
+        part = Q() if cluster_id is None else Q(**{f"{prefix}cluster_id": cluster_id})
+        if ALL_NAMESPACES not in names:
+            part &= Q(**{f"{prefix}namespace__in": sorted(names)})
         condition = part if condition is None else condition | part
     return condition
 

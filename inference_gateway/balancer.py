@@ -81,6 +81,15 @@ class Balancer:
         """Rediscover the route's replicas on its next request (after a wake, for example)."""
         self.pools.pop(route.key, None)
 
+    async def rediscover(self, route: Route) -> list[Replica]:
+        """The route's replicas read again now; requests that ask while a read is under way share
+        it (a model woken from zero holds many), so the cluster is asked once at a time per route."""
+        pool = self.pools.setdefault(route.key, Pool([], 0.0))
+        if pool.refresh is None or pool.refresh.done():
+            pool.refresh = asyncio.ensure_future(self._refresh(route, pool))
+        await asyncio.shield(pool.refresh)
+        return pool.replicas
+
     def pick(self, replicas: list[Replica], excluded: set[str] = frozenset()) -> Replica:
         candidates = [replica for replica in replicas if replica.url not in excluded]
         if not candidates:

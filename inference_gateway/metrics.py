@@ -54,6 +54,12 @@ UPSTREAM_ERRORS = Counter(
     "Replicas that could not be reached (each then skipped for a while), by model.",
     ["model"], registry=REGISTRY,
 )
+REPLICA_WAITS = Counter(
+    "inference_portal_gateway_replica_waits",
+    "Requests that found a model just woken with no ready replica listed yet (its Service's EndpointSlices "
+    "behind its Pods' readiness) and waited for one, by model.",
+    ["model"], registry=REGISTRY,
+)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 

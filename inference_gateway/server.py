@@ -384,6 +384,33 @@ class Gateway:
         self.balancer.forget(route)
         return None
 
+    async def _until_listed(self, route: Route, until: float) -> web.Response | None:
+        """None once the woken model's Service lists a ready replica. The controller calls a model
+        woken when its Deployment has a ready Pod; the EndpointSlice controller lists that Pod a
+        moment later (longer on a busy control plane), so a request sent on at once would find no
+        replica and be answered 502. It waits instead, reading the replicas again every
+        ``wake_poll`` seconds (one read at a time per model, however many requests wait), until
+        the wake's own deadline (``until``: ``wake_timeout`` after the wake began); then a 503 to
+        retry."""
+        last_error, waited = "", False
+        while True:
+            try:
+                if await self.balancer.rediscover(route):
+                    return None
+            except Exception as error:  # the cluster did not answer this time: the next read may
+                logger.warning("replicas of %s after its wake: %s", route.id, error)
+                last_error = f"; the last read failed: {error}"
+            if not waited:
+                metrics.REPLICA_WAITS.labels(route.id).inc()
+                waited = True
+            remaining = until - time.monotonic()
+            if remaining <= 0:
+                return error_response(
+                    503, f"model {route.id} is awake but its Service listed no ready replica within the wake's "
+                    f"{self.config.wake_timeout:g} s (GATEWAY_WAKE_TIMEOUT_SECONDS){last_error}",
+                    "model_not_ready", headers={"Retry-After": str(self.config.retry_after)})
+            await asyncio.sleep(min(self.config.wake_poll, remaining))
+
     async def _forward(
         self, request: web.Request, route: Route, body: bytes, started: float, caller: Caller
     ) -> web.StreamResponse:
@@ -403,8 +430,8 @@ class Gateway:
                 request[PICKED] = (replica.url, decided)
             except NoReplica:
                 if route.wakeable and not woken:
-                    woken, tried = True, set()
-                    refused = await self._wake(route, caller)
+                    woken, tried, until = True, set(), time.monotonic() + self.config.wake_timeout
+                    refused = await self._wake(route, caller) or await self._until_listed(route, until)
                     if refused is not None:
                         return refused
                     continue

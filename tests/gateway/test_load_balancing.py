@@ -52,19 +52,28 @@ def mirrored(transactional_db, kube, gateway_settings, make_user):
 def publish_replicas(kube, service: str, backends, ready: tuple[bool, ...] | None = None,
                      port: int = SERVICE_PORT) -> None:
     """A Service without a selector (on ``port``) and one EndpointSlice per backend (its own port)."""
-    core, discovery = kubernetes.client.CoreV1Api(kube.api_client), kubernetes.client.DiscoveryV1Api(kube.api_client)
-    core.create_namespaced_service(kube.namespace, {
+    publish_service(kube, service, port)
+    for backend, up in zip(backends, ready or (True,) * len(backends), strict=True):
+        list_replica(kube, service, backend, up)
+
+
+def publish_service(kube, service: str, port: int = SERVICE_PORT) -> None:
+    """A Service without a selector: its replicas are the EndpointSlices :func:`list_replica` writes."""
+    kubernetes.client.CoreV1Api(kube.api_client).create_namespaced_service(kube.namespace, {
         "metadata": {"name": service},
         "spec": {"ports": [{"name": "http", "port": port}]},
     })
-    for backend, up in zip(backends, ready or (True,) * len(backends), strict=True):
-        discovery.create_namespaced_endpoint_slice(kube.namespace, {
-            "metadata": {"name": f"{service}-{backend.name}", "labels": {
-                "kubernetes.io/service-name": service, "endpointslice.kubernetes.io/managed-by": "tests"}},
-            "addressType": "IPv4",
-            "ports": [{"name": "http", "port": backend.port, "protocol": "TCP"}],
-            "endpoints": [{"addresses": [backend.host], "conditions": {"ready": up}}],
-        })
+
+
+def list_replica(kube, service: str, backend, up: bool = True) -> None:
+    """An EndpointSlice of ``service`` listing ``backend`` (ready or not) on its own port."""
+    kubernetes.client.DiscoveryV1Api(kube.api_client).create_namespaced_endpoint_slice(kube.namespace, {
+        "metadata": {"name": f"{service}-{backend.name}", "labels": {
+            "kubernetes.io/service-name": service, "endpointslice.kubernetes.io/managed-by": "tests"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": backend.port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [backend.host], "conditions": {"ready": up}}],
+    })
 
 
 def serve_through_service(kube, service: str) -> None:

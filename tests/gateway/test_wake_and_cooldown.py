@@ -19,12 +19,15 @@ from accounts.tokens import issue_token
 from clusters.kube.conditions import rfc3339
 from clusters.models import AuditEntry
 from inference_gateway.last_request import stamp
+from inference_gateway.models import BackendHost
 from inference_gateway.routes import route_for
 from models_app.controller import ready_replicas
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
 from scheduler.models import MemoryReservation, NodePool
 from scheduler.public import NEVER_FITS
 from tests.clusters.conftest import sample_manifest, wait_for
+from tests.gateway.conftest import metrics_text, sample_value
+from tests.gateway.test_load_balancing import SERVICE_PORT, host_address, list_replica, publish_service
 
 GIB = 1024**3
 
@@ -118,10 +121,74 @@ def test_concurrent_requests_for_a_sleeping_model_share_one_wake(managed, key, g
     assert backend.stats()["/v1/chat/completions"] == 9
 
 
+def test_a_request_held_through_a_wake_waits_for_its_service_to_list_a_replica(managed, key, gateway,
+                                                                                start_backend) -> None:
+    """The controller calls a model woken when its Deployment has a ready Pod; the EndpointSlice
+    that lists the Pod comes from another controller, later on a busy control plane. Here the
+    model's Service has no selector and its one replica is listed only once the gateway has looked
+    after the wake and found none: the request waits for it and is answered (it was a 502)."""
+    kube, cluster = managed
+    host = host_address()
+    BackendHost.objects.create(cluster=cluster, host=host)  # the replica is no Pod: staff allow its address
+    backend = start_backend("late", host=host)
+    publish_service(kube, "late")
+    write_model(kube, "inferencemodel-llama-2-7b.yaml", asleep=True,
+                backendUrl=f"http://late.{kube.namespace}.svc.cluster.local:{SERVICE_PORT}")
+    kube.sync()
+    answers: list = []
+
+    def call() -> None:
+        try:
+            answers.append(chat(gateway.client(key, timeout=90), "llama-2-7b"))
+        except openai.APIError as error:
+            answers.append(error)
+
+    held = threading.Thread(target=call)
+    held.start()
+    waits = "inference_portal_gateway_replica_waits_total"
+    model = f"{kube.namespace}/llama-2-7b"
+    wait_for(lambda: answers or sample_value(metrics_text(gateway), waits, model=model) == 1, timeout=90,
+             message="the gateway to wait for the woken model's replica")
+    assert not answers, f"answered before any replica was listed: {answers}"
+    assert deployment(kube, "llama-2-7b")["spec"]["replicas"] == 1
+
+    list_replica(kube, "late", backend)
+    held.join(timeout=90)
+
+    assert answers[0].choices[0].message.content == "wake up"
+    assert backend.stats()["/v1/chat/completions"] == 1
+
+
 @pytest.fixture
 def short_wake(gateway_settings) -> float:
     gateway_settings.GATEWAY_WAKE_TIMEOUT_SECONDS = 3
     return 3
+
+
+def test_a_serving_model_whose_service_lists_no_replica_is_a_503_after_the_wake_deadline(
+        managed, short_wake, key, gateway) -> None:
+    """The model is up (its Deployment's Pod ready), but its Service lists no replica and never
+    will: the request waits the wake's time for one, then answers 503 to retry, naming what it
+    waited for, rather than 502 at once."""
+    kube, _ = managed
+    publish_service(kube, "empty")
+    write_model(kube, "inferencemodel-llama-2-7b.yaml", asleep=False,
+                backendUrl=f"http://empty.{kube.namespace}.svc.cluster.local:{SERVICE_PORT}")
+    kube.sync()
+    wait_for(lambda: ready_replicas(deployment(kube, "llama-2-7b")) == 1, timeout=90, message="llama-2-7b ready")
+    kube.sync()
+    assert InferenceModel.objects.get(name="llama-2-7b").ready
+    started = time.monotonic()
+
+    with pytest.raises(openai.InternalServerError) as caught:
+        chat(gateway.client(key, timeout=60), "llama-2-7b")
+
+    assert caught.value.status_code == 503 and caught.value.code == "model_not_ready"
+    assert caught.value.response.headers["Retry-After"] == "30"
+    assert caught.value.message == (f"Error code: 503 - model {kube.namespace}/llama-2-7b is awake but its Service "
+                                    f"listed no ready replica within the wake's {short_wake} s "
+                                    "(GATEWAY_WAKE_TIMEOUT_SECONDS)")
+    assert time.monotonic() - started >= short_wake
 
 
 def test_a_wake_that_cannot_finish_is_a_503_with_the_reason(managed, short_wake, key, gateway, start_backend) -> None:

@@ -14,6 +14,8 @@ class ModelsAppConfig(AppConfig):
         from models_app import metrics
         from models_app.controller import FAILURES, FINALIZER, reconcile_inference_model, release_departed
         from models_app.kubeai_controller import CHILD_SELECTOR, reconcile_kubeai_model, release_departed_models
+        from models_app.models import InferenceModel, KubeAIModel
+        from models_app.preemption import register as register_preemptible
 
         metrics.register_collector()
 
@@ -32,3 +34,5 @@ class ModelsAppConfig(AppConfig):
             sweep=release_departed_models,
         )
         register_warning_reasons("Model", FAILURES)
+        register_preemptible(InferenceModel, reconcile_inference_model)
+        register_preemptible(KubeAIModel, reconcile_kubeai_model)

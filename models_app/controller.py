@@ -22,10 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models import Exists, OuterRef
 from django.utils.dateparse import parse_datetime
 
@@ -43,18 +41,14 @@ from clusters.kube.owned import NotOwnedError, label_value
 from clusters.models import Cluster, SyncState
 from clusters.sync.handover import remove_finalizer
 from clusters.sync.inbound import upsert_from_cluster
-from clusters.sync.work_queue import LEASE_SECONDS, object_key, run_when_free
 from clusters.validation.quantities import quantity_to_int
 from common.durations import parse_duration
 from models_app.gateway_rules import gateway_rules
 from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel, ServingModel
+from models_app.preemption import admit_making_room, preempted_words, readmitted
 from scheduler.models import MemoryReservation
 from scheduler.public import (
-    AdmissionDecision,
     Demand,
-    Holding,
-    ModelKey,
-    admit,
     borrowing,
     idle_since,
     node_pool_of,
@@ -85,8 +79,6 @@ class Reason:
 PREEMPTED_CONDITION = "Preempted"
 """True from the preemption until the model serves again: the Ready reason moves on (the preempted
 model's next start is refused while the pool is full), this condition keeps who took its place."""
-PREEMPT_WAIT_SECONDS = 10.0
-"""How long a claimant waits for a victim's own reconcile to end (reconciles take well under that)."""
 BORROWING_CONDITION = "Borrowing"
 """True while the model runs on capacity its team borrows beyond its guarantee (``scheduler.public.borrowing``)."""
 FAILURES = {
@@ -239,7 +231,7 @@ def _plan(
             f"no request since {rfc3339(requested)} (cooldown {spec.get('cooldownPeriod', '10m')})",
         )
     if deployment is not None and (deployment["spec"].get("replicas") or 0) >= 1:
-        preempted = cache.get(_preempted_key(row))  # set before its Deployment went to zero (_stop_now)
+        preempted = preempted_words(row)  # set before its Deployment went to zero (models_app.preemption)
         if preempted:
             return Plan(0, Reason.PREEMPTED, preempted)
         if pod_gpus(deployment) >= max((shape.gpus for shape in shapes_from_json(row.pods)), default=0):
@@ -259,59 +251,12 @@ def _plan(
         quantity_to_int(spec["memory"]) or 0,
         gpus=desired_gpus(row),
     )
-    # the gateway: pods on the pool's nodes count too; a preemption's room is held before its victims stop
-    decision, stopping = admit(demand, now, gateway=gateway, hold_for_preemption=True), set()
-    # Each round stops what admission offered (idle models; borrowers preempted for a guarantee)
-    # and asks again; a round frees one resource (GPUs, then memory), so two rounds and a check.
-    for _ in range(3):
-        if decision.fits or not decision.frees_enough:
-            break
-        stopping |= _stop_now(gateway, decision, now)
-        decision = admit(demand, now, stopping=stopping, gateway=gateway, hold_for_preemption=True)
+    # the gateway: pods on the pool's nodes count too; idle models and borrowers stopped for it
+    decision = admit_making_room(demand, now, gateway)
     if not decision.fits:
         return Plan(0, decision.reason or Reason.INSUFFICIENT_MEMORY, decision.message)
-    cache.delete(_preempted_key(row))  # admitted again: the preemption is over
+    readmitted(row)
     return Plan(spec.get("maxReplicas", 1))
-
-
-def _stop_now(gateway: ClusterGateway, decision: AdmissionDecision, now: datetime) -> set[ModelKey]:
-    """Scale the models admission offered to zero now, and return their keys: the idle ones, and
-    the borrowers it preempts for a demand within its team's guarantee (``Preempted``, naming the
-    team that reclaims).
-
-    The idle ones are idle by the same definition this controller's own reconcile uses
-    (``scheduler.idle``), so the pass would stop them anyway; doing it before the refused model's
-    decision lets that model start in this pass instead of waiting for the next one.
-    """
-    stopped: set[ModelKey] = set()
-    candidates: list[tuple[Holding, str]] = [(holder, "") for holder in decision.idle_candidates]
-    candidates += [(holder, decision.preempted_words[holder.key]) for holder in decision.preempt]
-    for holder, preempted in candidates:
-        if holder.kind != KIND.kind or holder.key in stopped:
-            continue
-        row = InferenceModel.objects.select_related("cluster").filter(pk=holder.id).first()
-        if row is None or not row.cluster.manages(KIND.kind):
-            continue
-        if not preempted:
-            reconcile_inference_model(gateway, row, now)
-            stopped.add(holder.key)
-            continue
-
-        def preempt(row: InferenceModel = row, words: str = preempted) -> str:
-            # Marked first, under the victim's own reconcile lease: a reconcile of it that read its
-            # Deployment before this one scaled it down has finished, and any later one keeps it down.
-            cache.set(_preempted_key(row), words, LEASE_SECONDS)
-            return reconcile_inference_model(gateway, row, now, preempted=words)
-
-        key = object_key(row._meta.label, row.pk)
-        again = partial(reconcile_inference_model, gateway, row, now)
-        if run_when_free(key, preempt, PREEMPT_WAIT_SECONDS, again) is not None:
-            stopped.add(holder.key)
-    return stopped
-
-
-def _preempted_key(row: InferenceModel) -> str:
-    return f"preempted:{row.cluster_id}:{row.namespace}:{row.name}"
 
 
 def dependency_closure(row: InferenceModel) -> list[InferenceModel]:
@@ -503,6 +448,23 @@ def _status(
         now,
         generation,
     )
+    conditions = team_conditions(conditions, plan, reason, borrowed, now, generation)
+    return {
+        "ready": reason == Reason.DEPLOYED,
+        "replicas": observed.get("replicas") or 0 if plan.replicas else 0,
+        "conditions": conditions,
+        "observedGeneration": generation,
+    }
+
+
+def team_conditions(
+    conditions: list[dict[str, Any]], plan: Plan, reason: str, borrowed: str | None, now: datetime,
+    generation: int | None,
+) -> list[dict[str, Any]]:
+    """The conditions teams on a shared pool read, the same on every kind the portal controls:
+    ``Preempted`` from a preemption until the model serves again (the Ready reason moves on to
+    the refusal of its restart; this one keeps who took its place), and ``Borrowing`` while the
+    model runs on capacity its team borrows (``borrowed``: admission's words for it)."""
     if plan.reason == Reason.PREEMPTED:
         conditions = set_condition(conditions, PREEMPTED_CONDITION, True, "Reclaimed", plan.message, now, generation)
     elif reason == Reason.DEPLOYED and _condition_true(conditions, PREEMPTED_CONDITION):
@@ -515,12 +477,7 @@ def _status(
     elif _condition_true(conditions, BORROWING_CONDITION):
         conditions = set_condition(conditions, BORROWING_CONDITION, False, "WithinGuarantee",
                                    "the model does not run on borrowed capacity", now, generation)  # fmt: skip
-    return {
-        "ready": reason == Reason.DEPLOYED,
-        "replicas": observed.get("replicas") or 0 if plan.replicas else 0,
-        "conditions": conditions,
-        "observedGeneration": generation,
-    }
+    return conditions
 
 
 def _condition_true(conditions: list[dict[str, Any]], type_: str) -> bool:

@@ -22,7 +22,11 @@ portal manage ``Model`` (``Cluster.managed_kinds``), this module does that part:
   team's quota and what it may borrow) for the whole count: when it refuses, the most replicas
   it admits run, never fewer than already do, and the ``Scaling`` condition says the refusal; a
   Model admitted no replica at all is ``Ready`` False with admission's reason (``OverQuota``,
-  ``InsufficientGPU``...), exactly as an InferenceModel's start. What runs is ``status.desiredReplicas``
+  ``InsufficientGPU``...), exactly as an InferenceModel's start. Teams share pools across kinds: a
+  Model's growth within its team's guarantee stops idle models and preempts borrowers (an
+  InferenceModel or another Model), and a borrowing Model is preempted for another team's
+  guarantee, all of its replicas, with the ``Preempted`` and ``Borrowing`` conditions an
+  InferenceModel carries (``models_app.preemption``). What runs is ``status.desiredReplicas``
   (``inference_portal_model_desired_replicas`` on ``/metrics``, for KEDA or an HPA).
 
 No finalizer: the Deployment and Service go with the Model (owner references), and the pass's sweep
@@ -46,9 +50,18 @@ from clusters.kube.owned import label_value
 from clusters.models import Cluster
 from clusters.sync.inbound import upsert_from_cluster
 from clusters.validation.quantities import quantity_to_decimal
-from models_app.controller import Plan, Reason, apply_child, deployment_failure, ready_replicas, release_departed
+from models_app.controller import (
+    Plan,
+    Reason,
+    apply_child,
+    deployment_failure,
+    ready_replicas,
+    release_departed,
+    team_conditions,
+)
 from models_app.models import KubeAIModel, kubeai_pod_shape, kubeai_profile, unknown_profile_errors
-from scheduler.public import AdmissionDecision, Demand, admit, release
+from models_app.preemption import admit_making_room, preempted_words, readmitted
+from scheduler.public import AdmissionDecision, Demand, borrowing, release
 
 KIND = KubeAIModel.kube
 PORT = 8000
@@ -104,8 +117,10 @@ def wake_in_cluster(gateway: ClusterGateway, model: KubeAIModel) -> None:
         gateway.patch(KIND, model.namespace, model.name, {"spec": {"replicas": wake_replicas(cr["spec"])}})
 
 
-def reconcile_kubeai_model(gateway: ClusterGateway, row: KubeAIModel, now: datetime) -> str:
-    """One reconcile of the Model: its Deployment and Service applied, its status written."""
+def reconcile_kubeai_model(gateway: ClusterGateway, row: KubeAIModel, now: datetime, preempted: str = "") -> str:
+    """One reconcile of the Model: its Deployment and Service applied, its status written.
+    ``preempted``: admission chose it to stop for a team reclaiming its guaranteed share
+    (``models_app.preemption``): every replica goes, with that reason."""
     try:
         cr = gateway.get(KIND, row.namespace, row.name)
     except NotFoundError:
@@ -116,7 +131,10 @@ def reconcile_kubeai_model(gateway: ClusterGateway, row: KubeAIModel, now: datet
         return "deleting"
     deployments = gateway.builtin("apps/v1", "Deployment")
     deployment = deployments.get(row.namespace, child_name(row.name))
-    plan, limited = _plan(gateway, row, cr, deployment, now)
+    if preempted:
+        plan, limited = Plan(0, Reason.PREEMPTED, preempted), None
+    else:
+        plan, limited = _plan(gateway, row, cr, deployment, now)
     if plan.reason != Reason.FAILED or deployment is not None:
         deployment, refused = apply_child(deployments, cr, _deployment(cr, plan.replicas), deployment, now)
         if refused is None:
@@ -128,7 +146,8 @@ def reconcile_kubeai_model(gateway: ClusterGateway, row: KubeAIModel, now: datet
     stuck = None
     if plan.replicas and deployment is not None and ready_replicas(deployment) < 1:
         stuck = unschedulable(gateway, row.namespace, deployment["spec"]["selector"]["matchLabels"])
-    status = _status(cr, deployment, plan, limited, now, stuck)
+    borrowed = borrowing(row.cluster_id, row.node_pool).get((KIND.kind, row.cluster_id, row.namespace, row.name))
+    status = _status(cr, deployment, plan, limited, now, stuck, borrowed if plan.replicas else None)
     if status != {key: (cr.get("status") or {}).get(key) for key in status}:
         cr = gateway.patch_status(KIND, row.namespace, row.name, status)
         upsert_from_cluster(KubeAIModel, row.cluster, cr)
@@ -158,6 +177,9 @@ def _plan(
         return Plan(0, Reason.SCALED_TO_ZERO, "spec.replicas is 0: no active requests (minReplicas "
                                               f"{spec.get('minReplicas') or 0})"), None  # fmt: skip
     running = (deployment or {}).get("spec", {}).get("replicas") or 0
+    preempted = preempted_words(row) if running else None  # set before its Deployment went to zero
+    if preempted:
+        return Plan(0, Reason.PREEMPTED, preempted), None
     if wanted <= running:  # a scale-down or a steady count: nothing more is asked of the pool
         return Plan(wanted), None
     shape, pool = kubeai_pod_shape(spec.get("resourceProfile", ""), 1, 1)
@@ -165,8 +187,9 @@ def _plan(
     for count in range(wanted, running, -1):
         demand = Demand(row.cluster_id, pool, KIND.kind, row.namespace, row.name, shape.memory_bytes * count,
                         gpus=shape.gpus * count)  # fmt: skip
-        decision = admit(demand, now, gateway=gateway)
+        decision = admit_making_room(demand, now, gateway)  # idle models and borrowers stopped for it
         if decision.fits:
+            readmitted(row)
             return Plan(count), refused
         refused = refused or decision
     if running:
@@ -277,9 +300,10 @@ def _service(cr: dict[str, Any]) -> dict[str, Any]:
 
 def _status(
     cr: dict[str, Any], deployment: dict[str, Any] | None, plan: Plan, limited: AdmissionDecision | None,
-    now: datetime, stuck: str | None,
+    now: datetime, stuck: str | None, borrowed: str | None,
 ) -> dict[str, Any]:
-    """KubeAI's ``replicas`` (all, ready) and the portal's ``desiredReplicas``, conditions and
+    """KubeAI's ``replicas`` (all, ready) and the portal's ``desiredReplicas``, conditions
+    (``Ready``, ``Scaling``, and the shared pool's ``Preempted`` and ``Borrowing``) and
     ``observedGeneration``."""
     ready = ready_replicas(deployment)
     wanted = wanted_replicas(cr["spec"])
@@ -306,6 +330,7 @@ def _status(
                                    f"{wanted} replicas as spec.replicas asks", now, generation)  # fmt: skip
     else:
         conditions = set_condition(conditions, SCALING_CONDITION, False, plan.reason, plan.message, now, generation)
+    conditions = team_conditions(conditions, plan, reason, borrowed, now, generation)
     observed = (deployment or {}).get("status") or {}
     return {
         "replicas": {"all": observed.get("replicas") or 0 if plan.replicas else 0, "ready": ready},

@@ -5,7 +5,7 @@ tests/test_architecture.py holds the other apps to this module (and ``scheduler.
 - **Admission and holdings** (the eh-ops controller in ``models_app`` asks before it scales a model
   up, preempts the borrowers a decision names and shows who borrows; governance samples what models
   held for showback): ``Demand``, ``AdmissionDecision``, ``admit``, ``release``, ``borrowing``,
-  ``Holding``, ``ModelKey``, ``load_holdings``, ``idle_since``.
+  ``ModelKey``, ``load_holdings``, ``idle_since``.
 - **Kept totals and usage** (the catalog counts every row of the serving kinds without reading
   them; the dashboard shows each pool's usage and the largest right-sizing savings):
   ``rows_by_sync_state``, ``pool_usage_of`` with ``USAGE_CLUSTER_COLUMNS``, ``pool_usage_chart``,
@@ -38,7 +38,7 @@ from scheduler.consumption import (
     shapes_from_json,
 )
 from scheduler.forms import PlanForm
-from scheduler.holdings import Holding, ModelKey, load_holdings
+from scheduler.holdings import ModelKey, load_holdings
 from scheduler.idle import idle_since
 from scheduler.planning.charts import pool_usage_chart
 from scheduler.planning.pages import PAGE_LIMIT, first_page
@@ -64,7 +64,6 @@ __all__ = [
     "CalculatorForm",
     "CalculatorRequestSerializer",
     "Demand",
-    "Holding",
     "ModelKey",
     "PlanForm",
     "PodShape",

@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_datetime
 from accounts.models import NamespaceGrant, Team
 from clusters.sync.work_queue import object_key
 from models_app.controller import ready_replicas
-from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel
+from models_app.models import LAST_REQUEST_ANNOTATION, InferenceModel, KubeAIModel
 from scheduler.models import MemoryReservation, NodePool, TeamQuota
 from scheduler.refresh import refresh_node_pools
 from tests.clusters.conftest import sample_manifest, wait_for
@@ -47,10 +47,26 @@ def replicas(kube: KubeCluster, name: str) -> int:
 @pytest.fixture
 def teams(transactional_db, kube, settings) -> Iterator[tuple[KubeCluster, KubeCluster, object]]:
     """Team alpha in the test's namespace, team beta in a second one, one managed Cluster row."""
+    yield from two_teams(kube, settings, ["InferenceModel"])
+
+
+@pytest.fixture
+def teams_of_both_kinds(transactional_db, kube, settings) -> Iterator[tuple[KubeCluster, KubeCluster, object]]:
+    """:func:`teams` on a cluster where the portal controls InferenceModels and KubeAI Models, whose
+    ``a100-test`` profile is one GPU of the pool a replica (KubeAI's shape, ``<profile>:<count>``)."""
+    settings.KUBEAI_RESOURCE_PROFILES = {"a100-test": {
+        "limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1", "memory": "10Gi"},
+        "nodeSelector": {"inference-pool": POOL},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }}  # fmt: skip
+    yield from two_teams(kube, settings, ["InferenceModel", "Model"])
+
+
+def two_teams(kube, settings, kinds: list[str]) -> Iterator[tuple[KubeCluster, KubeCluster, object]]:
     settings.MAX_RECONCILE_RATE = 8
     beta = KubeCluster(kube.api_client, name=kube.name, plane=kube.plane, proxy=kube.proxy)
     try:
-        cluster = kube.register(namespaces=[kube.namespace, beta.namespace], managed_kinds=["InferenceModel"])
+        cluster = kube.register(namespaces=[kube.namespace, beta.namespace], managed_kinds=kinds)
         refresh_node_pools(cluster)
         assert NodePool.objects.get(cluster=cluster, name=POOL).gpu_count == 8
         for name, namespace in (("alpha", kube.namespace), ("beta", beta.namespace)):
@@ -218,22 +234,30 @@ def test_a_guarantee_preempts_the_newest_borrowers_in_one_reconcile_and_never_a_
     assert all(replicas(beta, f"b-{index}") == 1 for index in range(4))
 
 
+def alpha_fills_the_pool(teams, manifest, deployment_of) -> None:
+    """Both teams guaranteed 4 GPUs, no borrowing limit; alpha starts ``a-old`` then ``a-new``
+    (``manifest(name, gpus=4)``), so a-new is the newer admission and runs on borrowed GPUs; both
+    ready (their Deployments, ``deployment_of(name)``)."""
+    alpha, _, cluster = teams
+    quota(cluster, "alpha", gpus=4, limit=None)
+    quota(cluster, "beta", gpus=4, limit=None)
+    for name in ("a-old", "a-new"):  # one after the other
+        alpha.write(manifest(name, gpus=4))
+        alpha.sync()
+    for name in ("a-old", "a-new"):
+        wait_for(lambda n=name: ready_replicas(alpha.get("apps/v1", "Deployment", deployment_of(n))) == 1,
+                 timeout=60, message=f"{name} ready")  # fmt: skip
+
+
 def test_a_victim_reconciled_right_after_its_preemption_does_not_take_back_the_room(teams):
     """Issue 44, item 1: a preempted model's own reconcile, asked for while the preemption held its
     lease (a watch event), runs the moment the preemption ends, before the claimant asks admission
     again. The claimant's room is reserved before its victims stop (Kueue admits, then evicts), so
     that reconcile finds the pool full and the victim stays down; it once found the room free and
     started again with the newest reservation, the claimant then admitted beside it."""
-    alpha, beta, cluster = teams
-    quota(cluster, "alpha", gpus=4, limit=None)
-    quota(cluster, "beta", gpus=4, limit=None)
-    for name in ("a-old", "a-new"):  # one after the other: a-new is the newer admission
-        alpha.write(model(name, gpus=4))
-        alpha.sync()
+    alpha, beta, _ = teams
+    alpha_fills_the_pool(teams, model, lambda name: name)
     beta.write(model("b-0", gpus=4, last_request="2026-01-01T00:00:00Z"))
-    for name in ("a-old", "a-new"):
-        wait_for(lambda n=name: ready_replicas(alpha.get("apps/v1", "Deployment", n)) == 1, timeout=60,
-                 message=f"{name} ready")  # fmt: skip
     alpha.sync()  # alpha holds the pool's 8 GPUs, 4 borrowed (a-new); b-0 is known and asleep
     assert replicas(alpha, "a-new") == 1 and replicas(beta, "b-0") == 0
     victim = InferenceModel.objects.get(namespace=alpha.namespace, name="a-new")
@@ -247,3 +271,64 @@ def test_a_victim_reconciled_right_after_its_preemption_does_not_take_back_the_r
     reserved = set(MemoryReservation.objects.values_list("namespace", "name"))
     assert reserved == {(alpha.namespace, "a-old"), (beta.namespace, "b-0")}, reserved
     assert condition(alpha, "a-new", "Preempted")["status"] == "True"
+
+
+def kubeai_model(name: str, gpus: int) -> dict:
+    """A KubeAI Model of one replica of ``gpus`` GPUs (the ``a100-test`` profile times ``gpus``)."""
+    return {
+        "apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": name},
+        "spec": {"url": "hf://Qwen/Qwen2.5-7B-Instruct", "engine": "VLLM", "features": ["TextGeneration"],
+                 "resourceProfile": f"a100-test:{gpus}", "replicas": 1, "minReplicas": 0, "maxReplicas": 1},
+    }  # fmt: skip
+
+
+def kubeai_condition(kube: KubeCluster, name: str, type_: str) -> dict | None:
+    status = kube.read(KubeAIModel.kube, name).get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
+
+
+def test_a_guarantee_preempts_a_borrowing_model_of_another_kind(teams_of_both_kinds):
+    """Teams meet across kinds: alpha's two KubeAI Models hold the pool's 8 GPUs, the newer one on
+    borrowed capacity (``Borrowing``). Beta's InferenceModel, within beta's guarantee, preempts that
+    Model (the KubeAI controller stops all its replicas: ``Preempted`` naming team beta) and starts
+    in one reconcile; it was refused, as the InferenceModel controller stopped only its own kind."""
+    alpha, beta, cluster = teams_of_both_kinds
+    alpha_fills_the_pool(teams_of_both_kinds, kubeai_model, lambda name: f"model-{name}")
+    alpha.sync()  # the replicas mirrored: alpha holds the pool's 8 GPUs, 4 borrowed (a-new)
+    alpha.sync()  # each Model's reconcile now sees who borrows
+    assert kubeai_condition(alpha, "a-new", "Borrowing")["status"] == "True", alpha.read(KubeAIModel.kube, "a-new")
+
+    beta.write(model("b-0", gpus=4))
+    beta.sync()
+    row = InferenceModel.objects.get(cluster=cluster, namespace=beta.namespace, name="b-0")
+    if replicas(beta, "b-0") == 0:  # the pass reconciled it before its row's replicas were mirrored
+        reconcile_row(row)
+
+    assert replicas(beta, "b-0") == 1, condition(beta, "b-0", "Ready")
+    assert replicas(alpha, "model-a-new") == 0 and replicas(alpha, "model-a-old") == 1
+    preempted = kubeai_condition(alpha, "a-new", "Preempted")
+    assert preempted["status"] == "True" and "team beta reclaims its guaranteed share" in preempted["message"]
+    assert kubeai_condition(alpha, "a-new", "Ready")["status"] == "False"
+    reconcile_row(KubeAIModel.objects.get(namespace=alpha.namespace, name="a-new"))  # it asks again: the pool is full
+    assert replicas(alpha, "model-a-new") == 0
+    assert kubeai_condition(alpha, "a-new", "Preempted")["status"] == "True"
+
+
+def test_a_kubeai_model_within_its_guarantee_preempts_a_borrowing_inference_model(teams_of_both_kinds):
+    """The other way round: alpha's two InferenceModels hold the pool, the newer borrowing; beta's
+    KubeAI Model, within beta's guarantee, preempts it and starts (it was refused ``InsufficientGPU``:
+    the KubeAI controller stopped nothing)."""
+    alpha, beta, cluster = teams_of_both_kinds
+    alpha_fills_the_pool(teams_of_both_kinds, model, lambda name: name)
+    alpha.sync()
+
+    beta.write(kubeai_model("b-0", gpus=4))
+    beta.sync()
+    row = KubeAIModel.objects.get(cluster=cluster, namespace=beta.namespace, name="b-0")
+    if replicas(beta, "model-b-0") == 0:
+        reconcile_row(row)
+
+    assert replicas(beta, "model-b-0") == 1, kubeai_condition(beta, "b-0", "Ready")
+    assert replicas(alpha, "a-new") == 0 and replicas(alpha, "a-old") == 1
+    preempted = condition(alpha, "a-new", "Preempted")
+    assert preempted["status"] == "True" and "team beta reclaims its guaranteed share" in preempted["message"]

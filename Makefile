@@ -49,7 +49,8 @@ test: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 test: export REDIS_URL ?= redis://127.0.0.1:6379/15
 test: install test-deps
 	@# --durations: every run's log says where its minutes went (the slowest setups, calls and teardowns)
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --durations=40 $(PYTEST_ARGS)
+	@# worksteal: a worker out of tests takes half of a busy one's queue, so all end together
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --durations=40 $(PYTEST_ARGS)
 
 ## bench: benchmarks, printed as a table and written to bench/results.json
 bench: export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test

@@ -16,6 +16,7 @@ from django.utils import timezone
 from clusters.models import AuditEntry
 from clusters.sync.bulk import insert
 from models_app.models import InferenceModel
+from tests.support.database import commits_on_disk
 
 
 def add_audit_entries() -> int:
@@ -36,6 +37,8 @@ def add_audit_entries() -> int:
     if connection.vendor == "postgresql":
         # as bench/dataset.py does after its load: autovacuum would otherwise take its turn on the
         # 100,000 new rows while a benchmark measures (run by run, at different moments)
+        if not connection.in_atomic_block:
+            commits_on_disk()  # else VACUUM leaves the pages of rows committed asynchronously not all-visible
         with connection.cursor() as cursor:
             table = AuditEntry._meta.db_table
             cursor.execute(f"ANALYZE {table}" if connection.in_atomic_block else f"VACUUM ANALYZE {table}")

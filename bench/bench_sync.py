@@ -102,6 +102,7 @@ from devstack.control_plane import ADMIN_TOKEN, ControlPlane, apply_crds_to, run
 from models_app.models import InferenceModel
 from scheduler.models import NodePool
 from tests.support.clusters import KubeCluster
+from tests.support.database import commits_on_disk
 from tests.support.fault_proxy import FaultProxy
 
 OBJECTS = 10_000
@@ -222,6 +223,7 @@ def _resync_paths(cluster: Cluster) -> dict[str, float]:
 
 
 def _vacuum(*models: type) -> None:
+    commits_on_disk()  # else VACUUM leaves the pages of rows committed asynchronously not all-visible
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM {', '.join(model._meta.db_table for model in models)}")
 

@@ -32,6 +32,7 @@ from runs_app.models import InferenceConfig, InferenceRun
 from scheduler.models import Node, NodePool
 from scheduler.rightsizing.models import Observation, Refresh
 from scheduler.rightsizing.policy import evaluate
+from tests.support.database import commits_on_disk
 
 GI = 1024**3
 NAMESPACES_PER_CLUSTER = 100
@@ -299,6 +300,8 @@ def build(
     if analyze and connection.vendor == "postgresql":
         # As autovacuum would after a load: plans see the real row counts, index-only scans the
         # visibility map. VACUUM cannot run in a transaction (the tests build inside one).
+        if not connection.in_atomic_block:
+            commits_on_disk()  # else VACUUM leaves the pages of rows committed asynchronously not all-visible
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE" if connection.in_atomic_block else "VACUUM ANALYZE")
     staff = User.objects.create_user("bench-staff", is_staff=True)

@@ -155,10 +155,14 @@ REAL_CLUSTER_FIXTURES = {"control_plane", "kube", "managed", "live_cluster"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that talks to a Kubernetes API server carries the ``realcluster`` marker."""
+    """Every test that talks to a Kubernetes API server carries the ``realcluster`` marker; the
+    ``long`` ones (minutes each) run first, so that parallel workers (``--dist worksteal``) end
+    together: the journey, collected half-way, once started 12 minutes in and ran 3 minutes past
+    the others."""
     for item in items:
         if REAL_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.realcluster)
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: otherwise as collected
 
 
 @pytest.fixture(scope="session")

@@ -14,30 +14,7 @@ database); the groups are updated, never duplicated, and removing them leaves us
 from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-ACTIONS = ("view", "add", "change", "delete")
-MEMBER_MODELS = [
-    ("models_app", "inferencemodel"),
-    ("models_app", "kubeaimodel"),
-    ("models_app", "modelservice"),
-    ("runs_app", "inferenceconfig"),
-    ("runs_app", "inferencerun"),
-]
-STAFF_MODELS = [
-    ("clusters", "cluster", ACTIONS),
-    ("clusters", "auditentry", ("view",)),
-    ("clusters", "syncstat", ("view",)),
-    ("accounts", "team", ACTIONS),
-    ("accounts", "namespacegrant", ACTIONS),
-    ("scheduler", "nodepool", ACTIONS),
-    ("scheduler", "node", ("view",)),
-    ("scheduler", "memoryreservation", ("view", "delete")),
-    ("rightsizing", "refresh", ("view",)),
-    ("rightsizing", "observation", ("view",)),
-]
-GROUPS = {
-    "ML team member": [(app, model, ACTIONS) for app, model in MEMBER_MODELS],
-    "Platform staff": [*((app, model, ACTIONS) for app, model in MEMBER_MODELS), *STAFF_MODELS],
-}
+from accounts.ready_made_groups import GROUPS, ensure_groups
 
 
 def create_groups(apps, schema_editor):
@@ -45,16 +22,7 @@ def create_groups(apps, schema_editor):
         app_config.models_module = True
         create_permissions(app_config, apps=apps, verbosity=0)
         app_config.models_module = None
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    for name, grants in GROUPS.items():
-        group, _ = Group.objects.get_or_create(name=name)
-        for app, model, actions in grants:
-            codenames = [f"{action}_{model}" for action in actions]
-            permissions = Permission.objects.filter(content_type__app_label=app, codename__in=codenames)
-            if permissions.count() != len(codenames):
-                raise RuntimeError(f"missing permissions of {app}.{model}: {codenames}")
-            group.permissions.add(*permissions)
+    ensure_groups(apps)
 
 
 def remove_groups(apps, schema_editor):

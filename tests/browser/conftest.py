@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,11 +20,11 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="package")
-def browser() -> Iterator:
-    """One Chromium for the browser tests, closed when the run leaves tests/browser/: Playwright's
-    sync API keeps an event loop running on this thread while it is open, and every later
-    ``asyncio.run`` on the thread (the gateway's and the limits' tests) would be refused."""
+@contextmanager
+def open_chromium() -> Iterator:
+    """A headless Chromium until the block ends. Playwright's sync API keeps an event loop running
+    on this thread while it is open, and every later ``asyncio.run`` on the thread (the gateway's
+    and the limits' tests) would be refused: a fixture holding it ends with the tests that need it."""
     executable = shutil.which("chromium")
     if executable is None:
         pytest.fail("Debian's chromium is not installed (.ci/setup.d/chromium.sh installs it)")
@@ -43,6 +44,13 @@ def browser() -> Iterator:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+@pytest.fixture(scope="package")
+def browser() -> Iterator:
+    """One Chromium for the browser tests, closed when the run leaves tests/browser/."""
+    with open_chromium() as chromium:
+        yield chromium
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from tests.clusters.conftest import wait_for
 PER_CLUSTER = 50
 
 
+@pytest.mark.long
 @pytest.mark.django_db(transaction=True)  # the server process reads committed rows
 def test_every_benchmarked_request_answers_200_over_http() -> None:
     data = build(models_per_cluster=PER_CLUSTER, observations=2 * 10 * PER_CLUSTER, member_rows=10, analyze=False)

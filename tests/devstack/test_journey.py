@@ -37,7 +37,7 @@ from devstack.control_plane import ControlPlaneUnavailable, build_binaries, free
 from devstack.demo_load import Tally, send_load
 from devstack.live_demo import DEMO_MODEL, SSO_PEOPLE, SSO_PROVIDER_NAME, SSO_TEAMS
 from devstack.oidc_provider import ProviderUnavailable, build_binary
-from tests.browser.conftest import browser  # noqa: F401 - the one headless Chromium fixture
+from tests.browser.conftest import open_chromium
 
 pytestmark = pytest.mark.realcluster
 STARTED = "Ctrl-C stops everything."
@@ -230,6 +230,14 @@ def fresh_clone(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def browser() -> Iterator:
+    """A Chromium for the journey alone, closed when it ends (its worker's next tests run event
+    loops of their own, which Playwright's open one would refuse)."""
+    with open_chromium() as chromium:
+        yield chromium
+
+
+@pytest.fixture
 def demo(binaries, provider_built, fresh_clone: Path, tmp_path: Path) -> Iterator[Demo]:
     running = Demo(fresh_clone, tmp_path)
     try:
@@ -241,13 +249,13 @@ def demo(binaries, provider_built, fresh_clone: Path, tmp_path: Path) -> Iterato
 # ---- the steps, each as a user takes it -------------------------------------------------------------
 
 
-def new_tab(browser, demo: Demo):  # noqa: F811
+def new_tab(browser, demo: Demo):
     tab = browser.new_context(base_url=demo.portal).new_page()
     tab.set_default_timeout(60_000)
     return tab
 
 
-def sign_in_with_password(browser, demo: Demo):  # noqa: F811
+def sign_in_with_password(browser, demo: Demo):
     """The login page's own form, with the admin password the banner printed."""
     tab = new_tab(browser, demo)
     tab.goto("/")
@@ -260,7 +268,7 @@ def sign_in_with_password(browser, demo: Demo):  # noqa: F811
     return tab
 
 
-def sign_in_with_sso(browser, demo: Demo, username: str, password: str):  # noqa: F811
+def sign_in_with_sso(browser, demo: Demo, username: str, password: str):
     """The login page's provider button, the provider's own form, back on the portal's dashboard."""
     tab = new_tab(browser, demo)
     tab.goto("/")
@@ -278,7 +286,7 @@ def person(username: str) -> tuple[str, str]:
     return next((name, password) for _, name, password, _ in SSO_PEOPLE if name == username)
 
 
-def every_team_shows_its_grant(browser, demo: Demo) -> None:  # noqa: F811
+def every_team_shows_its_grant(browser, demo: Demo) -> None:
     """Each demo person, signed in through the provider, reads their team and its namespace on their account page."""
     for _, username, password, groups in SSO_PEOPLE:
         tab = sign_in_with_sso(browser, demo, username, password)
@@ -448,19 +456,32 @@ def deploy_with_the_guided_form(tab, kind: str, preset: str, name: str) -> str:
 
 def kubeai_replicas_are_the_clusters(tab, demo: Demo) -> None:
     """Issue 43, "replica counts match the API": each KubeAI Model's replicas on the catalog and on its
-    page are what its object in the cluster reports (``status.replicas``), "—" where it reports none."""
+    page are what its object in the cluster reports (``status.replicas``), "—" where it reports none,
+    once the mirror has caught up with the object (a Model just deployed is still changing)."""
     custom = kubernetes.client.CustomObjectsApi(demo.api_client)
-    objects = custom.list_cluster_custom_object("kubeai.org", "v1", "models")["items"]
-    assert len(objects) > 4  # the demo's four and the guided one
-    for obj in objects:
-        name, reported = obj["metadata"]["name"], (obj.get("status") or {}).get("replicas") or {}
-        tab.goto(f"/models/?kind=Model&name={name}")
-        row = tab.locator("#catalog tbody tr").filter(has=tab.get_by_role("link", name=name, exact=True))
-        shown = row.locator("td").nth(6).inner_text().strip()
-        assert shown == str(reported.get("all", "—")), (name, shown, reported)
-        row.get_by_role("link", name=name, exact=True).click()
-        summary = "replicas {all} running ({ready} ready)".format(**reported) if reported else "replicas — running"
-        expect(tab.locator("main")).to_contain_text(summary)
+    models = custom.list_cluster_custom_object("kubeai.org", "v1", "models")["items"]
+    assert len(models) > 4  # the demo's four and the guided one
+    for name in (obj["metadata"]["name"] for obj in models):
+        seen: list = []
+        try:
+            wait_until(lambda name=name, seen=seen: _replicas_shown_as_reported(tab, custom, name, seen),
+                       f"{name}'s replicas on its catalog row and page as its object reports them")
+        except AssertionError as error:
+            raise AssertionError(f"{error}; last seen (catalog, status.replicas, page agrees): {seen[-1:]}") from None
+
+
+def _replicas_shown_as_reported(tab, custom, name: str, seen: list) -> bool:
+    obj = next(o for o in custom.list_cluster_custom_object("kubeai.org", "v1", "models")["items"]
+               if o["metadata"]["name"] == name)
+    reported = (obj.get("status") or {}).get("replicas") or {}
+    tab.goto(f"/models/?kind=Model&name={name}")
+    row = tab.locator("#catalog tbody tr").filter(has=tab.get_by_role("link", name=name, exact=True))
+    shown = row.locator("td").nth(6).inner_text().strip()
+    row.get_by_role("link", name=name, exact=True).click()
+    summary = "replicas {all} running ({ready} ready)".format(**reported) if reported else "replicas — running"
+    page = tab.locator("main").inner_text()
+    seen.append((shown, reported, summary in page))
+    return shown == str(reported.get("all", "—")) and summary in page
 
 
 def apply_a_rightsizing_recommendation(tab, demo: Demo) -> None:
@@ -555,7 +576,7 @@ def hit_a_team_limit(demo: Demo, ada_key: str) -> None:
     assert int(refused.value.response.headers["retry-after"]) >= 0
 
 
-def usage_and_gpu_hours(browser, demo: Demo) -> None:  # noqa: F811
+def usage_and_gpu_hours(browser, demo: Demo) -> None:
     """The team's requests and GPU-hours on its usage page. The demo samples what models hold every 60 s;
     the test calls the function that loop calls (governance.tasks.sample_gpu_holdings) instead of waiting."""
     admin = sign_in_with_password(browser, demo)
@@ -618,7 +639,8 @@ print(json.dumps({
 """
 
 
-def test_a_team_walks_the_whole_journey(demo: Demo, browser) -> None:  # noqa: F811
+@pytest.mark.long
+def test_a_team_walks_the_whole_journey(demo: Demo, browser) -> None:
     from openai import OpenAI
 
     # docs/demo.md's tour, in its order: the banner's curl wakes a model, its pod in the live panel, a

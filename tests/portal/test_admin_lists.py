@@ -36,6 +36,7 @@ from clusters.web import admin_rows, list_costs
 from clusters.web.admin import KeptActionForm, KubeObjectAdmin, NarrowChangeList
 from models_app.models import InferenceModel, KubeAIModel, ModelService
 from tests.accounts.conftest import sample_in, store
+from tests.support.database import vacuum_analyze
 
 pytestmark = pytest.mark.django_db
 
@@ -283,8 +284,7 @@ def test_a_pool_filtered_page_in_cluster_order_reads_its_ids_from_the_index_alon
         for cluster in (world.cluster, west)
         for index in range(70)
     )
-    with connection.cursor() as cursor:
-        cursor.execute(f"VACUUM ANALYZE {InferenceModel._meta.db_table}")  # an index-only read's visibility map
+    vacuum_analyze(InferenceModel._meta.db_table)  # an index-only read's visibility map
     for number in (1, 2):  # the first lands in one cluster and reads into the next; the second lands at 30
         with CaptureQueriesContext(connection) as captured:
             assert admin_browser.get(CHANGELIST, {"node_pool__exact": "gpu-deep", "p": number}).status_code == 200

@@ -26,6 +26,7 @@ from scheduler.holdings_cache import cluster_holdings
 from scheduler.models import HoldingsGeneration
 from tests.scheduler.conftest import make_model
 from tests.scheduler.test_pool_totals import bulk_rows, kubeai, service
+from tests.support.database import vacuum_analyze
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -222,8 +223,7 @@ def test_a_pools_last_requests_are_read_from_the_index_alone(cluster):
     rows = [make_model(cluster, f"m-{index}", "8Gi", pool="gpu") for index in range(20)]
     rows += [kubeai(cluster, "qwen", "gpu-l4", 1), service(cluster, "svc", "gpu", 1)]
     for model in serving_models():
-        with connection.cursor() as cursor:
-            cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")  # an index-only read's visibility map
+        vacuum_analyze(model._meta.db_table)  # an index-only read's visibility map
     pools = {(type(row).kube.kind, row.node_pool) for row in rows}
     assert len(pools) == 3
     for part, (kind, pool) in enumerate(sorted(pools)):

@@ -85,3 +85,44 @@ def _build(server: psycopg.Connection, database: dict[str, Any], name: str) -> N
         server.execute(f'DROP DATABASE IF EXISTS "{building}"')
         raise RuntimeError(f"migrating the template database failed:\n{done.stdout}{done.stderr}")
     server.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+
+
+def vacuum_analyze(table: str, timeout: float = 60.0) -> None:
+    """``VACUUM ANALYZE table`` once no other session of this database holds a snapshot. VACUUM
+    marks a page all-visible (what an index-only scan needs to skip the table, and what makes the
+    planner choose one) only when no open transaction may still not see its rows (a connection an
+    earlier test of this process left busy, a server process still stopping, would hold it back)
+    and their commits are on disk."""
+    from django.db import connection
+
+    from tests.clusters.conftest import wait_for
+
+    def holders() -> list[tuple]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid, application_name, state, left(query, 100) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL"
+            )
+            return cursor.fetchall()
+
+    seen: list[list[tuple]] = []
+    wait_for(lambda: not seen.append(holders()) and not seen[-1], timeout=timeout,
+             message=f"no other session of the database to hold a snapshot (last: {seen[-1:] or 'none read'})")
+    commits_on_disk()
+    with connection.cursor() as cursor:
+        cursor.execute(f'VACUUM ANALYZE "{table}"')
+
+
+def commits_on_disk() -> None:
+    """Every commit so far on disk. The test server commits asynchronously
+    (.ci/start-services.sh), and VACUUM leaves a page not all-visible while a row's commit is not
+    yet flushed (an index-only scan then reads the table): a synchronous commit flushes the log up
+    to it, one that writes to the log (a transaction that wrote nothing commits without waiting,
+    whatever synchronous_commit says). Outside a transaction (a test or benchmark's own, else it
+    is not flushed until that ends)."""
+    from django.db import connection, transaction
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = on")
+        cursor.execute("CREATE TEMPORARY TABLE log_flushed_up_to_here ()")
+        cursor.execute("DROP TABLE log_flushed_up_to_here")

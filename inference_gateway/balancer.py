@@ -81,11 +81,14 @@ class Balancer:
         """Rediscover the route's replicas on its next request (after a wake, for example)."""
         self.pools.pop(route.key, None)
 
-    async def rediscover(self, route: Route) -> list[Replica]:
-        """The route's replicas read again now; requests that ask while a read is under way share
-        it (a model woken from zero holds many), so the cluster is asked once at a time per route."""
+    async def rediscover(self, route: Route, within: float) -> list[Replica]:
+        """The route's replicas as read in the last ``within`` seconds, else read again now.
+        Requests waiting for a model woken from zero (many at once) share the reads: one under way
+        is awaited, not repeated, so the cluster is asked at most once per ``within`` per route."""
         pool = self.pools.setdefault(route.key, Pool([], 0.0))
         if pool.refresh is None or pool.refresh.done():
+            if pool.refreshed and time.monotonic() - pool.refreshed < within:
+                return pool.replicas
             pool.refresh = asyncio.ensure_future(self._refresh(route, pool))
         await asyncio.shield(pool.refresh)
         return pool.replicas

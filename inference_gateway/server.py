@@ -389,13 +389,13 @@ class Gateway:
         woken when its Deployment has a ready Pod; the EndpointSlice controller lists that Pod a
         moment later (longer on a busy control plane), so a request sent on at once would find no
         replica and be answered 502. It waits instead, reading the replicas again every
-        ``wake_poll`` seconds (one read at a time per model, however many requests wait), until
+        ``wake_poll`` seconds (one read per interval per model, however many requests wait), until
         the wake's own deadline (``until``: ``wake_timeout`` after the wake began); then a 503 to
         retry."""
         last_error, waited = "", False
         while True:
             try:
-                if await self.balancer.rediscover(route):
+                if await self.balancer.rediscover(route, within=self.config.wake_poll):
                     return None
             except Exception as error:  # the cluster did not answer this time: the next read may
                 logger.warning("replicas of %s after its wake: %s", route.id, error)

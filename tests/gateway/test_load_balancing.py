@@ -11,7 +11,11 @@ may have many slices), which is what the gateway reads for any Service."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import socket
+import time
+from types import SimpleNamespace
 
 import kubernetes
 import openai
@@ -19,6 +23,7 @@ import pytest
 
 from accounts.models import NamespaceGrant, Team
 from accounts.tokens import issue_token
+from inference_gateway.balancer import Balancer
 from inference_gateway.models import BackendHost
 from models_app.models import InferenceModel
 from tests.clusters.conftest import sample_manifest
@@ -165,3 +170,30 @@ def test_a_model_mirrored_from_the_cluster_with_a_refused_backend_is_not_routed(
     assert caught.value.code == "backend_refused"
     assert "spec.backendUrl names 127.0.0.1, which is loopback" in caught.value.message
     assert backend.stats() == {}
+
+
+def test_requests_waiting_for_a_woken_models_replicas_share_one_read_per_interval() -> None:
+    """A hundred requests held through a wake, each polling for its replicas every 0.1 s: the
+    cluster is asked at most once per interval for the model (0.5 s here, GATEWAY_WAKE_POLL_SECONDS),
+    the reads shared, never one per request."""
+    reads: list[float] = []
+
+    def discover(route) -> list[str]:  # the cluster's answer: no replica listed yet, after a while
+        reads.append(time.monotonic())
+        time.sleep(0.05)
+        return []
+
+    balancer = Balancer(ttl=60, eject_seconds=10, discoverer=discover)
+    route = SimpleNamespace(key=("InferenceModel", 1, "team-a", "llama-2-7b"))
+
+    async def waiting() -> None:
+        for _ in range(8):
+            assert await balancer.rediscover(route, within=0.5) == []
+            await asyncio.sleep(0.1)
+
+    async def hundred() -> None:
+        await asyncio.gather(*(waiting() for _ in range(100)))
+
+    asyncio.run(hundred())
+    assert len(reads) >= 2
+    assert all(later - earlier >= 0.5 for earlier, later in itertools.pairwise(reads)), reads

@@ -38,6 +38,8 @@ GROUPS = {
     "ML team member": [(app, model, ACTIONS) for app, model in MEMBER_MODELS],
     "Platform staff": [*((app, model, ACTIONS) for app, model in MEMBER_MODELS), *STAFF_MODELS],
 }
+GRANTING_APPS = sorted({app for grants in GROUPS.values() for app, _, _ in grants})
+"""The apps whose permissions the groups hold."""
 
 
 def ensure_groups(apps: Apps, using: str = "default") -> None:
@@ -45,9 +47,8 @@ def ensure_groups(apps: Apps, using: str = "default") -> None:
     permissions, then each group's added (a flush's teardown runs this, so it stays a few queries)."""
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
-    labels = {app for grants in GROUPS.values() for app, _, _ in grants}
     known = {(app, codename): pk for app, codename, pk in Permission.objects.using(using).filter(
-        content_type__app_label__in=labels).values_list("content_type__app_label", "codename", "pk")}
+        content_type__app_label__in=GRANTING_APPS).values_list("content_type__app_label", "codename", "pk")}
     for name, grants in GROUPS.items():
         wanted = [(app, f"{action}_{model}") for app, model, actions in grants for action in actions]
         missing = [f"{app}.{codename}" for app, codename in wanted if (app, codename) not in known]
@@ -60,6 +61,6 @@ def ensure_groups(apps: Apps, using: str = "default") -> None:
 def ensure_after_migrate(apps: Apps = global_apps, using: str = "default", **_: Any) -> None:
     """``post_migrate`` of this app: the permissions the groups grant (post_migrate reaches the
     apps after this one later), then the groups."""
-    for label in sorted({app for grants in GROUPS.values() for app, _, _ in grants}):
+    for label in GRANTING_APPS:
         create_permissions(global_apps.get_app_config(label), verbosity=0, using=using, apps=apps)
     ensure_groups(apps, using)

@@ -160,8 +160,7 @@ def reconcile_inference_model(gateway: ClusterGateway, row: InferenceModel, now:
     stuck = None
     if plan.replicas and deployment is not None and ready_replicas(deployment) < 1:  # starting: can it be placed?
         stuck = unschedulable(gateway, row.namespace, deployment["spec"]["selector"]["matchLabels"])
-    borrowed = borrowing(row.cluster_id, row.node_pool).get((KIND.kind, row.cluster_id, row.namespace, row.name))
-    status = _status(cr, deployment, plan, now, stuck, borrowed if plan.replicas else None)
+    status = _status(cr, deployment, plan, now, stuck, borrowed_words(row, plan))
     if status != {key: cr.get("status", {}).get(key) for key in status}:
         cr = gateway.patch_status(KIND, row.namespace, row.name, status)
         upsert_from_cluster(InferenceModel, row.cluster, cr)
@@ -455,6 +454,14 @@ def _status(
         "conditions": conditions,
         "observedGeneration": generation,
     }
+
+
+def borrowed_words(row: ServingModel, plan: Plan) -> str | None:
+    """Admission's words for the capacity the model borrows (its ``Borrowing`` condition), read only
+    while it is to run: a model kept at zero borrows nothing."""
+    if not plan.replicas:
+        return None
+    return borrowing(row.cluster_id, row.node_pool).get((row.kube.kind, row.cluster_id, row.namespace, row.name))
 
 
 def team_conditions(

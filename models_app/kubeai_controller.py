@@ -54,6 +54,7 @@ from models_app.controller import (
     Plan,
     Reason,
     apply_child,
+    borrowed_words,
     deployment_failure,
     ready_replicas,
     release_departed,
@@ -61,7 +62,7 @@ from models_app.controller import (
 )
 from models_app.models import KubeAIModel, kubeai_pod_shape, kubeai_profile, unknown_profile_errors
 from models_app.preemption import admit_making_room, preempted_words, readmitted
-from scheduler.public import AdmissionDecision, Demand, borrowing, release
+from scheduler.public import AdmissionDecision, Demand, PodShape, admit, release
 
 KIND = KubeAIModel.kube
 PORT = 8000
@@ -146,8 +147,7 @@ def reconcile_kubeai_model(gateway: ClusterGateway, row: KubeAIModel, now: datet
     stuck = None
     if plan.replicas and deployment is not None and ready_replicas(deployment) < 1:
         stuck = unschedulable(gateway, row.namespace, deployment["spec"]["selector"]["matchLabels"])
-    borrowed = borrowing(row.cluster_id, row.node_pool).get((KIND.kind, row.cluster_id, row.namespace, row.name))
-    status = _status(cr, deployment, plan, limited, now, stuck, borrowed if plan.replicas else None)
+    status = _status(cr, deployment, plan, limited, now, stuck, borrowed_words(row, plan))
     if status != {key: (cr.get("status") or {}).get(key) for key in status}:
         cr = gateway.patch_status(KIND, row.namespace, row.name, status)
         upsert_from_cluster(KubeAIModel, row.cluster, cr)
@@ -184,17 +184,24 @@ def _plan(
         return Plan(wanted), None
     shape, pool = kubeai_pod_shape(spec.get("resourceProfile", ""), 1, 1)
     refused: AdmissionDecision | None = None
+    held = False
     for count in range(wanted, running, -1):
-        demand = Demand(row.cluster_id, pool, KIND.kind, row.namespace, row.name, shape.memory_bytes * count,
-                        gpus=shape.gpus * count)  # fmt: skip
-        decision = admit_making_room(demand, now, gateway)  # idle models and borrowers stopped for it
+        decision = admit_making_room(_demand(row, shape, pool, count), now, gateway)  # idle models, borrowers stopped
         if decision.fits:
             readmitted(row)
             return Plan(count), refused
-        refused = refused or decision
+        refused, held = refused or decision, held or bool(decision.preempt)
     if running:
+        if held:  # a refusal preemption was to resolve kept that count's room (admit_making_room): what runs again
+            admit(_demand(row, shape, pool, running), now, gateway=gateway)
         return Plan(running), refused
     return Plan(0, refused.reason or Reason.INSUFFICIENT_MEMORY, refused.message), refused
+
+
+def _demand(row: KubeAIModel, shape: PodShape, pool: str, count: int) -> Demand:
+    """What ``count`` replicas of the Model's pod ask of its pool."""
+    return Demand(row.cluster_id, pool, KIND.kind, row.namespace, row.name, shape.memory_bytes * count,
+                  gpus=shape.gpus * count)  # fmt: skip
 
 
 def _source(spec: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:

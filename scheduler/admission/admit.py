@@ -279,7 +279,7 @@ def admit(
     the API server).
 
     ``hold_for_preemption`` (a caller that stops the decision's ``preempt`` models at once, as the
-    InferenceModel controller does): a refusal that preemption resolves reserves the demand's room
+    controllers do through ``models_app.preemption``): a refusal that preemption resolves reserves the demand's room
     now, under the pool's lock, before its victims stop, as Kueue admits a workload before its
     victims are evicted. Otherwise the room the victims free is anyone's until the caller asks
     again: a victim's own reconcile, run just after its preemption, found it free and started the
